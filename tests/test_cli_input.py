@@ -1,0 +1,56 @@
+"""Bad input: one clear line, the documented exit code, no traceback (no vLLM needed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["repro", "--python", "/nonexistent/python"], 2, "no such file"),
+        (["repro", "--python", "/etc/hostname"], 2, "not executable"),
+        (["repro", "--python", "/bin/true"], 2, "not a Python interpreter"),
+        (["repro", "--prompt-len", "1"], 2, "--prompt-len 1"),
+        (["repro", "--block-size", "0"], 2, "--block-size 0"),
+        (["repro", "--connector", "lmcache"], 2, "unknown connector"),
+        (["repro", "--kv-role", "kv_sideways"], 2, "--kv-role"),
+        (["repro", "--model", "/nonexistent"], 2, "no config.json"),
+        (["repro", "--python", sys.executable], 3, "no vLLM"),
+    ],
+)
+def test_bad_input(cli, args, code, needle):
+    proc = cli(*args, "--quiet")
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.count("error:") == 1
+
+
+def test_debug_shows_traceback(cli):
+    proc = cli("repro", "--python", "/nonexistent/python", "--debug")
+    assert proc.returncode == 2
+    assert "Traceback" in proc.stderr
+
+
+def test_help_without_vllm_importable(cli):
+    # This interpreter has no vllm or torch; --help must work and import neither.
+    code = ("import sys, vllm_pd_doctor.cli as c\n"
+            "assert 'vllm' not in sys.modules and 'torch' not in sys.modules\n")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+    proc = cli("--help")
+    assert proc.returncode == 0
+    assert "repro" in proc.stdout
+    proc = cli("repro", "--help")
+    assert proc.returncode == 0
+    assert "Exit codes" in proc.stdout
+
+
+def test_every_format_renders(cli):
+    from vllm_pd_doctor.formats import OutputFormat
+
+    assert {f.value for f in OutputFormat} == {"table", "json", "markdown"}

