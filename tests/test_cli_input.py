@@ -12,7 +12,6 @@ import pytest
     ("args", "code", "needle"),
     [
         (["repro", "--python", "/nonexistent/python"], 2, "no such file"),
-        (["repro", "--python", "/etc/hostname"], 2, "not executable"),
         (["repro", "--python", "/bin/true"], 2, "not a Python interpreter"),
         (["repro", "--prompt-len", "1"], 2, "--prompt-len 1"),
         (["repro", "--block-size", "0"], 2, "--block-size 0"),
@@ -29,6 +28,24 @@ def test_bad_input(cli, args, code, needle):
     assert "Traceback" not in proc.stderr
     assert proc.stdout == ""
     assert proc.stderr.count("error:") == 1
+
+
+def test_non_executable_python(cli, tmp_path):
+    f = tmp_path / "python"
+    f.write_text("not a program\n")
+    f.chmod(0o644)
+    proc = cli("repro", "--python", str(f), "--quiet")
+    assert proc.returncode == 2
+    assert "--python" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_shell_script_is_not_python(cli, tmp_path):
+    f = tmp_path / "python"
+    f.write_text("#!/bin/sh\necho hello\n")
+    f.chmod(0o755)
+    proc = cli("repro", "--python", str(f), "--quiet")
+    assert proc.returncode == 2
+    assert "not a Python interpreter" in proc.stderr
 
 
 def test_debug_shows_traceback(cli):

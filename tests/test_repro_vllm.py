@@ -84,7 +84,11 @@ def test_single_connector_json_is_an_object(python_buggy, repro_json):
                 "prompt", "control", "events"):
         assert key in doc
     assert doc["connector"] == "nixl"
-    assert "nixl" in err  # the note that the transfer library is absent goes to stderr
+    lib = doc["transfer_library"]
+    assert lib["module"] == "nixl" and lib["needed_for_scheduler"] is False
+    # When NIXL is absent the output says it was not needed (on stderr, as a note).
+    assert isinstance(lib["installed"], bool)
+    assert lib["installed"] or "not needed for the scheduler half" in err
 
 
 def test_unaligned_prompt_cannot_fire_and_says_why(python_buggy, repro_json):
