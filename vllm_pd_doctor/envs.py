@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -229,11 +229,27 @@ def _run(cmd: list[str], log: Path, what: str, timeout: float) -> None:
 
 
 def _reason(log: str) -> str:
+    """The line of uv's output that says why (its `cause:` line first), shortened."""
     lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith(("cause:", "╰─▶")):
+            text = ln.split(":", 1)[1].strip() if ln.startswith("cause:") else ln[3:].strip()
+            text = re.sub(r"\{platform_machine[^}]*\}", "", text)
+            return text[:300]
     for ln in reversed(lines):
-        if ln.startswith(("×", "error", "Error", "ERROR", "╰─▶", "Because")) or "No solution" in ln:
-            return ln.lstrip("×╰─▶ ").strip()[:300]
+        if ln.startswith(("×", "error", "Error", "ERROR", "Because")) or "No solution" in ln:
+            return ln.lstrip("× ").strip()[:300]
     return (lines[-1] if lines else "no output")[:300]
+
+
+def _keep_log(log: Path, name: str) -> Path:
+    """Move a failed install's log out of the directory that is about to be removed."""
+    dest_dir = home() / "logs"
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / f"{name}-install.log"
+    with suppress(OSError):
+        shutil.copyfile(log, dest)
+    return dest
 
 
 def ensure(package: str, version: str, *, nixl: bool = False,
@@ -263,8 +279,9 @@ def _create(path: Path, package: str, version: str, *, nixl: bool, progress: Pro
     path.mkdir(parents=True)
     log = path / "install.log"
     progress(f"creating {path} ({package}=={version}) with uv")
-    _run([uv, "venv", "-q", "--python", _python_request(), "--python-preference", "only-system",
-          str(path)], log, f"creating a virtual environment for {package}=={version}", 300)
+    _run([uv, "venv", "-q", "--allow-existing", "--python", _python_request(),
+          "--python-preference", "only-system", str(path)],
+         log, f"creating a virtual environment for {package}=={version}", 300)
     python = path / "bin" / "python"
     settings = pip_settings()
     cmd = [uv, "pip", "install", "--python", str(python), "--compile-bytecode",
@@ -283,8 +300,10 @@ def _create(path: Path, package: str, version: str, *, nixl: bool, progress: Pro
         progress(f"installing {package}=={version} (about a minute with a warm uv cache)")
         try:
             _run(cmd, log, f"installing {package}=={version}", timeout)
-        except CouldNotRun:
+        except CouldNotRun as exc:
+            kept = _keep_log(log, env_name(package, version))
             shutil.rmtree(path, ignore_errors=True)
+            exc.hint = f"full log: {kept}"
             raise
     finally:
         os.unlink(excludes)
@@ -325,3 +344,40 @@ def size_bytes(env: ManagedEnv) -> int:
             except OSError:
                 pass
     return total
+
+
+MIN_FREE_BYTES = 4 * 1024**3
+"""Free disk space a new environment needs (one takes about 2.5 to 3.5 GB)."""
+
+
+def free_bytes() -> int:
+    """Free space on the file system that holds the environments."""
+    root = envs_dir()
+    probe = root if root.exists() else home() if home().exists() else Path(home().anchor or "/")
+    return shutil.disk_usage(probe).free
+
+
+def ensure_or_clean(package: str, version: str, *, progress: Progress = _quiet,
+                    timeout: float = 1800.0) -> ManagedEnv:
+    """`ensure`, refusing when the disk is nearly full, and removing what a failed install left.
+
+    A complete environment is returned as is; otherwise at least MIN_FREE_BYTES must be free.
+    On failure nothing of the new environment stays behind (the error is re-raised).
+    """
+    validate(package, version)
+    existing = find(package, version)
+    if existing is not None:
+        return existing
+    free = free_bytes()
+    if free < MIN_FREE_BYTES:
+        raise CouldNotRun(f"only {free / 1024**3:.1f} GB free under {envs_dir()}; an environment "
+                          f"needs about {MIN_FREE_BYTES / 1024**3:.0f} GB",
+                          hint="remove environments with `pd-doctor envs rm`")
+    try:
+        return ensure(package, version, progress=progress, timeout=timeout)
+    except BaseException:
+        path = envs_dir() / env_name(package, version)
+        with _lock(path):
+            if path.exists() and _load(path) is None:
+                shutil.rmtree(path, ignore_errors=True)
+        raise

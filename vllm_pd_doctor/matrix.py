@@ -1,0 +1,323 @@
+"""The release matrix and release bisection: the in-process repro, release by release.
+
+Each release runs in pd-doctor's own environment of it (`envs`, provisioned with uv and cached).
+Environments are provisioned by up to `jobs` workers at once; repros run one at a time as soon as
+their environment is ready, so timings per release are not skewed by each other and memory stays
+bounded (importing vLLM dominates a repro).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from vllm_pd_doctor import envs, inprocess
+from vllm_pd_doctor.errors import BadInput, PdDoctorError
+from vllm_pd_doctor.model import ConnectorVerdict, Frame, ReproReport
+from vllm_pd_doctor.releases import version_key
+
+Progress = Callable[[str], None]
+
+# Cell states
+FIRED = "fired"
+NOT_FIRED = "not_fired"
+NOT_PRESENT = "not_present"
+NOT_RUNNABLE = "not_runnable"
+
+# Row states
+RAN = "ran"
+NOT_PUBLISHED = "not_published"
+NOT_PROVISIONED = "could_not_provision"
+NOT_RUN = "could_not_run"
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class MatrixCell:
+    """One release x connector."""
+
+    connector: str
+    status: str
+    """fired, not_fired, not_present or not_runnable."""
+    hook: str | None = None
+    """The hook that truncated the P-side prompt (None when nothing ran)."""
+    call_site: Frame | None = None
+    """Where that hook called the truncation helper (vLLM file:line)."""
+    assertion_location: str | None = None
+    reason: str | None = None
+    """Why the connector is not runnable."""
+
+
+@dataclass(frozen=True)
+class ReleaseRow:
+    """One release: its cells, or why it has none."""
+
+    release: str
+    status: str
+    """ran, not_published, could_not_provision or could_not_run."""
+    cells: tuple[MatrixCell, ...] = ()
+    reason: str | None = None
+    vllm_version: str | None = None
+    python: str | None = None
+    cached: bool | None = None
+    """The environment already existed before this run."""
+    provision_s: float | None = None
+    repro_s: float | None = None
+
+    def cell(self, connector: str) -> MatrixCell | None:
+        return next((c for c in self.cells if c.connector == connector), None)
+
+    @property
+    def fired(self) -> bool:
+        return any(c.status == FIRED for c in self.cells)
+
+
+@dataclass(frozen=True)
+class MatrixReport:
+    package: str
+    rows: tuple[ReleaseRow, ...]
+    connectors: tuple[str, ...]
+    releases_source: str | None
+    wall_s: float
+    jobs: int
+
+    @property
+    def fired(self) -> bool:
+        return any(r.fired for r in self.rows)
+
+    @property
+    def any_ran(self) -> bool:
+        return any(r.status == RAN for r in self.rows)
+
+    @property
+    def repro_s_total(self) -> float:
+        return sum(r.repro_s or 0.0 for r in self.rows)
+
+
+def repro_options(timeout: float = 600.0) -> inprocess.ReproOptions:
+    """The scenario every matrix cell runs: all connectors, block 16, N = 33, kv_producer."""
+    return inprocess.make_options(connector="all", block_size=16, prompt_len=None,
+                                  mamba_cache_mode=None, kv_role="kv_producer", model=None,
+                                  timeout=timeout)
+
+
+def cells_of(report: ReproReport) -> tuple[MatrixCell, ...]:
+    """One cell per known connector: what the release's repro said about it."""
+    by_key = {r.connector: r for r in report.results}
+    return tuple(_cell(key, by_key.get(key)) for key in inprocess.CONNECTOR_KEYS)
+
+
+def _cell(key: str, r: ConnectorVerdict | None) -> MatrixCell:
+    if r is None:
+        return MatrixCell(key, NOT_PRESENT)
+    if r.error is not None:
+        if r.error.kind == "connector_missing":
+            return MatrixCell(key, NOT_PRESENT, reason=r.error.message)
+        return MatrixCell(key, NOT_RUNNABLE, reason=f"{r.error.stage}: {r.error.message}")
+    if not r.ran or r.assertion is None:
+        return MatrixCell(key, NOT_RUNNABLE, reason="no verdict")
+    t = r.truncation
+    return MatrixCell(key, FIRED if r.assertion.fired else NOT_FIRED,
+                      hook=t.hook if t else None, call_site=t.call_site if t else None,
+                      assertion_location=r.assertion.location)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, PdDoctorError):
+        return exc.message
+    return f"{type(exc).__name__}: {exc}"
+
+
+class _Runner:
+    """Provision (bounded by `jobs`) then repro (one at a time) each release."""
+
+    def __init__(self, package: str, *, jobs: int, timeout: float, progress: Progress):
+        if jobs < 1:
+            raise BadInput(f"--jobs {jobs}: must be at least 1")
+        self.package = package
+        self.jobs = jobs
+        self.opts = repro_options(timeout)
+        self.progress = progress
+        self._repro_lock = threading.Lock()
+
+    def row(self, release: str) -> ReleaseRow:
+        cached = envs.find(self.package, release) is not None
+        t0 = time.perf_counter()
+        try:
+            env = envs.ensure_or_clean(self.package, release, progress=self.progress)
+        except Exception as exc:
+            self.progress(f"{release}: could not provision: {_reason(exc)}")
+            return ReleaseRow(release, NOT_PROVISIONED, reason=_reason(exc), cached=False,
+                              provision_s=round(time.perf_counter() - t0, 2))
+        provision_s = round(time.perf_counter() - t0, 2)
+        with self._repro_lock:
+            t1 = time.perf_counter()
+            try:
+                report = inprocess.run_inprocess(str(env.python), self.opts, _quiet)
+            except Exception as exc:
+                self.progress(f"{release}: could not run: {_reason(exc)}")
+                return ReleaseRow(release, NOT_RUN, reason=_reason(exc), python=str(env.python),
+                                  cached=cached, provision_s=provision_s,
+                                  repro_s=round(time.perf_counter() - t1, 2))
+            repro_s = round(time.perf_counter() - t1, 2)
+        row = ReleaseRow(release, RAN, cells=cells_of(report), vllm_version=report.vllm.version,
+                         python=str(env.python), cached=cached, provision_s=provision_s,
+                         repro_s=repro_s)
+        fired = [c.connector for c in row.cells if c.status == FIRED]
+        self.progress(f"{release}: {'FIRED for ' + ', '.join(fired) if fired else 'did not fire'}"
+                      f" ({repro_s:.1f} s)")
+        return row
+
+    def rows(self, releases: Sequence[str]) -> list[ReleaseRow]:
+        with ThreadPoolExecutor(max_workers=min(self.jobs, max(1, len(releases)))) as pool:
+            futures: list[Future[ReleaseRow]] = [pool.submit(self.row, r) for r in releases]
+            return [f.result() for f in futures]
+
+
+def run_matrix(package: str, releases: Sequence[str], *, unknown: Mapping[str, str] | None = None,
+               jobs: int = 2, timeout: float = 600.0, releases_source: str | None = None,
+               progress: Progress = _quiet) -> MatrixReport:
+    """Run the repro in every release (provisioning as needed).
+
+    `unknown` maps releases that are not published to the reason shown in their row.
+    """
+    t0 = time.perf_counter()
+    runner = _Runner(package, jobs=jobs, timeout=timeout, progress=progress)
+    rows = runner.rows(list(releases))
+    rows += [ReleaseRow(u, NOT_PUBLISHED, reason=why) for u, why in (unknown or {}).items()]
+    rows.sort(key=lambda r: version_key(r.release))
+    return MatrixReport(package=package, rows=tuple(rows), connectors=inprocess.CONNECTOR_KEYS,
+                        releases_source=releases_source,
+                        wall_s=round(time.perf_counter() - t0, 2), jobs=jobs)
+
+
+# --- bisection -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BisectStep:
+    release: str
+    verdict: bool | None
+    """True: the connector fired; None: the release could not be tested."""
+    row: ReleaseRow | None = None
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    """Where the verdict changes between two releases (pure result of `bisect_releases`)."""
+
+    candidates: tuple[str, ...]
+    """The releases searched, oldest first (endpoints included)."""
+    steps: tuple[BisectStep, ...]
+    before: str | None
+    """The newest tested release with the older endpoint's verdict."""
+    after: str | None
+    """The oldest tested release with the newer endpoint's verdict (the first change)."""
+    untested_between: tuple[str, ...] = ()
+    """Candidates between `before` and `after` that could not be tested."""
+    same_verdict: bool = False
+    """Both endpoints give the same verdict: there is no change to find."""
+    endpoint_failed: str | None = None
+    """An endpoint that could not be tested (no answer then)."""
+
+
+def bisect_releases(candidates: Sequence[str], probe: Callable[[str], BisectStep],
+                    *, prefer: Callable[[str], bool] = lambda _: False) -> BisectResult:
+    """Binary search for the first release whose verdict differs from the oldest one's.
+
+    Assumes one change in the range. `prefer` marks releases that are cheap to test (cached
+    environments): among the untested releases strictly inside the current interval, a preferred
+    one nearest the middle is tested before any other. Releases that cannot be tested are dropped
+    from the search and reported in `untested_between` when they end up inside the answer.
+    """
+    cands = tuple(sorted(dict.fromkeys(candidates), key=version_key))
+    if len(cands) < 2:
+        raise BadInput("bisect needs two different releases",
+                       hint="give --good and --bad releases that differ")
+    steps: list[BisectStep] = []
+
+    def test(release: str) -> BisectStep:
+        s = probe(release)
+        steps.append(s)
+        return s
+
+    lo, hi = 0, len(cands) - 1
+    for end in (lo, hi):
+        if test(cands[end]).verdict is None:
+            return BisectResult(cands, tuple(steps), None, None, endpoint_failed=cands[end])
+    v_lo = steps[0].verdict
+    if steps[0].verdict == steps[1].verdict:
+        return BisectResult(cands, tuple(steps), cands[lo], cands[hi], same_verdict=True)
+    skipped: set[int] = set()
+    while True:
+        inside = [i for i in range(lo + 1, hi) if i not in skipped]
+        if not inside:
+            break
+        middle = (lo + hi) / 2
+        cheap = [i for i in inside if prefer(cands[i])]
+        mid = min(cheap or inside, key=lambda i: (abs(i - middle), i))
+        s = test(cands[mid])
+        if s.verdict is None:
+            skipped.add(mid)
+        elif s.verdict == v_lo:
+            lo = mid
+        else:
+            hi = mid
+    return BisectResult(cands, tuple(steps), cands[lo], cands[hi],
+                        untested_between=tuple(cands[i] for i in range(lo + 1, hi)))
+
+
+@dataclass(frozen=True)
+class BisectReport:
+    package: str
+    connector: str
+    good: str
+    bad: str
+    only_cached: bool
+    result: BisectResult
+    provisioned: tuple[str, ...]
+    """Releases whose environment this run had to create."""
+    releases_source: str | None
+    wall_s: float
+    rows: dict[str, ReleaseRow] = field(default_factory=dict)
+
+
+def run_bisect(package: str, good: str, bad: str, candidates: Sequence[str], *,
+               connector: str = "nixl", timeout: float = 600.0,
+               only_cached: bool = False, releases_source: str | None = None,
+               progress: Progress = _quiet) -> BisectReport:
+    """Bisect `candidates` (published releases between good and bad) on `connector` firing."""
+    if connector not in inprocess.CONNECTOR_KEYS:
+        raise BadInput(f"--connector {connector}: unknown connector",
+                       hint=f"use one of {', '.join(inprocess.CONNECTOR_KEYS)}")
+    t0 = time.perf_counter()
+    runner = _Runner(package, jobs=1, timeout=timeout, progress=progress)
+    rows: dict[str, ReleaseRow] = {}
+    provisioned: list[str] = []
+
+    def probe(release: str) -> BisectStep:
+        was_cached = envs.find(package, release) is not None
+        progress(f"testing {release}")
+        row = runner.row(release)
+        rows[release] = row
+        if not was_cached and row.status in (RAN, NOT_RUN):
+            provisioned.append(release)
+        cell = row.cell(connector)
+        if row.status != RAN or cell is None or cell.status not in (FIRED, NOT_FIRED):
+            return BisectStep(release, None, row)
+        return BisectStep(release, cell.status == FIRED, row)
+
+    def cached(release: str) -> bool:
+        return envs.find(package, release) is not None
+
+    result = bisect_releases(candidates, probe, prefer=cached)
+    return BisectReport(package=package, connector=connector, good=good, bad=bad,
+                        only_cached=only_cached, result=result, provisioned=tuple(provisioned),
+                        releases_source=releases_source,
+                        wall_s=round(time.perf_counter() - t0, 2), rows=rows)
