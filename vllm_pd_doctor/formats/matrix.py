@@ -26,13 +26,22 @@ ROW_LABEL = {NOT_PUBLISHED: "not a published release", NOT_PROVISIONED: "could n
              NOT_RUN: "could not run"}
 
 
-def cell_text(c: MatrixCell | None) -> str:
+CONNECTOR_PREFIX = "vllm/distributed/kv_transfer/kv_connector/v1/"
+
+
+def short_location(location: str) -> str:
+    """`vllm/distributed/kv_transfer/kv_connector/v1/nixl/x.py:9` -> `nixl/x.py:9` (table only)."""
+    return location[len(CONNECTOR_PREFIX):] if location.startswith(CONNECTOR_PREFIX) else location
+
+
+def cell_text(c: MatrixCell | None, *, short: bool = False) -> str:
     """One line per cell: `FIRED: get_num_new_matched_tokens @ file:line`."""
     if c is None or c.status == NOT_PRESENT:
         return "not present"
     if c.status in (FIRED, NOT_FIRED):
         head = "FIRED" if c.status == FIRED else "not fired"
-        where = f" @ {c.call_site.location}" if c.call_site else ""
+        loc = c.call_site.location if c.call_site else ""
+        where = f" @ {short_location(loc) if short else loc}" if loc else ""
         return f"{head}: {c.hook or 'none'}{where}"
     return f"not runnable: {c.reason or '?'}"
 
@@ -100,15 +109,15 @@ def matrix_table(m: MatrixReport) -> RenderableType:
     for r in m.rows:
         if r.status != "ran":
             t.add_row(r.release, Text(_row_reason(r), style="yellow"),
-                      *([""] * (len(m.connectors) - 1)))
+                      *([""] * (len(m.connectors) - 1)), end_section=True)
             continue
         cells: list[Text] = []
         for key in m.connectors:
             c = r.cell(key)
             style = {FIRED: "bold red", NOT_FIRED: "green"}.get(c.status if c else "", "dim")
-            cells.append(Text(cell_text(c), style=style))
+            cells.append(Text(cell_text(c, short=True), style=style))
         t.add_row(r.release, *cells)
-    foot = Text(f"wall {m.wall_s:.1f} s; repro total {m.repro_s_total:.1f} s; "
+    foot = Text(f"call sites under {CONNECTOR_PREFIX}; wall {m.wall_s:.1f} s; repro total {m.repro_s_total:.1f} s; "
                 f"releases from {m.releases_source or 'the command line'}", style="dim")
     return Group(t, foot)
 
