@@ -117,7 +117,8 @@ def matrix_table(m: MatrixReport) -> RenderableType:
             style = {FIRED: "bold red", NOT_FIRED: "green"}.get(c.status if c else "", "dim")
             cells.append(Text(cell_text(c, short=True), style=style))
         t.add_row(r.release, *cells)
-    foot = Text(f"call sites under {CONNECTOR_PREFIX}; wall {m.wall_s:.1f} s; repro total {m.repro_s_total:.1f} s; "
+    foot = Text(f"call sites under {CONNECTOR_PREFIX}; "
+                f"wall {m.wall_s:.1f} s; repro total {m.repro_s_total:.1f} s; "
                 f"releases from {m.releases_source or 'the command line'}", style="dim")
     return Group(t, foot)
 
