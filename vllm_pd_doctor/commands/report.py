@@ -1,9 +1,122 @@
-"""Placeholder: this subcommand is being built in its own issue."""
+"""`pd-doctor report`: build the bundle to attach to a vLLM P/D bug report."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from vllm_pd_doctor import targetrun
+from vllm_pd_doctor.commands._common import DebugOpt, PythonOpt, out, progress_printer, run
+from vllm_pd_doctor.errors import BadInput, ExitCode
+
+HELP = """Build the bundle to attach to a vLLM bug report about P/D disaggregation.
+
+Writes report.md (laid out for vLLM's bug template: environment from vLLM's own collector plus
+NIXL/UCX versions and variables; the #53514 repro verdict; check-config findings; a minimal
+reproduction; the log lines that matter), report.json (the same, schema_version 1) and the raw
+material (the repro's JSON trace, collect_env output, the logs, size-capped). Secrets, the home
+path, host names and IP addresses are redacted. A collector that fails or times out is shown as
+"could not collect: why". Prints the bundle's path on stdout.
+
+Exit codes: 0 bundle written (repro did not fire), 1 bundle written and the repro fired or
+check-config has an error-level finding, 2 bad input, 3 could not run.
+"""
 
 
 def register(app: typer.Typer) -> None:
-    """Add this subcommand to the app (nothing yet)."""
+    app.command("report", help=HELP)(report)
+
+
+def _check_dest(dest: Path) -> None:
+    if dest.suffix.lower() == ".zip":
+        if dest.is_dir():
+            raise BadInput(f"-o {dest}: is a directory", hint="give a new FILE.zip or a directory")
+        parent = dest.parent
+    else:
+        if dest.exists() and not dest.is_dir():
+            raise BadInput(f"-o {dest}: exists and is not a directory",
+                           hint="give a new directory or a FILE.zip")
+        if dest.is_dir() and any(dest.iterdir()):
+            raise BadInput(f"-o {dest}: directory is not empty",
+                           hint="give a new or empty directory, or a FILE.zip")
+        parent = dest if dest.is_dir() else dest.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise BadInput(f"-o {dest}: {parent} is not a writable directory "
+                       f"({exc.strerror or exc})",
+                       hint="choose an output path you can write to") from None
+
+def report(
+    prefill_cmd: Annotated[str | None, typer.Option(
+        "--prefill-cmd", help="The prefill instance's launch command (one string).",
+        show_default=False)] = None,
+    decode_cmd: Annotated[str | None, typer.Option(
+        "--decode-cmd", help="The decode instance's launch command (one string).",
+        show_default=False)] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="A YAML/JSON file with both launch commands (as check-config takes).",
+        show_default=False)] = None,
+    model: Annotated[Path | None, typer.Option(
+        "--model", help="Directory with the model's config.json.", show_default=False)] = None,
+    python: PythonOpt = None,
+    log: Annotated[list[Path] | None, typer.Option(
+        "--log", help="A log of the prefill or decode instance (repeatable).",
+        show_default=False)] = None,
+    repro: Annotated[bool, typer.Option(
+        "--repro/--no-repro", help="Run the in-process #53514 repro (about 7 s).")] = True,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Bundle directory, or FILE.zip (default: "
+                               "./pd-doctor-report-<time>).", show_default=False)] = None,
+    redact_hosts: Annotated[bool, typer.Option(
+        "--redact-hosts/--no-redact-hosts", help="Redact host names and IP addresses other "
+                                                 "than loopback.")] = True,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", help="Seconds each collector may take.")] = 300.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
+    debug: DebugOpt = False,
+) -> None:
+    progress = progress_printer(not quiet)
+
+    def body() -> int:
+        from vllm_pd_doctor.report import bundle
+
+        if config is not None and (prefill_cmd or decode_cmd):
+            raise BadInput("--config and --prefill-cmd/--decode-cmd both given",
+                           hint="give the commands one way")
+        if config is not None and not config.is_file():
+            raise BadInput(f"--config {config}: no such file")
+        if model is not None and not model.expanduser().exists():
+            raise BadInput(f"--model {model}: no such directory")
+        if timeout <= 0:
+            raise BadInput(f"--timeout {timeout}: must be positive")
+        dest = output if output is not None else \
+            Path(f"pd-doctor-report-{time.strftime('%Y%m%d-%H%M%S')}")
+        dest = dest.expanduser()
+        _check_dest(dest)
+        interpreter = targetrun.resolve_python(str(python) if python is not None else None)
+        inputs = bundle.ReportInputs(
+            python=interpreter, prefill_cmd=prefill_cmd, decode_cmd=decode_cmd,
+            config=config.expanduser() if config else None,
+            model=model.expanduser() if model else None, logs=tuple(log or ()), repro=repro,
+            redact_hosts=redact_hosts, timeout=timeout, environ=dict(os.environ),
+            home=os.environ.get("HOME") or str(Path.home()))
+        gathered = bundle.gather(inputs, progress)
+        doc, files = bundle.build(inputs, gathered)
+        try:
+            written = bundle.write(dest, files)
+        except OSError as exc:
+            raise BadInput(f"-o {dest}: cannot write ({exc.strerror or exc})") from None
+        progress(f"wrote {len(files)} files; "
+                 + "; ".join(f"{c.name}: could not collect" for c in doc.collectors if not c.ok))
+        out(f"{written}\n")
+        return ExitCode.FOUND if doc.exit_code == 1 else ExitCode.OK
+
+    run(body, debug=debug)
