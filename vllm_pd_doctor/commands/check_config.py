@@ -1,9 +1,95 @@
-"""Placeholder: this subcommand is being built in its own issue."""
+"""`pd-doctor check-config`: is this P/D deployment exposed to vLLM #53514, and what else breaks?"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from vllm_pd_doctor.commands._common import (
+    DebugOpt,
+    FormatOpt,
+    PythonOpt,
+    hint,
+    out,
+    progress_printer,
+    run,
+    stdout_color,
+    stdout_width,
+)
+from vllm_pd_doctor.errors import ExitCode
+from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.formats import table as ftable
+
+HELP = """Check a P/D launch (prefill + decode commands) for vLLM #53514 and known P/D pitfalls.
+
+Reads the launch commands (--prefill-cmd/--decode-cmd or --config FILE), the model's
+config.json (--model, or a local model dir in the command) and the installed vLLM's source
+and NIXL packages (--python, default this interpreter) without importing vLLM or torch.
+The exposure verdict comes from where the installed vLLM calls its P-side truncation helper
+(file:line). --probe also runs the in-process repro (imports vLLM in a child; seconds).
+
+Exit codes: 0 no error-level finding, 1 at least one (exposure counts), 2 bad input,
+3 could not run.
+"""
 
 
 def register(app: typer.Typer) -> None:
-    """Add this subcommand to the app (nothing yet)."""
+    """Add the check-config subcommand to the app."""
+    app.command("check-config", help=HELP)(check_config)
+
+
+def check_config(
+    prefill_cmd: Annotated[str | None, typer.Option(
+        "--prefill-cmd", help="The prefill engine's launch command (env assignments in front "
+                              "allowed).", show_default=False)] = None,
+    decode_cmd: Annotated[str | None, typer.Option(
+        "--decode-cmd", help="The decode engine's launch command.", show_default=False)] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="File with the commands: text (one per role) or YAML/JSON with "
+                         "prefill:/decode: entries carrying args and env.",
+        show_default=False)] = None,
+    model: Annotated[Path | None, typer.Option(
+        "--model", help="Local model directory or its config.json (hybrid or not).",
+        show_default=False)] = None,
+    python: PythonOpt = None,
+    probe: Annotated[bool, typer.Option(
+        "--probe", help="Also run the in-process repro in the target interpreter.")] = False,
+    list_rules: Annotated[bool, typer.Option(
+        "--list-rules", help="Print the rule catalogue and exit.")] = False,
+    fmt: FormatOpt = OutputFormat.table,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")] = False,
+    debug: DebugOpt = False,
+) -> None:
+    progress = progress_printer(not quiet)
+
+    def body() -> int:
+        from vllm_pd_doctor.checkconfig import render
+
+        if list_rules:
+            if fmt is OutputFormat.json:
+                import json
+
+                out(json.dumps(render.rules_obj(), indent=2) + "\n")
+            elif fmt is OutputFormat.markdown:
+                out(render.rules_markdown())
+            else:
+                out(ftable.render(render.rules_table(), width=stdout_width(),
+                                  color=stdout_color()))
+            return ExitCode.OK
+        from vllm_pd_doctor.checkconfig import core
+
+        report = core.check(prefill_cmd=prefill_cmd, decode_cmd=decode_cmd, config=config,
+                            model=model, python=str(python) if python is not None else None,
+                            probe=probe, progress=progress,
+                            warn=(lambda m: None) if quiet else hint)
+        if fmt is OutputFormat.json:
+            out(render.to_json(report))
+        elif fmt is OutputFormat.markdown:
+            out(render.markdown(report))
+        else:
+            out(ftable.render(render.table(report), width=stdout_width(), color=stdout_color()))
+        return ExitCode.FOUND if report.has_error else ExitCode.OK
+
+    run(body, debug=debug)

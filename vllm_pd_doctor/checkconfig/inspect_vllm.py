@@ -1,0 +1,169 @@
+"""Find where the installed vLLM truncates the P-side prompt, by reading its source with `ast`.
+
+Nothing is imported: the connector package is walked file by file, functions whose name holds
+both "truncate" and "prefill" are the truncation helpers, and the methods that call them say
+when truncation runs (`on_new_request`: before the local prefix-cache lookup, fixed;
+`get_num_new_matched_tokens`: after it, exposed to vLLM #53514).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+from vllm_pd_doctor.checkconfig.types import TruncationSite, VllmSource
+
+CONNECTOR_DIRS = ("distributed/kv_transfer/kv_connector",)
+CONNECTOR_FAMILIES = {
+    "NixlConnector": "nixl", "NixlPullConnector": "nixl", "NixlPushConnector": "nixl-push",
+    "MooncakeConnector": "mooncake", "MoRIIOConnector": "moriio",
+}
+"""kv_connector names whose producer side truncates the prompt for hybrid models."""
+
+
+def _is_helper(name: str) -> bool:
+    low = name.lower()
+    return "truncate" in low and "prefill" in low
+
+
+def _family(rel: str) -> str | None:
+    low = rel.lower()
+    if "nixl" in low:
+        return "nixl"
+    if "mooncake" in low:
+        return "mooncake"
+    if "moriio" in low:
+        return "moriio"
+    return None
+
+
+class _Calls(ast.NodeVisitor):
+    def __init__(self, helpers: set[str]) -> None:
+        self.helpers = helpers
+        self.stack: list[tuple[str, str | None]] = []
+        self.cls: list[str] = []
+        self.found: list[tuple[str, str, str | None, int]] = []
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.cls.append(node.name)
+        self.generic_visit(node)
+        self.cls.pop()
+
+    def _func(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.stack.append((node.name, self.cls[-1] if self.cls else None))
+        self.generic_visit(node)
+        self.stack.pop()
+
+    visit_FunctionDef = _func
+    visit_AsyncFunctionDef = _func
+
+    def visit_Call(self, node: ast.Call) -> None:
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+        if name in self.helpers and self.stack:
+            caller, cls = self.stack[-1]
+            self.found.append((name, caller, cls, node.lineno))
+        self.generic_visit(node)
+
+
+def find_sites(vllm_path: Path) -> tuple[TruncationSite, ...]:
+    """Every call of a truncation helper in the KV connector packages."""
+    root = vllm_path.parent
+    trees: list[tuple[str, ast.Module]] = []
+    for sub in CONNECTOR_DIRS:
+        base = vllm_path / sub
+        if not base.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for fn in sorted(filenames):
+                if not fn.endswith(".py"):
+                    continue
+                p = Path(dirpath) / fn
+                rel = p.relative_to(root).as_posix()
+                if _family(rel) is None:
+                    continue
+                try:
+                    src = p.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError):
+                    continue
+                if "truncate" not in src:
+                    continue
+                try:
+                    trees.append((rel, ast.parse(src, filename=rel)))
+                except (SyntaxError, ValueError):
+                    continue
+    helpers: set[str] = set()
+    for _rel, tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_helper(node.name):
+                helpers.add(node.name)
+    sites: list[TruncationSite] = []
+    for rel, tree in trees:
+        v = _Calls(helpers)
+        v.visit(tree)
+        fam = _family(rel) or "?"
+        for helper, caller, cls, line in v.found:
+            if _is_helper(caller):
+                continue  # a helper calling a helper; its own callers are what count
+            sites.append(TruncationSite(connector=fam, helper=helper, caller=caller,
+                                        caller_class=cls, file=rel, line=line))
+    return tuple(sites)
+
+
+def sites_for(connector_key: str, sites: tuple[TruncationSite, ...]) -> tuple[TruncationSite, ...]:
+    """The sites that apply to one of our connector keys (nixl = pull, nixl-push, ...)."""
+    fam = "nixl" if connector_key.startswith("nixl") else connector_key
+    chosen = [s for s in sites if s.connector == fam]
+    if connector_key == "nixl":
+        chosen = [s for s in chosen if "push" not in s.file.rsplit("/", 1)[-1]]
+    elif connector_key == "nixl-push":
+        chosen = [s for s in chosen if "pull" not in s.file.rsplit("/", 1)[-1]]
+    return tuple(chosen)
+
+
+def registered_connectors(vllm_path: Path) -> tuple[str, ...]:
+    f = vllm_path / "distributed/kv_transfer/kv_connector/factory.py"
+    try:
+        src = f.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ()
+    return tuple(dict.fromkeys(re.findall(r'register_connector\(\s*"([A-Za-z0-9_]+)"', src)))
+
+
+def side_channel_port_default(vllm_path: Path) -> int | None:
+    try:
+        src = (vllm_path / "envs.py").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    m = re.search(r'getenv\(\s*"VLLM_NIXL_SIDE_CHANNEL_PORT"\s*,\s*"(\d+)"', src)
+    return int(m.group(1)) if m else None
+
+
+def kv_roles(vllm_path: Path) -> tuple[str, ...]:
+    try:
+        src = (vllm_path / "config" / "kv_transfer.py").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ()
+    roles: list[str] = []
+    for m in re.finditer(r"^KV(?:Producer|Consumer)\s*=\s*Literal\[([^\]]*)\]", src, re.M):
+        roles.extend(re.findall(r'"([a-z_]+)"', m.group(1)))
+    return tuple(dict.fromkeys(roles))
+
+
+def read_source(python: str, vllm_path: str | None, version: str | None) -> VllmSource:
+    if vllm_path is None:
+        return VllmSource(python=python, version=version, path=None,
+                          error="no vLLM installed in this interpreter")
+    p = Path(vllm_path)
+    try:
+        sites = find_sites(p)
+    except OSError as exc:
+        return VllmSource(python=python, version=version, path=vllm_path,
+                          error=f"cannot read vLLM's sources: {exc}")
+    return VllmSource(python=python, version=version, path=vllm_path, sites=sites,
+                      connectors=registered_connectors(p),
+                      side_channel_port_default=side_channel_port_default(p),
+                      kv_roles=kv_roles(p))

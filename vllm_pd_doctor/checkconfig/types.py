@@ -1,0 +1,240 @@
+"""Typed inputs and results of `check-config` (frozen dataclasses)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Severity(str, Enum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"error": 0, "warning": 1, "info": 2}[self.value]
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """One role's launch: the argv after the executable and the env assignments before it."""
+
+    role: str
+    """prefill or decode."""
+    args: tuple[str, ...]
+    """Arguments of `vllm serve` (everything after `serve`, or after the api_server module)."""
+    env: tuple[tuple[str, str], ...] = ()
+    host: str | None = None
+    """Machine the engine runs on, when the config file says so (`host:` entry)."""
+    source: str = "command line"
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """What one `vllm serve` command line sets, parsed as vLLM's argument parser would."""
+
+    role: str
+    model: str | None
+    port: int | None
+    host: str | None
+    machine: str | None
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    data_parallel_size: int
+    data_parallel_size_local: int | None
+    data_parallel_rank: int | None
+    prefill_context_parallel_size: int
+    block_size: int | None
+    dtype: str | None
+    kv_cache_dtype: str | None
+    attention_backend: str | None
+    speculative_config: Any
+    enable_prefix_caching: bool | None
+    """None: not given (vLLM's default, on)."""
+    mamba_cache_mode: str | None
+    async_scheduling: bool | None
+    kv_transfer_config: dict[str, Any] | None
+    env: dict[str, str] = field(default_factory=dict)
+    unknown_flags: tuple[str, ...] = ()
+    source: str = "command line"
+    values: dict[str, Any] = field(default_factory=dict)
+    """Every known flag given, by its long name without dashes prefix (e.g. block-size)."""
+
+    @property
+    def kv_connector(self) -> str | None:
+        c = (self.kv_transfer_config or {}).get("kv_connector")
+        return str(c) if c is not None else None
+
+    @property
+    def kv_role(self) -> str | None:
+        r = (self.kv_transfer_config or {}).get("kv_role")
+        return str(r) if r is not None else None
+
+    @property
+    def extra_config(self) -> dict[str, Any]:
+        e = (self.kv_transfer_config or {}).get("kv_connector_extra_config")
+        return e if isinstance(e, dict) else {}
+
+    @property
+    def prefix_caching_on(self) -> bool:
+        if self.enable_prefix_caching is False:
+            return False
+        return self.mamba_cache_mode != "none"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What config.json says about the model."""
+
+    path: str
+    architectures: tuple[str, ...]
+    model_type: str | None
+    hybrid: bool
+    hybrid_evidence: str
+    torch_dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class TruncationSite:
+    """A call of a P-side truncation helper found in the installed vLLM's source."""
+
+    connector: str
+    """Our key: nixl, nixl-push, mooncake, moriio, or the package directory name."""
+    helper: str
+    caller: str
+    caller_class: str | None
+    file: str
+    """Relative to the vllm package's parent directory."""
+    line: int
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    @property
+    def before_lookup(self) -> bool | None:
+        if self.caller == "on_new_request":
+            return True
+        if self.caller == "get_num_new_matched_tokens":
+            return False
+        return None
+
+
+@dataclass(frozen=True)
+class VllmSource:
+    """The installed vLLM, read from its files (never imported)."""
+
+    python: str
+    version: str | None
+    path: str | None
+    sites: tuple[TruncationSite, ...] = ()
+    connectors: tuple[str, ...] = ()
+    """Connector names registered in kv_connector/factory.py."""
+    side_channel_port_default: int | None = None
+    """Default of VLLM_NIXL_SIDE_CHANNEL_PORT read from vllm/envs.py."""
+    kv_roles: tuple[str, ...] = ()
+    """kv_role values config/kv_transfer.py accepts."""
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class NixlInfo:
+    """NIXL packages in the target interpreter (read from package metadata)."""
+
+    dists: tuple[tuple[str, str], ...] = ()
+    namespace_found: bool = False
+    """`nixl` is findable as a module (importlib.util.find_spec)."""
+    import_ok: bool | None = None
+    """Whether `import nixl` worked in a child process (None: not tried)."""
+    import_error: str | None = None
+    ucx_plugin: bool | None = None
+    """A UCX backend plugin file is among the dists' files (None: no dist to look in)."""
+    plugin_files: tuple[str, ...] = ()
+    vllm_requirement: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SideExposure:
+    """#53514 exposure of one engine (one role and connector)."""
+
+    role: str
+    connector: str | None
+    verdict: str
+    """exposed, not exposed or unknown."""
+    reasons: tuple[str, ...]
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    ran: bool
+    reproduced: bool | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class Exposure:
+    verdict: str
+    sides: tuple[SideExposure, ...]
+    fixes: tuple[str, ...]
+    probe: ProbeResult | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One entry of the catalogue."""
+
+    id: str
+    severity: Severity
+    title: str
+    fix: str
+    refs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    severity: Severity
+    title: str
+    evidence: str
+    fix: str
+    refs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Inputs:
+    prefill: str | None
+    decode: str | None
+    config_file: str | None
+    model: str | None
+    model_source: str | None
+    python: str
+    vllm_found: bool
+    nixl_checked: bool
+    probe: bool
+    warnings: tuple[str, ...] = ()
+
+    def given(self) -> dict[str, bool]:
+        return {"prefill_cmd": self.prefill is not None, "decode_cmd": self.decode is not None,
+                "config_file": self.config_file is not None, "model": self.model is not None,
+                "installed_vllm": self.vllm_found, "nixl": self.nixl_checked,
+                "probe": self.probe}
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    inputs: Inputs
+    exposure: Exposure
+    findings: tuple[Finding, ...]
+    vllm: VllmSource | None
+    nixl: NixlInfo | None
+    model: ModelInfo | None
+    elapsed_s: float = 0.0
+
+    @property
+    def has_error(self) -> bool:
+        return self.exposure.verdict == "exposed" or any(
+            f.severity is Severity.error for f in self.findings)
