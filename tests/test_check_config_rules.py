@@ -6,6 +6,7 @@ import pytest
 
 from vllm_pd_doctor.checkconfig import parse, rules
 from vllm_pd_doctor.checkconfig.types import (
+    ConvLayoutOverride,
     ModelInfo,
     NixlInfo,
     ProbeResult,
@@ -35,6 +36,10 @@ LATE = (TruncationSite("nixl", "_truncate_mamba_request_for_prefill",
                        "get_num_new_matched_tokens", "S", "vllm/x/nixl/push_scheduler.py", 127))
 V_FIXED = VllmSource(python="py", version="0.32.0", path="/v/vllm", sites=EARLY)
 V_BUGGY = VllmSource(python="py", version="0.28.0", path="/v/vllm", sites=LATE)
+V_CPU_OVERRIDE = VllmSource(python="py", version="0.28.0", path="/v/vllm", sites=EARLY,
+                            cpu_conv_layout_override=ConvLayoutOverride(
+                                "vllm/platforms/cpu.py", 271, "SD",
+                                "torch.cpu._is_amx_tile_supported()"))
 
 
 def ctx(p: str | None = P0, d: str | None = D0, *, model: ModelInfo | None = DENSE,
@@ -109,6 +114,8 @@ CASES = {
     "ssm-conv-state-layout": (ctx(P0, D0H, model=HYBRID), ctx(P0, D0, model=DENSE)),
     "ssm-conv-state-layout/sd": (
         ctx(P0H.replace("=DS", "=SD"), D0H, model=HYBRID), ctx(P0H, D0H, model=HYBRID)),
+    "cpu-conv-layout-override": (ctx(P0H, D0H, model=HYBRID, vllm=V_CPU_OVERRIDE),
+                                 ctx(P0, D0, model=DENSE, vllm=V_CPU_OVERRIDE)),
     "hybrid-async-scheduling": (ctx(P0H + " -tp 2", D0H + " -tp 2", model=HYBRID),
                                 ctx(P0H + " -tp 2 --no-async-scheduling",
                                     D0H + " -tp 2 --async-scheduling false", model=HYBRID)),

@@ -106,8 +106,19 @@ def test_version_facts_read_from_installed_code(python_fixed):
     assert {"NixlConnector", "NixlPushConnector", "MooncakeConnector"} <= set(src.connectors)
 
 
-def test_nixl_packages_read_from_metadata(python_buggy):
-    facts = nixl_info.probe(python_buggy)
+def test_cpu_platform_conv_layout_override_read_from_source(python_buggy, python_fixed):
+    buggy = nixl_info.probe(python_buggy, import_nixl=False)
+    o = inspect_vllm.read_source(python_buggy, buggy.vllm_path,
+                                 buggy.vllm_version).cpu_conv_layout_override
+    assert o is not None and o.value == "SD" and o.file == "vllm/platforms/cpu.py"
+    assert o.condition is not None and "amx" in o.condition
+    fixed = nixl_info.probe(python_fixed, import_nixl=False)
+    assert inspect_vllm.read_source(python_fixed, fixed.vllm_path,
+                                    fixed.vllm_version).cpu_conv_layout_override is None
+
+
+def test_nixl_packages_read_from_metadata(python_buggy_nixl):
+    facts = nixl_info.probe(python_buggy_nixl)
     names = dict(facts.nixl.dists)
     assert "nixl-cu12" in names or "nixl" in names
     assert facts.nixl.namespace_found is True

@@ -303,6 +303,10 @@ def run_bisect(package: str, good: str, bad: str, candidates: Sequence[str], *,
 
     def probe(release: str) -> BisectStep:
         was_cached = envs.find(package, release) is not None
+        if only_cached and not was_cached:
+            row = ReleaseRow(release, NOT_RUN, reason="not cached (--only-cached)", cached=False)
+            rows[release] = row
+            return BisectStep(release, None, row)
         progress(f"testing {release}")
         row = runner.row(release)
         rows[release] = row

@@ -78,6 +78,8 @@ class Control:
     hit_tokens: int | None
     scheduled_tokens: int
     truncation_hook: str
+    label: str = "control (N-2 hit)"
+    """How the control was made, as the reports title it (the live engine's differs)."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from vllm_pd_doctor.checkconfig.types import TruncationSite, VllmSource
+from vllm_pd_doctor.checkconfig.types import ConvLayoutOverride, TruncationSite, VllmSource
 
 CONNECTOR_DIRS = ("distributed/kv_transfer/kv_connector",)
 CONNECTOR_FAMILIES = {
@@ -153,6 +153,59 @@ def kv_roles(vllm_path: Path) -> tuple[str, ...]:
     return tuple(dict.fromkeys(roles))
 
 
+CONV_LAYOUT_ENV = "VLLM_SSM_CONV_STATE_LAYOUT"
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "environ"
+
+
+def _guards_explicit_setting(test: ast.AST, names: set[str]) -> bool:
+    """`X not in os.environ` (X the variable's name or a name bound to it)."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare) and any(isinstance(op, ast.NotIn) for op in node.ops) \
+                and any(_is_environ(c) for c in node.comparators):
+            left = node.left
+            if (isinstance(left, ast.Constant) and left.value == CONV_LAYOUT_ENV) or \
+                    (isinstance(left, ast.Name) and left.id in names):
+                return True
+    return False
+
+
+def cpu_conv_layout_override(vllm_path: Path) -> ConvLayoutOverride | None:
+    """An unguarded `os.environ["VLLM_SSM_CONV_STATE_LAYOUT"] = ...` in platforms/cpu.py."""
+    f = vllm_path / "platforms" / "cpu.py"
+    try:
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError):
+        return None
+    names = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign)
+             and isinstance(n.value, ast.Constant) and n.value.value == CONV_LAYOUT_ENV
+             for t in n.targets if isinstance(t, ast.Name)}
+
+    def visit(node: ast.AST, ifs: tuple[ast.If, ...]) -> ConvLayoutOverride | None:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            for t in node.targets:
+                if not (isinstance(t, ast.Subscript) and _is_environ(t.value)):
+                    continue
+                key = t.slice
+                if not ((isinstance(key, ast.Constant) and key.value == CONV_LAYOUT_ENV) or
+                        (isinstance(key, ast.Name) and key.id in names)):
+                    continue
+                if any(_guards_explicit_setting(i.test, names) for i in ifs):
+                    continue
+                return ConvLayoutOverride(
+                    file="vllm/platforms/cpu.py", line=node.lineno, value=str(node.value.value),
+                    condition=ast.unparse(ifs[-1].test) if ifs else None)
+        for child in ast.iter_child_nodes(node):
+            found = visit(child, (*ifs, node) if isinstance(node, ast.If) else ifs)
+            if found is not None:
+                return found
+        return None
+
+    return visit(tree, ())
+
+
 def read_source(python: str, vllm_path: str | None, version: str | None) -> VllmSource:
     if vllm_path is None:
         return VllmSource(python=python, version=version, path=None,
@@ -166,4 +219,5 @@ def read_source(python: str, vllm_path: str | None, version: str | None) -> Vllm
     return VllmSource(python=python, version=version, path=vllm_path, sites=sites,
                       connectors=registered_connectors(p),
                       side_channel_port_default=side_channel_port_default(p),
-                      kv_roles=kv_roles(p))
+                      kv_roles=kv_roles(p),
+                      cpu_conv_layout_override=cpu_conv_layout_override(p))

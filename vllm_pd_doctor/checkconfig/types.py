@@ -136,7 +136,21 @@ class VllmSource:
     """Default of VLLM_NIXL_SIDE_CHANNEL_PORT read from vllm/envs.py."""
     kv_roles: tuple[str, ...] = ()
     """kv_role values config/kv_transfer.py accepts."""
+    cpu_conv_layout_override: ConvLayoutOverride | None = None
+    """Where platforms/cpu.py replaces an explicit VLLM_SSM_CONV_STATE_LAYOUT (None: it does not)."""
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class ConvLayoutOverride:
+    """An assignment of VLLM_SSM_CONV_STATE_LAYOUT in vLLM's CPU platform not guarded by
+    `not in os.environ`: it overwrites what the user set."""
+
+    file: str
+    line: int
+    value: str
+    condition: str | None
+    """The enclosing `if` test (source text), e.g. `torch.cpu._is_amx_tile_supported()`."""
 
 
 @dataclass(frozen=True)

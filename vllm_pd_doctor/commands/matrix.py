@@ -176,16 +176,14 @@ def bisect(
             if missing:
                 raise BadInput(f"--only-cached: no cached environment for {', '.join(missing)}",
                                hint=f"pd-doctor envs create {' '.join(missing)}")
-            candidates = tuple(v for v in candidates if envs_mod.find(pkg, v) is not None)
         report = run_bisect(pkg, good, bad, candidates, connector=connector, timeout=timeout,
                             only_cached=only_cached, releases_source=pub.source,
                             progress=progress)
         if only_cached:
-            skipped = [v for v in pub.between(good, bad) if v not in candidates]
+            skipped = [v for v in candidates if envs_mod.find(pkg, v) is None]
             if skipped:
-                report_note = ("--only-cached: published releases not searched: "
-                               + ", ".join(skipped))
-                hint(report_note)
+                hint("--only-cached: releases not searched (no cached environment): "
+                     + ", ".join(skipped))
         if fmt is OutputFormat.json:
             out(fjson.dumps(fmatrix.bisect_obj(report)))
         elif fmt is OutputFormat.markdown:

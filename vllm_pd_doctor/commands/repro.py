@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -29,6 +29,9 @@ from vllm_pd_doctor.formats import markdown as fmd
 from vllm_pd_doctor.formats import table as ftable
 from vllm_pd_doctor.model import ReproReport
 
+if TYPE_CHECKING:
+    from vllm_pd_doctor.live import LiveOptions
+
 HELP = """Reproduce vLLM #53514 (P-side N-1 truncation -> `assert num_new_tokens > 0`).
 
 The default in-process engine builds vLLM's real Scheduler, the real KV connector scheduler
@@ -37,6 +40,11 @@ warms the prefix cache, then sends a P-side request (do_remote_decode) whose fir
 are cached. It reports whether the assertion fired, which hook truncated the prompt and whether
 that was before or after the local prefix-cache lookup, with vLLM's file:line. A control run
 with an N-2 hit shows the failure is specific to the N-1 hit. No GPU, weights or network needed.
+
+--engine live starts a real prefill and decode engine pair over NIXL (CPU or one GPU) with
+pd-doctor's vLLM plugin tracing the scheduler, runs one complete P->D request, then sends the
+trigger to the prefill engine and reports whether it died and which truncation path ran.
+With --prefill-url [--decode-url] it probes existing engines instead (this may kill them).
 
 Exit codes: 0 not reproduced, 1 reproduced (any connector), 2 bad input, 3 could not run.
 """
@@ -65,8 +73,10 @@ def repro(
     connector: Annotated[str, typer.Option(
         "--connector", "-c", help="nixl (pull), nixl-push, mooncake, moriio, a comma list, "
                                   "or all (every one this vLLM has).")] = "nixl",
-    block_size: Annotated[int, typer.Option("--block-size", help="KV cache block size in "
-                                            "tokens.")] = 16,
+    block_size: Annotated[int | None, typer.Option(
+        "--block-size", help="KV cache block size in tokens (in-process default 16; live: "
+                             "passed to the engines, or the remote block size; default: read "
+                             "from the prefill engine's /metrics).", show_default=False)] = None,
     prompt_len: Annotated[int | None, typer.Option(
         "--prompt-len", help="Prompt length N (default 2 x block size + 1, so N-1 is block "
                              "aligned).", show_default=False)] = None,
@@ -77,7 +87,30 @@ def repro(
                                          "kv_both.")] = "kv_producer",
     model: Annotated[Path | None, typer.Option(
         "--model", help="Directory with a hybrid config.json (default: the bundled tiny "
-                        "hybrid config in repro/models/tiny-hybrid).", show_default=False)] = None,
+                        "hybrid config in repro/models/tiny-hybrid). Live: a model directory "
+                        "with weights (default: a tiny hybrid model with random weights, made "
+                        "once under pd-doctor's cache).", show_default=False)] = None,
+    prefill_url: Annotated[str | None, typer.Option(
+        "--prefill-url", help="Live: probe this existing prefill engine instead of starting "
+                              "one (THE PROBE MAY KILL IT).", show_default=False)] = None,
+    decode_url: Annotated[str | None, typer.Option(
+        "--decode-url", help="Live, with --prefill-url: the decode engine for the P->D "
+                             "request.", show_default=False)] = None,
+    confirm_remote: Annotated[bool, typer.Option(
+        "--i-understand-this-may-kill-prefill", help="Needed for a --prefill-url that is not "
+                                                      "on this machine.")] = False,
+    run_dir: Annotated[Path | None, typer.Option(
+        "--run-dir", help="Live: directory for the engines' logs and traces (default: a new "
+                          "one under pd-doctor's cache).", show_default=False)] = None,
+    prefill_port: Annotated[int | None, typer.Option(
+        "--prefill-port", help="Live: HTTP port of the prefill engine (default: a free one).",
+        show_default=False)] = None,
+    decode_port: Annotated[int | None, typer.Option(
+        "--decode-port", help="Live: HTTP port of the decode engine (default: a free one).",
+        show_default=False)] = None,
+    device: Annotated[str | None, typer.Option(
+        "--device", help="Live: cpu or cuda (default: cuda for a CUDA vLLM with a visible "
+                         "GPU).", show_default=False)] = None,
     fmt: FormatOpt = OutputFormat.table,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds before the run is "
                                            "stopped.")] = 600.0,
@@ -87,16 +120,27 @@ def repro(
     progress = progress_printer(not quiet)
 
     def body() -> int:
-        opts = inprocess.make_options(connector=connector, block_size=block_size,
+        is_live = engine is Engine.live
+        if not is_live and (prefill_url or decode_url or confirm_remote or run_dir or
+                            prefill_port or decode_port or device):
+            raise BadInput("--prefill-url, --decode-url, --run-dir, --prefill-port, "
+                           "--decode-port and --device are options of --engine live")
+        live_opts = _live_options(block_size, model, prefill_url, decode_url, confirm_remote,
+                                  run_dir, prefill_port, decode_port, device) if is_live else None
+        bs = block_size if block_size is not None else (1 if is_live else 16)
+        opts = inprocess.make_options(connector=connector, block_size=bs,
                                       prompt_len=prompt_len, mamba_cache_mode=mamba_cache_mode,
-                                      kv_role=kv_role, model=model, timeout=timeout)
-        interpreter = _interpreter(python, vllm, package, progress)
-        for w in opts.warnings():
-            hint(w)
-        if engine is Engine.live:
+                                      kv_role=kv_role, model=None if is_live else model,
+                                      timeout=timeout)
+        interpreter = _interpreter(python, vllm, package, progress,
+                                   nixl=is_live and prefill_url is None)
+        if not is_live:
+            for w in opts.warnings():
+                hint(w)
+        if live_opts is not None:
             from vllm_pd_doctor import live
 
-            report = live.run_live(interpreter, opts, progress)
+            report = live.run_live(interpreter, opts, progress, live_opts)
         else:
             report = inprocess.run_inprocess(interpreter, opts, progress)
         _print(report, fmt, as_list=opts.connectors == ("all",) or len(opts.connectors) > 1)
@@ -111,12 +155,42 @@ def repro(
     run(body, debug=debug)
 
 
+def _live_options(block_size: int | None, model: Path | None, prefill_url: str | None,
+                  decode_url: str | None, confirm_remote: bool, run_dir: Path | None,
+                  prefill_port: int | None, decode_port: int | None,
+                  device: str | None) -> LiveOptions:
+    from vllm_pd_doctor.live import LiveOptions
+
+    if decode_url and not prefill_url:
+        raise BadInput("--decode-url needs --prefill-url")
+    if prefill_url and (prefill_port or decode_port or model or device):
+        raise BadInput("--prefill-url probes existing engines: --model, --device and the port "
+                       "options do not apply")
+    if block_size is not None and block_size < 1:
+        raise BadInput(f"--block-size {block_size}: must be a positive number of tokens")
+    for flag, port in (("--prefill-port", prefill_port), ("--decode-port", decode_port)):
+        if port is not None and not 0 < port < 65536:
+            raise BadInput(f"{flag} {port}: not a TCP port")
+    if device not in (None, "cpu", "cuda"):
+        raise BadInput(f"--device {device}: use cpu or cuda")
+    if model is not None:
+        model = model.expanduser()
+        if not (model / "config.json").is_file():
+            raise BadInput(f"--model {model}: no config.json there",
+                           hint="give a local Hugging Face model directory (config + weights)")
+    return LiveOptions(model=model, block_size=block_size, prefill_url=prefill_url,
+                       decode_url=decode_url, confirm_remote=confirm_remote,
+                       run_dir=run_dir.expanduser() if run_dir else None,
+                       prefill_port=prefill_port, decode_port=decode_port, device=device)
+
+
 def _interpreter(python: Path | None, vllm: str | None, package: str | None,
-                 progress: Callable[[str], None]) -> str:
+                 progress: Callable[[str], None], *, nixl: bool = False) -> str:
     if python is not None and vllm is not None:
         raise BadInput("--python and --vllm both given", hint="use one of them")
     if vllm is not None:
-        env = envs_mod.ensure(package or envs_mod.default_package(), vllm, progress=progress)
+        env = envs_mod.ensure(package or envs_mod.default_package(), vllm, nixl=nixl,
+                              progress=progress)
         return str(env.python)
     if package is not None:
         raise BadInput("--package needs --vllm VERSION")

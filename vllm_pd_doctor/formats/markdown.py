@@ -29,7 +29,7 @@ def verdict_md(report: ReproReport, r: ConnectorVerdict) -> str:
         ("prompt", f"{r.prompt_len_before} -> {r.prompt_len_after} tokens"),
         ("local prefix-cache hit", f"{r.hit_tokens} tokens"),
         ("scheduled", f"{r.scheduled_tokens} tokens"),
-        ("control (N-2 hit)", f"prompt {c.prompt_len}, hit {c.hit_tokens}, "
+        (c.label, f"prompt {c.prompt_len}, hit {c.hit_tokens}, "
                               f"{'fired' if c.assertion_fired else 'did not fire'}"),
     ]
     table = "| | |\n|---|---|\n" + "".join(f"| {k} | {_cell(v)} |\n" for k, v in rows)

