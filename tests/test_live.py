@@ -169,12 +169,6 @@ def test_fixed_trace_truncates_in_on_new_request_before_lookup(
     assert trunc < lookup
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_busy_port_exits_3(tmp_path: Path, python_fixed_nixl: str) -> None:
     python = python_fixed_nixl
     with socket.socket() as s:

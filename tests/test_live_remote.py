@@ -147,3 +147,17 @@ def test_helpers() -> None:
     a = live.assertion_from_log(log)
     assert a is not None and a["location"] == "vllm/v1/core/sched/scheduler.py:967"
     assert a["matches_53514"]
+    # as vLLM logs it: engine-prefixed lines, then the API server's own EngineDeadError traceback
+    prefixed = "".join(f"(EngineCore pid=7) ERROR 12-01 00:10:04 [core.py:1348] {line}\n"
+                       for line in log.splitlines())
+    dead = ('Traceback (most recent call last):\n  File "/x/site-packages/vllm/v1/engine/'
+            'core_client.py", line 1104, in get_output_async\n    raise self._format_exception('
+            'outputs) from None\nvllm.v1.engine.exceptions.EngineDeadError: EngineCore '
+            "encountered an issue.\n")
+    b = live.assertion_from_log("noise\n" + prefixed + "AsyncLLM output_handler failed.\n" + dead)
+    assert b is not None and b["location"] == "vllm/v1/core/sched/scheduler.py:967"
+    assert b["statement"] == "assert num_new_tokens > 0"
+    assert b["traceback"].startswith("Traceback") and b["traceback"].endswith("AssertionError")
+    c = live.assertion_from_log("noise\n" + dead)
+    assert c is not None and not c["matches_53514"]
+    assert c["location"] == "vllm/v1/engine/core_client.py:1104"

@@ -56,6 +56,7 @@ from vllm_pd_doctor.model import (
     Truncation,
     VllmInstall,
 )
+from vllm_pd_doctor.report import logs
 from vllm_pd_doctor.target import observe
 
 Progress = Callable[[str], None]
@@ -74,7 +75,7 @@ KV_LEASE_S: int | None = int(os.environ.get("PD_DOCTOR_KV_LEASE_S", "3")) or Non
 CPU box a P-side request can wait for the previous request's lease to expire; a short lease
 keeps the probe fast. 0 leaves vLLM's default."""
 CONFIRM_FLAG = "--i-understand-this-may-kill-prefill"
-ASSERT_RE = re.compile(r"assert num_new_tokens > 0")
+ASSERT_53514 = "assert num_new_tokens > 0"
 FILE_LINE_RE = re.compile(r'File "([^"]*/vllm/[^"]+)", line (\d+), in (\w+)\n\s*(.*)')
 
 
@@ -179,15 +180,11 @@ def _say_tail(progress: Progress, what: str, path: Path, n: int = 25) -> None:
 
 def _say_traceback(progress: Progress, log_text: str, path: Path, n: int = 14) -> None:
     """The end of the fatal traceback in an engine log (its tail is often shutdown noise)."""
-    found = assertion_from_log(log_text)
-    tb = (found or {}).get("traceback")
+    tb = (assertion_from_log(log_text) or {}).get("traceback")
     if not tb:
         _say_tail(progress, "the prefill engine's log", path, n)
         return
-    lines = tb.splitlines()
-    end = next((i for i, line in enumerate(lines) if re.search(r"\w+Error\b", line)
-                and "File " not in line and "Traceback" not in line), len(lines) - 1)
-    excerpt = "\n".join(lines[max(0, end + 1 - n):end + 1])
+    excerpt = "\n".join(tb.splitlines()[-n:])
     progress(f"the prefill engine's traceback ({path}):\n" + escape(excerpt))
 
 
@@ -232,25 +229,29 @@ def transfer_summary(metrics: dict[str, float]) -> dict[str, Any]:
 
 
 def assertion_from_log(text: str) -> dict[str, Any] | None:
-    """The assertion (or other fatal error) and its traceback from an engine log."""
-    idx = text.find("Traceback (most recent call last)")
-    m = ASSERT_RE.search(text)
-    if m is None and "EngineCore encountered a fatal error" not in text and \
+    """The assertion (or other fatal error) and its traceback from an engine log.
+
+    The traceback holding #53514's assertion if there is one, else the last one; the location is
+    its innermost vLLM frame.
+    """
+    tbs = logs.tracebacks(text)
+    ours = [tb for tb in tbs if any(ASSERT_53514 in line for line in tb)]
+    matches = bool(ours) or ASSERT_53514 in text
+    if not tbs and not matches and "EngineCore encountered a fatal error" not in text and \
             "EngineDeadError" not in text:
         return None
-    start = text.rfind("Traceback (most recent call last)", 0, m.start()) if m else idx
-    tb = text[start:start + 6000] if start >= 0 else None
+    tb = "\n".join((ours or tbs)[-1]) if tbs else None
     location = statement = None
     if tb:
-        frames = FILE_LINE_RE.findall(tb.split("AssertionError")[0] if m else tb)
+        frames = FILE_LINE_RE.findall(tb)
         if frames:
-            f, line, _fn, code = frames[-1]
-            location = f"{observe.vllm_relpath(f)}:{line}"
+            f, line_no, _fn, code = frames[-1]
+            location = f"{observe.vllm_relpath(f)}:{line_no}"
             statement = code.strip()
-    if m and statement is None:
-        statement = "assert num_new_tokens > 0"
+    if matches and statement is None:
+        statement = ASSERT_53514
     return {"location": location, "statement": statement, "traceback": tb,
-            "matches_53514": bool(m)}
+            "matches_53514": matches}
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:

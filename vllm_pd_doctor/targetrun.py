@@ -99,10 +99,14 @@ def resolve_python(python: str | None) -> str:
     return str(p.absolute())
 
 
-def probe_interpreter(python: str, *, timeout: float = 30.0) -> Interpreter:
-    """Ask the interpreter its version and where vLLM is, without importing vLLM."""
+def ask(python: str, script: str, *, timeout: float) -> dict[str, Any]:
+    """Run a stdlib-only `script` in `python` and read the JSON object on its last stdout line.
+
+    An interpreter that cannot be run or answers nonsense is bad input (--python); one that does
+    not answer in time could not run.
+    """
     try:
-        proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True,
+        proc = subprocess.run([python, "-c", script], capture_output=True, text=True,
                               timeout=timeout, env=child_env(), stdin=subprocess.DEVNULL)
     except OSError as exc:
         raise BadInput(f"--python {python}: cannot be run ({exc.strerror or exc})",
@@ -112,11 +116,19 @@ def probe_interpreter(python: str, *, timeout: float = 30.0) -> Interpreter:
         raise CouldNotRun(f"--python {python}: did not answer within {timeout:.0f} s") from None
     try:
         info = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
+        if not isinstance(info, dict):
+            raise ValueError(info)
+    except (IndexError, ValueError):
         raise BadInput(f"--python {python}: is not a Python interpreter "
                        f"(exit {proc.returncode})",
                        hint="give the path of a Python >= 3.9 interpreter that has vLLM",
                        detail=(proc.stdout + proc.stderr)[-2000:]) from None
+    return info
+
+
+def probe_interpreter(python: str, *, timeout: float = 30.0) -> Interpreter:
+    """Ask the interpreter its version and where vLLM is, without importing vLLM."""
+    info = ask(python, _PROBE, timeout=timeout)
     return Interpreter(path=python, version=str(info.get("python")),
                        vllm_version=info.get("vllm"),
                        vllm_path=info.get("vllm_path") if info.get("found") else None)

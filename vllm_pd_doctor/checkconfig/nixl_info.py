@@ -14,7 +14,6 @@ from typing import Any
 
 from vllm_pd_doctor import targetrun
 from vllm_pd_doctor.checkconfig.types import NixlInfo
-from vllm_pd_doctor.errors import BadInput, CouldNotRun
 
 _SCRIPT = r"""
 import json, sys, importlib.util, importlib.metadata as md
@@ -90,22 +89,7 @@ def probe(python: str, *, import_nixl: bool = True, import_timeout: float = 20.0
     `import nixl` (seconds: it loads its native libraries) runs in a separate child with a
     timeout, and its outcome is cached per interpreter and installed NIXL files.
     """
-    args = [python, "-c", _SCRIPT]
-    try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
-                              env=targetrun.child_env(), stdin=subprocess.DEVNULL)
-    except OSError as exc:
-        raise BadInput(f"--python {python}: cannot be run ({exc.strerror or exc})",
-                       hint="give the path of a Python interpreter (bin/python of a venv)"
-                       ) from None
-    except subprocess.TimeoutExpired:
-        raise CouldNotRun(f"--python {python}: did not answer within {timeout:.0f} s") from None
-    try:
-        info: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
-        raise BadInput(f"--python {python}: is not a Python interpreter (exit {proc.returncode})",
-                       hint="give the path of a Python >= 3.9 interpreter that has vLLM",
-                       detail=(proc.stdout + proc.stderr)[-2000:]) from None
+    info = targetrun.ask(python, _SCRIPT, timeout=timeout)
     plugins = tuple(str(p) for p in info.get("plugins") or ())
     dists = tuple((str(n), str(v)) for n, v in info.get("dists") or ())
     ucx: bool | None = None

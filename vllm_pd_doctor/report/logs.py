@@ -114,6 +114,21 @@ def _traceback_end(body: list[str], start: int) -> int:
     return last
 
 
+def tracebacks(text: str) -> tuple[tuple[str, ...], ...]:
+    """Each traceback of a log, prefixes stripped, from its first line to its exception line."""
+    body = [strip_prefix(line) for line in text.splitlines()]
+    out: list[tuple[str, ...]] = []
+    i = 0
+    while i < len(body):
+        if body[i].lstrip().startswith(_TB_START):
+            end = _traceback_end(body, i)
+            out.append(tuple(body[i:end + 1]))
+            i = end + 1
+        else:
+            i += 1
+    return tuple(out)
+
+
 def find(text: str) -> LogFindings:
     """Excerpt a log: tracebacks (with the lines just before), dump_input runs, signatures."""
     raw = text.splitlines()
