@@ -28,11 +28,10 @@ from vllm_pd_doctor.model import (
     Truncation,
     VllmInstall,
 )
-from vllm_pd_doctor.target.harness import CONNECTORS
+from vllm_pd_doctor.target import connectors
 
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
 MAMBA_CACHE_MODES = ("align", "all", "none")
-CONNECTOR_KEYS = tuple(CONNECTORS)
 DEFAULT_MAX_MODEL_LEN = 4096
 
 
@@ -79,15 +78,16 @@ class ReproOptions:
 
 
 def parse_connectors(value: str) -> tuple[str, ...]:
+    known = connectors.connector_keys()
     keys = tuple(k.strip().lower() for k in value.split(",") if k.strip())
     if not keys:
-        raise BadInput("--connector: empty", hint=f"use one of {', '.join(CONNECTOR_KEYS)}, all")
+        raise BadInput("--connector: empty", hint=f"use one of {', '.join(known)}, all")
     if "all" in keys:
         return ("all",)
     for k in keys:
-        if k not in CONNECTORS:
+        if k not in known:
             raise BadInput(f"--connector {k}: unknown connector",
-                           hint=f"use one of {', '.join(CONNECTOR_KEYS)}, or all")
+                           hint=f"use one of {', '.join(known)}, or all")
     return tuple(dict.fromkeys(keys))
 
 

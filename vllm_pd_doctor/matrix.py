@@ -18,6 +18,7 @@ from vllm_pd_doctor import envs, inprocess
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
 from vllm_pd_doctor.model import ConnectorVerdict, Frame, ReproReport
 from vllm_pd_doctor.releases import version_key
+from vllm_pd_doctor.target import connectors
 
 Progress = Callable[[str], None]
 
@@ -110,7 +111,7 @@ def repro_options(timeout: float = 600.0) -> inprocess.ReproOptions:
 def cells_of(report: ReproReport) -> tuple[MatrixCell, ...]:
     """One cell per known connector: what the release's repro said about it."""
     by_key = {r.connector: r for r in report.results}
-    return tuple(_cell(key, by_key.get(key)) for key in inprocess.CONNECTOR_KEYS)
+    return tuple(_cell(key, by_key.get(key)) for key in connectors.connector_keys())
 
 
 def _cell(key: str, r: ConnectorVerdict | None) -> MatrixCell:
@@ -192,7 +193,7 @@ def run_matrix(package: str, releases: Sequence[str], *, unknown: Mapping[str, s
     rows = runner.rows(list(releases))
     rows += [ReleaseRow(u, NOT_PUBLISHED, reason=why) for u, why in (unknown or {}).items()]
     rows.sort(key=lambda r: version_key(r.release))
-    return MatrixReport(package=package, rows=tuple(rows), connectors=inprocess.CONNECTOR_KEYS,
+    return MatrixReport(package=package, rows=tuple(rows), connectors=connectors.connector_keys(),
                         releases_source=releases_source,
                         wall_s=round(time.perf_counter() - t0, 2), jobs=jobs)
 
@@ -293,9 +294,9 @@ def run_bisect(package: str, good: str, bad: str, candidates: Sequence[str], *,
                only_cached: bool = False, releases_source: str | None = None,
                progress: Progress = _quiet) -> BisectReport:
     """Bisect `candidates` (published releases between good and bad) on `connector` firing."""
-    if connector not in inprocess.CONNECTOR_KEYS:
+    if connector not in connectors.connector_keys():
         raise BadInput(f"--connector {connector}: unknown connector",
-                       hint=f"use one of {', '.join(inprocess.CONNECTOR_KEYS)}")
+                       hint=f"use one of {', '.join(connectors.connector_keys())}")
     t0 = time.perf_counter()
     runner = _Runner(package, jobs=1, timeout=timeout, progress=progress)
     rows: dict[str, ReleaseRow] = {}

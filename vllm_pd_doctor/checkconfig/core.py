@@ -115,7 +115,7 @@ def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> 
     for s in ctx.sides.values():
         if s.kv_role in ("kv_producer", "kv_both"):
             for n in rules.connector_names(s):
-                k = inspect_vllm.CONNECTOR_FAMILIES.get(n)
+                k = rules.connector_key(n)
                 if k and k not in keys:
                     keys.append(k)
     keys = keys or ["nixl"]

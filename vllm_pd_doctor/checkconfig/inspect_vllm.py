@@ -14,28 +14,19 @@ import re
 from pathlib import Path
 
 from vllm_pd_doctor.checkconfig.types import ConvLayoutOverride, TruncationSite, VllmSource
+from vllm_pd_doctor.target import connectors
 
 CONNECTOR_DIRS = ("distributed/kv_transfer/kv_connector",)
-CONNECTOR_FAMILIES = {
-    "NixlConnector": "nixl", "NixlPullConnector": "nixl", "NixlPushConnector": "nixl-push",
-    "MooncakeConnector": "mooncake", "MoRIIOConnector": "moriio",
-}
-"""kv_connector names whose producer side truncates the prompt for hybrid models."""
-
-
-def _is_helper(name: str) -> bool:
-    low = name.lower()
-    return "truncate" in low and "prefill" in low
+_is_helper = connectors.is_truncation_helper
 
 
 def _family(rel: str) -> str | None:
+    """The source word (registry) of the connector family whose code lives at `rel`."""
     low = rel.lower()
-    if "nixl" in low:
-        return "nixl"
-    if "mooncake" in low:
-        return "mooncake"
-    if "moriio" in low:
-        return "moriio"
+    for c in connectors.by_source_path(rel):
+        for w in c.source_words:
+            if w in low:
+                return w
     return None
 
 
@@ -115,8 +106,10 @@ def find_sites(vllm_path: Path) -> tuple[TruncationSite, ...]:
 
 def sites_for(connector_key: str, sites: tuple[TruncationSite, ...]) -> tuple[TruncationSite, ...]:
     """The sites that apply to one of our connector keys (nixl = pull, nixl-push, ...)."""
-    fam = "nixl" if connector_key.startswith("nixl") else connector_key
-    chosen = [s for s in sites if s.connector == fam]
+    c = connectors.get(connector_key)
+    if c is None:
+        return ()
+    chosen = [s for s in sites if s.connector in c.source_words]
     if connector_key == "nixl":
         chosen = [s for s in chosen if "push" not in s.file.rsplit("/", 1)[-1]]
     elif connector_key == "nixl-push":

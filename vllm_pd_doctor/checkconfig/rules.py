@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.inspect_vllm import CONNECTOR_FAMILIES, sites_for
+from vllm_pd_doctor.checkconfig.inspect_vllm import sites_for
 from vllm_pd_doctor.checkconfig.types import (
     Exposure,
     Finding,
@@ -20,13 +19,12 @@ from vllm_pd_doctor.checkconfig.types import (
     SideExposure,
     VllmSource,
 )
+from vllm_pd_doctor.target import connectors
 
 E, W, INFO = Severity.error, Severity.warning, Severity.info
 DEFAULT_SIDE_CHANNEL_PORT = 5600
 LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0", "")
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
-FIXED_IN = {"nixl": "0.29.0", "nixl-push": "0.29.0", "mooncake": "0.29.0", "moriio": "0.31.0"}
-"""First release whose connector truncates in on_new_request (version facts, not a verdict)."""
 
 RULES: tuple[Rule, ...] = (
     Rule("n1-truncation", E, "Prefill EngineCore dies on `assert num_new_tokens > 0` (N-1 "
@@ -121,11 +119,6 @@ RULES: tuple[Rule, ...] = (
          ("vllm#53514",)),
 )
 BY_ID = {r.id: r for r in RULES}
-ADVISORIES = (("CVE-2026-94622", "incomplete kv_transfer_params kill the engine", (0, 29, 0), True),
-              ("CVE-2026-94623", "multi-prompt assert kills the engine", (0, 29, 0), True),
-              ("CVE-2026-114051", "P/D request kills the engine", (0, 31, 0), False))
-"""(id, what, version, inclusive): affected when installed <= version (inclusive) or < it."""
-BAD_NIXL = {"1.0.1": "SIGSEGV at exit", "1.3.1": "known crash"}
 
 
 @dataclass(frozen=True)
@@ -180,13 +173,7 @@ def _compat_enforced(ctx: Context) -> bool:
     return True
 
 
-def parse_version(v: str | None) -> tuple[int, int, int] | None:
-    if not v:
-        return None
-    m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", v)
-    if not m:
-        return None
-    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+parse_version = connectors.version_tuple
 
 
 def _side_channel(s: ServeConfig, default: int = DEFAULT_SIDE_CHANNEL_PORT
@@ -318,8 +305,8 @@ def _connectors(ctx: Context) -> Iterator[Finding]:
         yield finding("connector-missing", "neither side has --kv-transfer-config: this is not "
                       "a P/D deployment")
         return
-    fp = {CONNECTOR_FAMILIES.get(n, n) for n in connector_names(p)}
-    fd = {CONNECTOR_FAMILIES.get(n, n) for n in connector_names(d)}
+    fp = {connector_key(n) or n for n in connector_names(p)}
+    fd = {connector_key(n) or n for n in connector_names(d)}
     if not fp & fd:
         yield finding("connector-mismatch", f"prefill {p.kv_connector} "
                       f"({', '.join(sorted(fp))}) vs decode {d.kv_connector} "
@@ -548,8 +535,8 @@ def _nixl(ctx: Context) -> Iterator[Finding]:
     elif n.import_ok is False:
         yield finding("nixl-import-failed", f"{dists}: import nixl: {n.import_error}")
     for name, ver in n.dists:
-        if ver in BAD_NIXL:
-            yield finding("nixl-known-bad-version", f"{name}=={ver}: {BAD_NIXL[ver]}")
+        if ver in connectors.BAD_NIXL:
+            yield finding("nixl-known-bad-version", f"{name}=={ver}: {connectors.BAD_NIXL[ver]}")
     if n.ucx_plugin is False:
         yield finding("nixl-ucx-plugin-missing", f"{dists}: no UCX plugin among "
                       f"{len(n.plugin_files)} plugin file(s)")
@@ -588,8 +575,7 @@ def _advisories(ctx: Context) -> Iterator[Finding]:
     v = parse_version(ctx.vllm.version)
     if v is None:
         return
-    hits = [f"{cve} ({what})" for cve, what, lim, incl in ADVISORIES
-            if (v <= lim if incl else v < lim)]
+    hits = [f"{a.id} ({a.what})" for a in connectors.ADVISORIES if a.affects(v)]
     if hits and (not ctx.sides or any(s.kv_connector for s in ctx.sides.values())):
         yield finding("vllm-advisory", f"vLLM {ctx.vllm.version}: " + "; ".join(hits))
 
@@ -620,11 +606,10 @@ def run_checks(ctx: Context) -> tuple[Finding, ...]:
 
 # --- exposure to #53514 -------------------------------------------------------------------
 
-TRUNCATING = ("nixl", "nixl-push", "mooncake", "moriio")
-
-
-def _key(name: str) -> str | None:
-    return CONNECTOR_FAMILIES.get(name)
+def connector_key(name: str) -> str | None:
+    """Registry key of a kv_connector name (None: it does not truncate on the P side)."""
+    c = connectors.by_vllm_name(name)
+    return c.key if c else None
 
 
 def exposure(ctx: Context, probe: ProbeResult | None = None) -> Exposure:
@@ -644,9 +629,10 @@ def exposure(ctx: Context, probe: ProbeResult | None = None) -> Exposure:
         verdict = "exposed"
     fixes: list[str] = []
     if verdict != "not exposed":
-        keys = sorted({x.connector for x in sides if x.connector in TRUNCATING})
+        keys = sorted({x.connector for x in sides if x.connector and connectors.get(x.connector)})
         for k in keys or ["nixl"]:
-            fixes.append(f"upgrade vLLM to {FIXED_IN.get(k, '0.29.0')} or later, where {k} "
+            c = connectors.get(k)
+            fixes.append(f"upgrade vLLM to {c.fixed_in if c else '0.29.0'} or later, where {k} "
                          "truncates in on_new_request, before the prefix-cache lookup")
         fixes.append("or pass --no-enable-prefix-caching to the prefill engine only; trade-off: "
                      "every prefill recomputes the whole prompt (no prefix reuse on P), and for "
@@ -659,7 +645,7 @@ def _side(ctx: Context, role: str, s: ServeConfig, name: str | None) -> SideExpo
     evidence: list[str] = []
     no = False
     unknown = False
-    key = _key(name) if name else None
+    key = connector_key(name) if name else None
     if name is None:
         return SideExposure(role, None, "not exposed", ("no KV connector: nothing truncates",))
     if key is None:

@@ -23,8 +23,8 @@ from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.formats import json as fjson
 from vllm_pd_doctor.formats import matrix as fmatrix
 from vllm_pd_doctor.formats import table as ftable
-from vllm_pd_doctor.inprocess import CONNECTOR_KEYS
 from vllm_pd_doctor.matrix import run_bisect, run_matrix
+from vllm_pd_doctor.target import connectors
 
 MATRIX_HELP = """Which vLLM releases and connectors hit vLLM #53514, measured release by release.
 
@@ -144,7 +144,7 @@ def bisect(
                                      "0.24.0.")],
     package: PackageOpt = None,
     connector: Annotated[str, typer.Option(
-        "--connector", "-c", help=f"Whose verdict to follow: {', '.join(CONNECTOR_KEYS)}.")
+        "--connector", "-c", help=f"Whose verdict to follow: {', '.join(connectors.connector_keys())}.")
     ] = "nixl",
     only_cached: Annotated[bool, typer.Option(
         "--only-cached", help="Search only releases whose environment already exists (no "
@@ -163,9 +163,9 @@ def bisect(
                 raise BadInput(f"{flag} {v}: not a release version", hint="e.g. 0.28.0")
         if rel.version_key(good) == rel.version_key(bad):
             raise BadInput(f"--good and --bad are the same release ({good})")
-        if connector not in CONNECTOR_KEYS:
+        if connector not in connectors.connector_keys():
             raise BadInput(f"--connector {connector}: unknown connector",
-                           hint=f"use one of {', '.join(CONNECTOR_KEYS)}")
+                           hint=f"use one of {', '.join(connectors.connector_keys())}")
         pub = rel.published(pkg)
         for flag, v in (("--good", good), ("--bad", bad)):
             if v not in pub.versions:

@@ -27,21 +27,14 @@ import traceback
 from typing import Any
 
 if __package__:
-    from . import observe
+    from . import connectors, observe
 else:  # pragma: no cover - run as a plain script
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import connectors  # type: ignore[no-redef]
     import observe  # type: ignore[no-redef]
 
 SCHEMA_VERSION = 1
 
-# Our connector keys -> vLLM connector names (first registered one wins) and the
-# transfer library the worker half would need (not needed for the scheduler half).
-CONNECTORS: dict[str, dict[str, Any]] = {
-    "nixl": {"names": ["NixlConnector"], "library": "nixl", "label": "NIXL (pull)"},
-    "nixl-push": {"names": ["NixlPushConnector"], "library": "nixl", "label": "NIXL (push)"},
-    "mooncake": {"names": ["MooncakeConnector"], "library": "mooncake", "label": "Mooncake"},
-    "moriio": {"names": ["MoRIIOConnector"], "library": "mori", "label": "MoRIIO"},
-}
 
 
 class InternalsError(Exception):
@@ -53,8 +46,11 @@ class InternalsError(Exception):
         self.message = message
 
 
-class UnknownConnector(Exception):
-    pass
+def _conn(key: str) -> connectors.Connector:
+    c = connectors.get(key)
+    if c is None:
+        raise InternalsError("find the connector", f"{key!r} is not in pd-doctor's registry")
+    return c
 
 
 # --------------------------------------------------------------------------- helpers
@@ -127,10 +123,10 @@ def connector_registry() -> dict[str, Any]:
 
 def available_connectors(registry: dict[str, Any]) -> dict[str, str]:
     found = {}
-    for key, info in CONNECTORS.items():
-        for name in info["names"]:
+    for c in connectors.all_connectors():
+        for name in c.vllm_names:
             if name in registry:
-                found[key] = name
+                found[c.key] = name
                 break
     return found
 
@@ -487,10 +483,10 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
     # The control: one token more, so the cached prefix is N-2 of the prompt, not N-1.
     control_rec = observe.Recorder()
     control = run_scenario(setup, vllm_name, prompt_len + 1, "control-", control_rec)
-    lib = library_status(CONNECTORS[key]["library"])
+    lib = library_status(_conn(key).library)
     return {
         "connector": key,
-        "connector_label": CONNECTORS[key]["label"],
+        "connector_label": _conn(key).label,
         "kv_connector": vllm_name,
         "connector_class": trigger["connector_class"],
         "connector_scheduler_class": trigger["connector_scheduler_class"],
@@ -527,7 +523,7 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
 def _connector_error(key: str, vllm_name: str, stage: str, message: str) -> dict[str, Any]:
     return {
         "connector": key,
-        "connector_label": CONNECTORS[key]["label"],
+        "connector_label": _conn(key).label,
         "kv_connector": vllm_name,
         "error": {"kind": "internals", "stage": stage, "message": message,
                   "traceback": traceback.format_exc()},
@@ -567,7 +563,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         out["available_connectors"] = sorted(present)
         wanted = spec["connectors"]
         if wanted == ["all"]:
-            wanted = [k for k in CONNECTORS if k in present]
+            wanted = [k for k in connectors.connector_keys() if k in present]
         missing = [k for k in wanted if k not in present]
         if missing:
             out["error"] = {
