@@ -19,7 +19,11 @@ class Severity(str, Enum):
 
 @dataclass(frozen=True)
 class LaunchCommand:
-    """One role's launch: the argv after the executable and the env assignments before it."""
+    """One server's launch: the argv after the executable and the env assignments before it.
+
+    A deployment (a script, a manifest, an xPyD setup) yields any number of these; `name` tells them
+    apart, `role` says prefill or decode and `role_source` what that rests on.
+    """
 
     role: str
     """prefill or decode."""
@@ -29,6 +33,17 @@ class LaunchCommand:
     host: str | None = None
     """Machine the engine runs on, when the config file says so (`host:` entry)."""
     source: str = "command line"
+    name: str = ""
+    """Server label, unique within one input (e.g. `prefill`, `decode-1`, `pod vllm-prefill`)."""
+    role_source: str = ""
+    """What the role rests on: `kv_role`, `--is-prefill-worker`, `resource name`, `flag`, ..."""
+    network: str | None = None
+    """Network identity (which host / network namespace): `host:NAME`, `pod:NAME`,
+    `container:NAME`, `loopback`; None when the input does not tell (then nothing is assumed)."""
+    network_evidence: str = ""
+    """What `network` rests on (side-channel host, --host, a Pod, a compose service, ...)."""
+    launcher: str = ""
+    """The wrapper the command was found in (`vllm serve`, `dynamo.vllm`, `docker run`, `sh -c`...)."""
 
 
 @dataclass(frozen=True)
