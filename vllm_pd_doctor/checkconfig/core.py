@@ -105,7 +105,8 @@ def check(*, prefill_cmd: str | None = None, decode_cmd: str | None = None,
         vllm_found=vsrc.path is not None, nixl_checked=nixl is not None and nixl.error is None,
         probe=probe, warnings=tuple(warnings))
     return CheckReport(inputs=inputs, exposure=exposure, findings=tuple(findings), vllm=vsrc,
-                       nixl=nixl, model=minfo, elapsed_s=time.perf_counter() - t0)
+                       nixl=nixl, model=minfo, elapsed_s=time.perf_counter() - t0,
+                       sides=tuple(sides.values()))
 
 
 def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> ProbeResult:

@@ -76,6 +76,8 @@ class ServeConfig:
     source: str = "command line"
     values: dict[str, Any] = field(default_factory=dict)
     """Every known flag given, by its long name without dashes prefix (e.g. block-size)."""
+    argv: tuple[str, ...] = ()
+    """The arguments as given (after `vllm serve`), unknown flags included."""
 
     @property
     def kv_connector(self) -> str | None:
@@ -262,6 +264,8 @@ class CheckReport:
     nixl: NixlInfo | None
     model: ModelInfo | None
     elapsed_s: float = 0.0
+    sides: tuple[ServeConfig, ...] = ()
+    """The parsed launch commands (prefill first), as the checks saw them."""
 
     @property
     def has_error(self) -> bool:

@@ -27,11 +27,17 @@ class Section:
 
 @dataclass(frozen=True)
 class CommandDoc:
+    """One launch command as check-config parsed it (from a command line or a --config file)."""
+
     role: str
     command: str
+    """The command rebuilt from the parsed arguments: env assignments, `vllm serve`, argv."""
     env: tuple[tuple[str, str], ...] = ()
     kv_transfer_config: Any = None
     parse_error: str | None = None
+    """Why check-config could not parse it (then `command` is the text as given)."""
+    source: str = "command line"
+    machine: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,13 +64,36 @@ class FindingDoc:
 
 
 @dataclass(frozen=True)
-class CheckDoc:
-    exposure: Any
-    findings: tuple[FindingDoc, ...]
+class SideDoc:
+    """#53514 exposure of one engine, from check-config's `SideExposure`."""
 
-    @property
-    def has_error(self) -> bool:
-        return any(f.severity.lower() in ("error", "critical", "fatal") for f in self.findings)
+    role: str
+    connector: str | None
+    verdict: str
+    reasons: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExposureDoc:
+    """check-config's `Exposure`: the verdict, per side, the fixes and the probe's detail."""
+
+    verdict: str
+    sides: tuple[SideDoc, ...] = ()
+    fixes: tuple[str, ...] = ()
+    probe: str | None = None
+
+
+@dataclass(frozen=True)
+class CheckDoc:
+    """check-config's `CheckReport`, as the report shows it."""
+
+    exposure: ExposureDoc
+    findings: tuple[FindingDoc, ...]
+    has_error: bool
+    """check-config's own verdict: exposed, or an error-level finding (its exit 1)."""
+    warnings: tuple[str, ...] = ()
+    """What check-config could not check (unknown flags, an unreadable model config)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +156,8 @@ class ReportDoc:
     collectors: tuple[CollectorDoc, ...]
     files: tuple[str, ...]
     exit_code: int
+    commands_error: str | None = None
+    """Why check-config could not parse the launch commands (None: it did, or none given)."""
 
 
 def _cnc(why: str | None) -> str:
@@ -225,32 +256,16 @@ def _check_md(doc: ReportDoc) -> list[str]:
         return p
     c: CheckDoc = doc.check_config.value
     exp = c.exposure
-    if isinstance(exp, dict):
-        head = exp.get("verdict") or exp.get("level") or exp.get("status")
-        summary = exp.get("summary") or exp.get("message") or exp.get("reason")
-        if head or summary:
-            p.append(f"Exposure to #53514: **{head or '?'}**" + (f": {summary}" if summary else "")
-                     + "\n\n")
-            raw_sides = exp.get("sides")
-            sides: list[Any] = raw_sides if isinstance(raw_sides, list) else []
-            for side in sides:
-                if isinstance(side, dict):
-                    reasons = side.get("reasons") or []
-                    p.append(f"- {side.get('role', '?')} ({side.get('connector', '?')}): "
-                             f"**{side.get('verdict', '?')}**"
-                             + (f"; {'; '.join(str(r) for r in reasons)}" if reasons else "")
-                             + "\n")
-            raw_fixes = exp.get("fixes")
-            fixes: list[Any] = raw_fixes if isinstance(raw_fixes, list) else []
-            if fixes:
-                p.append("" if not sides else "\n")
-                p.append("Fixes: " + "; ".join(str(f) for f in fixes) + "\n")
-            if sides or fixes:
-                p.append("\n")
-        else:
-            p.append("Exposure:\n\n" + _fence(_json_compact(exp), "json") + "\n")
-    elif exp is not None:
-        p.append(f"Exposure: {exp}\n\n")
+    p.append(f"Exposure to #53514: **{exp.verdict}**\n\n")
+    for side in exp.sides:
+        p.append(f"- {side.role} ({side.connector or '-'}): **{side.verdict}**"
+                 + (f"; {'; '.join(side.reasons)}" if side.reasons else "") + "\n")
+    if exp.sides:
+        p.append("\n")
+    if exp.fixes:
+        p.append("Fixes: " + "; ".join(exp.fixes) + "\n\n")
+    if exp.probe:
+        p.append(f"Probe: {exp.probe}\n\n")
     if not c.findings:
         p.append("No findings.\n\n")
     for f in c.findings:
@@ -261,6 +276,8 @@ def _check_md(doc: ReportDoc) -> list[str]:
             p.append(f"  - fix: {f.fix}\n")
         if f.refs:
             p.append(f"  - refs: {', '.join(f.refs)}\n")
+    if c.warnings:
+        p.append("\nNot checked: " + "; ".join(c.warnings) + "\n")
     p.append("\n")
     return p
 
@@ -269,14 +286,18 @@ def _commands_md(doc: ReportDoc) -> list[str]:
     p = ["#### Launch commands\n\n"]
     if doc.config_file:
         p.append(f"From `{doc.config_file}` (attached as raw/config).\n\n")
+    if doc.commands_error:
+        p.append(f"check-config could not read them: {doc.commands_error}\n\n")
     if not doc.commands:
-        p.append("Not given (use --prefill-cmd/--decode-cmd or --config).\n\n")
+        if not doc.config_file:
+            p.append("Not given (use --prefill-cmd/--decode-cmd or --config).\n\n")
         return p
     for c in doc.commands:
-        p.append(f"{c.role.capitalize()}:\n\n")
+        on = f" (on `{c.machine}`)" if c.machine else ""
+        p.append(f"{c.role.capitalize()}{on}:\n\n")
         p.append(_fence(c.command, "bash"))
         if c.parse_error:
-            p.append(f"\n({c.parse_error})\n")
+            p.append(f"\n(not parsed: {c.parse_error})\n")
         if c.kv_transfer_config is None:
             p.append(f"\nkv-transfer-config ({c.role}): not set on this command line\n\n")
         else:
@@ -372,6 +393,7 @@ def to_obj(doc: ReportDoc) -> dict[str, Any]:
             "env_vars": [{"name": n, "value": v, "set_in": w} for n, v, w in doc.env_vars],
         },
         "commands": [asdict(c) for c in doc.commands],
+        "commands_error": doc.commands_error,
         "config_file": doc.config_file,
         "repro": _section_obj(doc.repro),
         "check_config": _section_obj(doc.check_config),
