@@ -17,6 +17,13 @@ FIX = Path(__file__).parent / "fixtures" / "check_config"
 KTC = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
 
 
+def by_role(cmds):
+    out = {}
+    for c in cmds:
+        out.setdefault(c.role, c)
+    return out
+
+
 def test_env_prefix_and_json_value():
     s = parse.parse_command(
         f"VLLM_NIXL_SIDE_CHANNEL_PORT=5600 UCX_TLS=rc,cuda_ipc vllm serve Qwen/Qwen3-0.6B "
@@ -92,7 +99,7 @@ def test_malformed_json_names_flag_and_position():
 
 
 def test_text_file_two_commands():
-    cmds = parse.load_config_file(FIX / "docs_nixl_quickstart.txt")
+    cmds = by_role(parse.load_config_file(FIX / "docs_nixl_quickstart.txt"))
     assert set(cmds) == {"prefill", "decode"}
     p = parse.parse_launch(cmds["prefill"])
     d = parse.parse_launch(cmds["decode"])
@@ -102,15 +109,15 @@ def test_text_file_two_commands():
 
 
 def test_yaml_and_json_files():
-    y = parse.load_config_file(FIX / "accuracy_test_hybrid.yaml")
+    y = by_role(parse.load_config_file(FIX / "accuracy_test_hybrid.yaml"))
     p = parse.parse_launch(y["prefill"])
     d = parse.parse_launch(y["decode"])
     assert p.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5559" and p.block_size == 16
     assert d.kv_role == "kv_consumer" and d.model and d.model.endswith("granite-hybrid")
-    j = parse.load_config_file(FIX / "mooncake_pd.json")
+    j = by_role(parse.load_config_file(FIX / "mooncake_pd.json"))
     jd = parse.parse_launch(j["decode"])
     assert jd.kv_connector == "MooncakeConnector" and jd.machine == "node-b"
-    m = parse.load_config_file(FIX / "multihost_nixl.yaml")
+    m = by_role(parse.load_config_file(FIX / "multihost_nixl.yaml"))
     mp = parse.parse_launch(m["prefill"])
     assert mp.machine == "10.0.0.1" and mp.tensor_parallel_size == 4 and mp.env["UCX_TLS"] == "tcp"
 
@@ -119,7 +126,7 @@ def test_text_roles_by_label_and_kv_role(tmp_path):
     f = tmp_path / "cmds.txt"
     f.write_text(f"decode: vllm serve M --kv-transfer-config '{KTC.replace('producer', 'consumer')}'\n"
                  f"vllm serve M --kv-transfer-config '{KTC}'\n")
-    cmds = parse.load_config_file(f)
+    cmds = by_role(parse.load_config_file(f))
     assert parse.parse_launch(cmds["prefill"]).kv_role == "kv_producer"
     assert parse.parse_launch(cmds["decode"]).kv_role == "kv_consumer"
 
@@ -202,7 +209,7 @@ def test_fuzz_command_parser(text):
 def test_fuzz_config_parser(text):
     try:
         cmds = parse.parse_config_text(text, label="--config f")
-        for c in cmds.values():
+        for c in cmds:
             parse.parse_launch(c)
     except BadInput as exc:
         assert exc.message
