@@ -47,8 +47,9 @@ def check_config(
     decode_cmd: Annotated[str | None, typer.Option(
         "--decode-cmd", help="The decode engine's launch command.", show_default=False)] = None,
     config: Annotated[Path | None, typer.Option(
-        "--config", help="File with the commands: text (one per role) or YAML/JSON with "
-                         "prefill:/decode: entries carrying args and env.",
+        "--config", help="File with the deployment: a shell script or text with the launch "
+                         "commands, YAML/JSON with prefill:/decode: entries, Kubernetes "
+                         "manifests (Dynamo, llm-d, kthena ...) or docker compose.",
         show_default=False)] = None,
     model: Annotated[Path | None, typer.Option(
         "--model", help="Local model directory or its config.json (hybrid or not).",

@@ -229,9 +229,12 @@ def _assign(found: list[Found], proxy: dict[str, str], label: str) -> list[Launc
         if f.role is not None:
             continue
         kv, port = _kv(f.args)
+        named = [n.split(":", 2) for n in f.notes if n.startswith("name-role:")]
         if kv in ("kv_producer", "kv_consumer"):
             f.role = "prefill" if kv == "kv_producer" else "decode"
             f.role_source = f"kv_role {kv}"
+        elif named:
+            f.role, f.role_source = named[0][1], named[0][2]
         elif port and proxy.get(port):
             f.role, f.role_source = proxy[port], f"proxy sends {proxy[port]} to port {port}"
         elif f.launcher.endswith("dynamo.vllm") and any(

@@ -273,7 +273,7 @@ def _compose(services: dict[str, Any], label: str, variables: Mapping[str, str])
             f.name = str(name)
             r = role_from_name(str(name))
             if r and f.role is None:
-                f.role, f.role_source = r, f"compose service name {name}"
+                f.notes.append(f"name-role:{r}:compose service name {name}")
             out.append(f)
     return out
 
@@ -372,6 +372,6 @@ def _container(c: dict[str, Any], names: list[str], kind: str, top: str, host_ne
             for n in reversed(names):
                 r = role_from_name(n)
                 if r:
-                    f.role, f.role_source = r, f"resource name {n}"
+                    f.notes.append(f"name-role:{r}:resource name {n}")
                     break
         out.append(f)

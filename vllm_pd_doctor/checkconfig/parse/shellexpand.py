@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vllm_pd_doctor.checkconfig.parse.shellwords import balanced_end, dquote_end
+from vllm_pd_doctor.checkconfig.parse.shellwords import UNRESOLVED_RE, balanced_end, dquote_end
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -126,6 +126,8 @@ def expand(raw: str, sc: Scope, *, split: bool = True) -> list[str]:
             val, j = _dollar(raw, i, sc)
             if val is None:
                 f.lit(raw[i:j])
+            elif UNRESOLVED_RE.fullmatch(val) or val.startswith("$(("):
+                f.lit(val)  # what the file cannot tell stays one piece, named
             elif split:
                 f.split(val)
             else:

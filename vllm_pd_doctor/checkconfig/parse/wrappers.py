@@ -193,11 +193,14 @@ def unwrap(argv: list[str], env: dict[str, str], *, launcher: str = "",
         if exe == "srun":
             j = i + 1
             node = None
-            while j < len(argv) and argv[j].startswith("-"):
+            while j < len(argv) and argv[j].startswith("-") and argv[j] != "--":
                 name, eq, val = argv[j].partition("=")
+                takes = name in _VALUE_OPTS["srun"] and not eq
                 if name in ("-w", "--nodelist"):
                     node = val if eq else (argv[j + 1] if j + 1 < len(argv) else None)
-                j = _skip_opts(argv, j, _VALUE_OPTS["srun"]) if not eq else j + 1
+                elif name.startswith("-w") and not name.startswith("--") and len(name) > 2:
+                    node = name[2:]
+                j += 2 if takes else 1
             i = j
             launcher += "srun > "
             if node and network is None:
