@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,8 +112,9 @@ def site_packages_vllm(python: str | None) -> Path | None:
 
 
 def for_python(python: str | None) -> FlagTable:
-    """The table for the vLLM beside `python` (the built-in one when none is found there)."""
-    vdir = site_packages_vllm(python)
+    """The table for the vLLM beside `python` (default: this interpreter; the built-in table
+    when no vLLM is found there)."""
+    vdir = site_packages_vllm(python or sys.executable)
     if vdir is None:
         return BUILTIN
     return _read(str(vdir))

@@ -41,7 +41,14 @@ def load_config_file(path: Path, *, variables: Mapping[str, str] | None = None
 def parse_config_text(text: str, *, label: str, suffix: str = "",
                       variables: Mapping[str, str] | None = None,
                       base: Path | None = None) -> tuple[LaunchCommand, ...]:
-    variables = dict(variables or {})
+    try:
+        return _parse_config_text(text, label, suffix, dict(variables or {}), base)
+    except RecursionError:
+        raise BadInput(f"{label}: nested too deeply") from None
+
+
+def _parse_config_text(text: str, label: str, suffix: str, variables: dict[str, str],
+                       base: Path | None) -> tuple[LaunchCommand, ...]:
     proxy: dict[str, str] = {}
     found: list[Found] | None = None
     stripped = text.lstrip()
@@ -137,6 +144,8 @@ def launch_from_command(text: str, *, what: str, role: str,
         raise BadInput(f"{what}: cannot split the command ({exc})",
                        hint="check the quotes around JSON values such as --kv-transfer-config"
                        ) from None
+    except RecursionError:
+        raise BadInput(f"{what}: nested too deeply") from None
     f = it.found[0] if it.found else _bare(text, what, variables or {})
     merge_vllm_config(f, Path.cwd())
     return LaunchCommand(role=role, args=tuple(f.args), env=tuple(f.env.items()), source=what,
