@@ -1,10 +1,11 @@
 """One input (a file or a command string) -> the LaunchCommands of every vLLM server in it.
 
-Roles come, in this order, from: the input's own labels (our `prefill:` entries, resource and
-service names, dynamo's `--is-prefill-worker` / `--disaggregation-mode`), the kv_role of the
-kv-transfer-config, the ports a proxy in the same script sends prefill and decode traffic to,
-the names in the command (`$PREFILL_PORT`, `start_decode`), and last the order in the file.
-`role_source` says which.
+Roles come, in this order, from: explicit labels (our `prefill:` entries and `prefill: cmd`
+lines, dynamo's `--is-prefill-worker` / `--disaggregation-mode`, a Dynamo `subComponentType`), the
+kv_role of the kv-transfer-config (producer/consumer), resource and compose service names, the
+ports a proxy in the same script sends prefill and decode traffic to, dynamo.vllm workers beside
+prefill workers (decode), a comment naming the role right before the command, the names in the
+command (`$PREFILL_PORT`, `start_decode`), and last the order in the file. `role_source` says which.
 """
 
 from __future__ import annotations
