@@ -62,7 +62,8 @@ def report(
         "--decode-cmd", help="The decode instance's launch command (one string).",
         show_default=False)] = None,
     config: Annotated[Path | None, typer.Option(
-        "--config", help="A YAML/JSON file with both launch commands (as check-config takes).",
+        "--config", help="A file with the launch commands, in any form check-config --config "
+                         "reads (text, YAML/JSON, shell script, manifests).",
         show_default=False)] = None,
     model: Annotated[Path | None, typer.Option(
         "--model", help="Directory with the model's config.json.", show_default=False)] = None,
