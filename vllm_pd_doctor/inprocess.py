@@ -21,7 +21,6 @@ from vllm_pd_doctor.model import (
     ConnectorVerdict,
     Control,
     Event,
-    Frame,
     ReproReport,
     RunError,
     ScenarioConfig,
@@ -220,15 +219,6 @@ def _notes(results: tuple[ConnectorVerdict, ...]) -> list[str]:
     return notes
 
 
-def _frames(items: Any) -> tuple[Frame, ...]:
-    out = []
-    for d in items or ():
-        f = Frame.from_dict(d)
-        if f is not None:
-            out.append(f)
-    return tuple(out)
-
-
 def _verdict(r: dict[str, Any]) -> ConnectorVerdict:
     key = str(r.get("connector", "?"))
     base = ConnectorVerdict(connector=key, label=str(r.get("connector_label", key)),
@@ -256,13 +246,7 @@ def _verdict(r: dict[str, Any]) -> ConnectorVerdict:
                             statement=a.get("statement"),
                             matches_53514=bool(a.get("matches_53514", False)),
                             traceback=a.get("traceback")),
-        truncation=Truncation(hook=str(t.get("hook") or "none"),
-                              before_lookup=t.get("before_lookup"),
-                              tokens_removed=int(t.get("tokens_removed") or 0),
-                              operation=t.get("op"),
-                              statement=Frame.from_dict(t.get("statement")),
-                              call_site=Frame.from_dict(t.get("helper_call_site")),
-                              stack=_frames(t.get("stack"))),
+        truncation=Truncation.from_observed(t),
         hit_tokens=r["prefix_cache"].get("hit_tokens"),
         prompt_len_before=r["prompt"].get("len_before"),
         prompt_len_after=r["prompt"].get("len_after"),
