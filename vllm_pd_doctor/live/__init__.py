@@ -33,7 +33,7 @@ from vllm_pd_doctor.live.options import (
     is_loopback,
     live_connectors,
 )
-from vllm_pd_doctor.live.probe import ProbeResult, probe
+from vllm_pd_doctor.live.probe import ProbeResult, run_probe
 from vllm_pd_doctor.live.verdict import build_verdict, notes, write_result
 from vllm_pd_doctor.model import ReproReport, VllmInstall
 
@@ -80,8 +80,8 @@ def run_local(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
             engines.wait_healthy(client, pair, min(lo.startup_timeout, lo.timeout), progress)
             timings["engines_healthy_s"] = round(time.perf_counter() - t, 3)
             try:
-                res = probe(client, p_eng.url, d_eng.url, None, lo.prompt_len, progress,
-                            p_alive=lambda: p_eng.alive)
+                res = run_probe(client, p_eng.url, d_eng.url, None, lo.prompt_len, progress,
+                                p_alive=lambda: p_eng.alive)
             except (CouldNotRun, httpx.HTTPError) as exc:
                 engines.say_tail(progress, "the prefill engine's log", p_eng.log)
                 engines.say_tail(progress, "the decode engine's log", d_eng.log)
@@ -158,7 +158,7 @@ def run_remote(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
     try:
         if not client.healthy(p_url):
             raise CouldNotRun(f"the prefill engine at {p_url} is not healthy (/health)")
-        res = probe(client, p_url, d_url, lo.block_size, lo.prompt_len, progress)
+        res = run_probe(client, p_url, d_url, lo.block_size, lo.prompt_len, progress)
     except httpx.HTTPError as exc:
         raise CouldNotRun(f"the remote probe failed: {exc}") from None
     finally:

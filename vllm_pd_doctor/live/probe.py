@@ -75,7 +75,7 @@ def effective_block_size(client: Client, p_url: str, given: int | None,
     return w, "/metrics"
 
 
-def probe(client: Client, p_url: str, d_url: str | None, block: int | None,
+def run_probe(client: Client, p_url: str, d_url: str | None, block: int | None,
           prompt_len: int | None, progress: Progress,
           p_alive: Callable[[], bool] | None = None,
           d_metrics: bool = True, with_control: bool = False) -> ProbeResult:
