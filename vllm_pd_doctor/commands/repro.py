@@ -16,18 +16,12 @@ from vllm_pd_doctor.commands._common import (
     FormatOpt,
     PythonOpt,
     hint,
-    out,
     progress_printer,
     run,
-    stdout_color,
-    stdout_width,
+    show,
 )
 from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.formats import json as fjson
-from vllm_pd_doctor.formats import markdown as fmd
-from vllm_pd_doctor.formats import table as ftable
-from vllm_pd_doctor.model import ReproReport
 
 if TYPE_CHECKING:
     from vllm_pd_doctor.live import LiveOptions
@@ -143,7 +137,7 @@ def repro(
             report = live.run_live(interpreter, opts, progress, live_opts)
         else:
             report = inprocess.run_inprocess(interpreter, opts, progress)
-        _print(report, fmt, as_list=opts.connectors == ("all",) or len(opts.connectors) > 1)
+        show(report, fmt, as_list=opts.connectors == ("all",) or len(opts.connectors) > 1)
         for n in report.notes:
             hint(n)
         if report.reproduced:
@@ -196,11 +190,3 @@ def _interpreter(python: Path | None, vllm: str | None, package: str | None,
         raise BadInput("--package needs --vllm VERSION")
     return targetrun.resolve_python(str(python) if python is not None else None)
 
-
-def _print(report: ReproReport, fmt: OutputFormat, *, as_list: bool) -> None:
-    if fmt is OutputFormat.json:
-        out(fjson.dumps(fjson.repro_to_obj(report, as_list=as_list)))
-    elif fmt is OutputFormat.markdown:
-        out(fmd.repro_md(report))
-    else:
-        out(ftable.render(ftable.repro_table(report), width=stdout_width(), color=stdout_color()))
