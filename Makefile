@@ -18,9 +18,10 @@ setup: $(BIN)/pd-doctor
 demo: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
-lint: setup format-check
+lint: setup
 	$(BIN)/ruff check vllm_pd_doctor tests benchmarks
 	$(BIN)/mypy
+	@$(MAKE) --no-print-directory format-check
 
 # The tree is formatted with `ruff format` (fix with: $(BIN)/ruff format vllm_pd_doctor tests benchmarks).
 format-check: setup

@@ -80,7 +80,7 @@ class Reporter:
             if self._live is None:
                 self._live = Live(self, console=self.console, refresh_per_second=4,
                                   transient=True, redirect_stdout=False, redirect_stderr=False)
-                self._live.start()
+                self._live.start(refresh=True)
         try:
             yield
         finally:
