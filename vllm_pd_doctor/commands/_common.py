@@ -35,13 +35,14 @@ def stderr() -> Console:
 
 
 class _Elapsed:
-    """`what (12 s)`, measured each time it is drawn."""
+    """`12 s  what`, measured each time it is drawn, on one line."""
 
     def __init__(self, what: str, t0: float):
         self.what, self.t0 = what, t0
 
     def __rich__(self) -> Text:
-        return Text(f"{self.what} ({time.monotonic() - self.t0:.0f} s)")
+        return Text(f"{time.monotonic() - self.t0:3.0f} s  {self.what}", no_wrap=True,
+                    overflow="ellipsis")
 
 
 class Reporter:
