@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from vllm_pd_doctor.model import (
     Truncation,
     VllmInstall,
 )
+from vllm_pd_doctor.progress import Progress, phase, quiet
 from vllm_pd_doctor.target import connectors
 
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
@@ -140,8 +140,7 @@ def _check_hybrid_config(cfg: Path) -> None:
                        hint="omit --model to use the bundled tiny hybrid config")
 
 
-def run_inprocess(python: str, opts: ReproOptions,
-                  progress: Callable[[str], None] = lambda _: None) -> ReproReport:
+def run_inprocess(python: str, opts: ReproOptions, progress: Progress = quiet) -> ReproReport:
     """Run the harness in `python` and return its typed verdicts."""
     interp = targetrun.probe_interpreter(python)
     targetrun.require_vllm(interp)
@@ -155,10 +154,10 @@ def run_inprocess(python: str, opts: ReproOptions,
         "model_dir": str(model),
         "max_model_len": DEFAULT_MAX_MODEL_LEN,
     }
-    progress(f"running the in-process harness in {python} (vLLM {interp.vllm_version or '?'}); "
-             "importing vLLM takes a few seconds")
-    run = targetrun.run_module(python, "harness", ["--spec", json.dumps(spec)],
-                               timeout=opts.timeout, what="the in-process harness")
+    with phase(progress, f"running the in-process harness in {python} (vLLM "
+                         f"{interp.vllm_version or '?'}); importing vLLM takes a few seconds"):
+        run = targetrun.run_module(python, "harness", ["--spec", json.dumps(spec)],
+                                   timeout=opts.timeout, what="the in-process harness")
     report = parse_answer(run.answer, python, opts)
     progress(f"harness finished in {run.wall_s:.1f} s")
     return report

@@ -16,18 +16,12 @@ from vllm_pd_doctor.commands._common import (
     FormatOpt,
     PythonOpt,
     hint,
-    out,
     progress_printer,
     run,
-    stdout_color,
-    stdout_width,
+    show,
 )
 from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.formats import json as fjson
-from vllm_pd_doctor.formats import markdown as fmd
-from vllm_pd_doctor.formats import table as ftable
-from vllm_pd_doctor.model import ReproReport
 
 HELP = """Reproduce vLLM #53514 (P-side N-1 truncation -> `assert num_new_tokens > 0`).
 
@@ -145,7 +139,7 @@ def repro(
                 hint(w)
             report = inprocess.run_inprocess(interpreter, opts, progress)
             as_list = opts.connectors == ("all",) or len(opts.connectors) > 1
-        _print(report, fmt, as_list=as_list)
+        show(report, fmt, as_list=as_list)
         for n in report.notes:
             hint(n)
         if report.reproduced:
@@ -169,11 +163,3 @@ def _interpreter(python: Path | None, vllm: str | None, package: str | None,
         raise BadInput("--package needs --vllm VERSION")
     return targetrun.resolve_python(str(python) if python is not None else None)
 
-
-def _print(report: ReproReport, fmt: OutputFormat, *, as_list: bool) -> None:
-    if fmt is OutputFormat.json:
-        out(fjson.dumps(fjson.repro_to_obj(report, as_list=as_list)))
-    elif fmt is OutputFormat.markdown:
-        out(fmd.repro_md(report))
-    else:
-        out(ftable.render(ftable.repro_table(report), width=stdout_width(), color=stdout_color()))
