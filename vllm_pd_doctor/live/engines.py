@@ -22,14 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-
 from vllm_pd_doctor import envs, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.inprocess import repro_dir
 from vllm_pd_doctor.live.client import Client
 from vllm_pd_doctor.live.evidence import tail
-from vllm_pd_doctor.live.options import MAX_MODEL_LEN, LiveOptions, Progress
+from vllm_pd_doctor.live.options import MAX_MODEL_LEN, LiveOptions
+from vllm_pd_doctor.progress import Progress
 
 TRACE_ENV = "PD_DOCTOR_TRACE"
 RUN_ENV = "PD_DOCTOR_RUN_DIR"
@@ -124,7 +123,7 @@ def plan(lo: LiveOptions, run_dir: Path) -> list[Engine]:
 def say_tail(progress: Progress, what: str, path: Path, n: int = 25) -> None:
     text = tail(path, n)
     if text:
-        progress(f"last lines of {what} ({path}):\n" + escape(text))
+        progress(f"last lines of {what} ({path}):\n" + text)
 
 
 # --- model and device ----------------------------------------------------------------------
