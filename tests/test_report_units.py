@@ -37,8 +37,10 @@ def engine_log(traceback: str, extra: str = "") -> str:
         "check passed (hash 1234)",
         "(EngineCore_DP0 pid=4242) INFO 11-30 22:31:01 [config.py:400] Setting attention block "
         "size to 528 tokens to ensure that attention page size is >= mamba page size.",
-        *[f"(APIServer pid=4200) INFO 11-30 22:31:{i:02d} [loggers.py:1] throughput {i}"
-          for i in range(10, 30)],
+        *[
+            f"(APIServer pid=4200) INFO 11-30 22:31:{i:02d} [loggers.py:1] throughput {i}"
+            for i in range(10, 30)
+        ],
         "(EngineCore_DP0 pid=4242) ERROR 11-30 22:31:40 [dump_input.py:69] Dumping input data for "
         "V1 LLM engine (v0.28.0)",
         "(EngineCore_DP0 pid=4242) ERROR 11-30 22:31:40 [dump_input.py:76] Dumping scheduler "
@@ -46,20 +48,31 @@ def engine_log(traceback: str, extra: str = "") -> str:
         PREFIX + "EngineCore encountered a fatal error.",
     ]
     tb = [PREFIX + line for line in traceback.splitlines()]
-    tail = ["(APIServer pid=4200) ERROR 11-30 22:31:41 [async_llm.py:480] AsyncLLM output_handler "
-            "failed.", "(APIServer pid=4200) INFO 11-30 22:31:41 [launcher.py:99] Shutting down"]
+    tail = [
+        "(APIServer pid=4200) ERROR 11-30 22:31:41 [async_llm.py:480] AsyncLLM output_handler failed.",
+        "(APIServer pid=4200) INFO 11-30 22:31:41 [launcher.py:99] Shutting down",
+    ]
     return "\n".join([*head, *tb, *tail, extra]) + "\n"
 
 
 # --- redaction -------------------------------------------------------------------------------
 
+
 def test_redacts_secrets_home_hosts_ips_and_counts_by_kind():
-    cmd = ("HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz123 vllm serve /home/alice/m --api-key s3cr3tval "
-           "--host gpu-node-17.corp.example.com --kv-ip 10.1.2.3")
+    cmd = (
+        "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz123 vllm serve /home/alice/m --api-key s3cr3tval "
+        "--host gpu-node-17.corp.example.com --kv-ip 10.1.2.3"
+    )
     r = Redactor(RedactionContext(home="/home/alice", hosts=tuple(hosts_in(cmd))))
     out = r.text(cmd + " then gpu-node-17 at 10.1.2.3:5600, 127.0.0.1, ::1, fe80::1ff:fe23:4567:890a")
-    for secret in ("hf_abcdefghijklmnopqrstuvwxyz123", "/home/alice", "s3cr3tval", "gpu-node-17",
-                   "10.1.2.3", "fe80::1ff"):
+    for secret in (
+        "hf_abcdefghijklmnopqrstuvwxyz123",
+        "/home/alice",
+        "s3cr3tval",
+        "gpu-node-17",
+        "10.1.2.3",
+        "fe80::1ff",
+    ):
         assert secret not in out
     assert "127.0.0.1" in out and "::1" in out and "~/m" in out
     s = r.summary()
@@ -69,8 +82,10 @@ def test_redacts_secrets_home_hosts_ips_and_counts_by_kind():
 
 def test_redaction_leaves_ordinary_log_text_alone():
     r = Redactor(RedactionContext(home="/home/alice"))
-    text = ("max_num_batched_tokens=8192 token budget 256 assert num_new_tokens > 0 at 22:31:39 "
-            "vllm/v1/core/sched/scheduler.py:967 Linux-6.18.44-x86_64 /home/alicex")
+    text = (
+        "max_num_batched_tokens=8192 token budget 256 assert num_new_tokens > 0 at 22:31:39 "
+        "vllm/v1/core/sched/scheduler.py:967 Linux-6.18.44-x86_64 /home/alicex"
+    )
     assert r.text(text) == text
     assert r.summary() == {}
 
@@ -78,8 +93,7 @@ def test_redaction_leaves_ordinary_log_text_alone():
 def test_secret_named_keys_and_env_values():
     r = Redactor(RedactionContext())
     doc = r.obj({"api_key": "xyz123", "nested": [{"password": "hunter2!"}], "n": 3})
-    assert doc == {"api_key": "<redacted:secret>", "nested": [{"password": "<redacted:secret>"}],
-                   "n": 3}
+    assert doc == {"api_key": "<redacted:secret>", "nested": [{"password": "<redacted:secret>"}], "n": 3}
     assert r.env_value("AWS_SECRET_ACCESS_KEY", "abc/def+ghi") == "<redacted:secret>"
     assert r.env_value("UCX_TLS", "rc,cuda_copy") == "rc,cuda_copy"
 
@@ -90,6 +104,7 @@ def test_keep_hosts():
 
 
 # --- logs ------------------------------------------------------------------------------------
+
 
 def test_log_excerpts_find_traceback_dump_input_and_signatures():
     found = logs.find(engine_log(TRACEBACK))
@@ -116,6 +131,7 @@ def test_log_cap_marks_the_cut():
 
 # --- collectors that degrade ---------------------------------------------------------------
 
+
 def test_missing_ucx_info_degrades(tmp_path):
     c = collect.ucx_version(None, 5, path=str(tmp_path))
     assert not c.ok and "not found" in (c.why or "")
@@ -140,27 +156,42 @@ def test_unreadable_log_degrades(tmp_path):
 
 # --- launch commands: parsed by check-config only, in this process -----------------------
 
+
 def test_rebuilt_command_parses_to_the_same_config():
-    text = ("UCX_TLS=rc,tcp VLLM_NIXL_SIDE_CHANNEL_PORT=5600 python -m "
-            "vllm.entrypoints.openai.api_server --model ./m --port 8100 --no-enable-prefix-caching "
-            "--some-new-flag 3 --kv-transfer-config.kv_role kv_producer "
-            "--kv-transfer-config '{\"kv_connector\": \"NixlConnector\", \"x\": \"a b\"}'")
+    text = (
+        "UCX_TLS=rc,tcp VLLM_NIXL_SIDE_CHANNEL_PORT=5600 python -m "
+        "vllm.entrypoints.openai.api_server --model ./m --port 8100 --no-enable-prefix-caching "
+        "--some-new-flag 3 --kv-transfer-config.kv_role kv_producer "
+        '--kv-transfer-config \'{"kv_connector": "NixlConnector", "x": "a b"}\''
+    )
     s = parse.parse_command(text, role="prefill")
     line = docs.command_line(s)
     assert line.startswith("UCX_TLS=rc,tcp VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve \\\n")
     again = parse.parse_command(line, role="prefill")
-    assert (again.values, again.env, again.unknown_flags, again.argv) == \
-        (s.values, s.env, s.unknown_flags, s.argv)
-    assert again.kv_transfer_config == {"kv_connector": "NixlConnector", "x": "a b",
-                                        "kv_role": "kv_producer"}
+    assert (again.values, again.env, again.unknown_flags, again.argv) == (
+        s.values,
+        s.env,
+        s.unknown_flags,
+        s.argv,
+    )
+    assert again.kv_transfer_config == {"kv_connector": "NixlConnector", "x": "a b", "kv_role": "kv_producer"}
 
 
 def test_config_yaml_fills_launch_commands_and_variables(cli, tmp_path):
     """A --config YAML in check-config's documented form (args + env mappings): the launch
     commands and the UCX/NIXL variables come from check-config's parse of it."""
     out = tmp_path / "b"
-    proc = cli("report", "--python", sys.executable, "--no-repro", "--quiet", "-o", str(out),
-               "--config", str(FIXTURES / "pd_hybrid_nixl.yaml"))
+    proc = cli(
+        "report",
+        "--python",
+        sys.executable,
+        "--no-repro",
+        "--quiet",
+        "-o",
+        str(out),
+        "--config",
+        str(FIXTURES / "pd_hybrid_nixl.yaml"),
+    )
     assert proc.returncode == 0, proc.stderr
     md = (out / "report.md").read_text()
     commands = md.split("#### Launch commands")[1].split("####")[0]
@@ -169,10 +200,13 @@ def test_config_yaml_fills_launch_commands_and_variables(cli, tmp_path):
     assert "vllm serve tests/fixtures/check_config/models/granite-hybrid \\\n  --port 8100" in commands
     assert '"kv_role": "kv_producer"' in commands and '"kv_role": "kv_consumer"' in commands
     assert "none set" not in md
-    for row in ("| `UCX_TLS` | `tcp` | prefill command |", "| `UCX_TLS` | `tcp` | decode command |",
-                "| `UCX_NET_DEVICES` | `all` | prefill command |",
-                "| `VLLM_NIXL_SIDE_CHANNEL_PORT` | `5601` | decode command |",
-                "| `VLLM_NIXL_SIDE_CHANNEL_HOST` | `<redacted:host>` | prefill command |"):
+    for row in (
+        "| `UCX_TLS` | `tcp` | prefill command |",
+        "| `UCX_TLS` | `tcp` | decode command |",
+        "| `UCX_NET_DEVICES` | `all` | prefill command |",
+        "| `VLLM_NIXL_SIDE_CHANNEL_PORT` | `5601` | decode command |",
+        "| `VLLM_NIXL_SIDE_CHANNEL_HOST` | `<redacted:host>` | prefill command |",
+    ):
         assert row in md, row
     assert "`ucx-tcp-only`" in md.split("#### Configuration check")[1]
     for planted in ("PlantedApiKey42", "gpu-node-17"):
@@ -189,9 +223,19 @@ def test_config_yaml_fills_launch_commands_and_variables(cli, tmp_path):
 
 def test_unparsable_command_is_shown_with_check_configs_reason(cli, tmp_path):
     out = tmp_path / "b"
-    proc = cli("report", "--python", sys.executable, "--no-repro", "--quiet", "-o", str(out),
-               "--prefill-cmd", "vllm serve m --kv-transfer-config '{\"kv_role\": '",
-               "--decode-cmd", "vllm serve m --port 8200")
+    proc = cli(
+        "report",
+        "--python",
+        sys.executable,
+        "--no-repro",
+        "--quiet",
+        "-o",
+        str(out),
+        "--prefill-cmd",
+        "vllm serve m --kv-transfer-config '{\"kv_role\": '",
+        "--decode-cmd",
+        "vllm serve m --port 8200",
+    )
     assert proc.returncode == 0, proc.stderr
     md = (out / "report.md").read_text()
     assert "check-config could not read them: --kv-transfer-config: malformed JSON" in md
@@ -212,13 +256,17 @@ def test_report_starts_no_pd_doctor_child(monkeypatch, tmp_path):
 
     monkeypatch.setattr(subprocess, "Popen", Spy)
     monkeypatch.chdir(ROOT)
-    inputs = bundle.ReportInputs(python=sys.executable, config=FIXTURES / "pd_hybrid_nixl.yaml",
-                                 repro=True, environ={"PATH": str(tmp_path)}, timeout=60)
+    inputs = bundle.ReportInputs(
+        python=sys.executable,
+        config=FIXTURES / "pd_hybrid_nixl.yaml",
+        repro=True,
+        environ={"PATH": str(tmp_path)},
+        timeout=60,
+    )
     g = bundle.gather(inputs, lambda _: None)
     assert started, "the collectors start interpreters"
     for argv in started:
-        assert not any(a in ("vllm_pd_doctor", "pd-doctor") or a.endswith("/pd-doctor")
-                       for a in argv), argv
+        assert not any(a in ("vllm_pd_doctor", "pd-doctor") or a.endswith("/pd-doctor") for a in argv), argv
     assert g.check is not None and [s.role for s in g.sides] == ["prefill", "decode"]
 
 
@@ -233,13 +281,24 @@ def test_write_zip_and_dir(tmp_path):
 
 # --- the command, with an interpreter that has no vLLM ---------------------------------------
 
+
 def test_no_vllm_python_and_unreadable_logs_degrade(cli, tmp_path):
     out = tmp_path / "bundle"
     empty = tmp_path / "bin"
     empty.mkdir()
-    proc = cli("report", "--python", sys.executable, "-o", str(out), "--log", str(tmp_path),
-               "--log", str(tmp_path / "missing.log"), "--quiet",
-               env={"PATH": f"{empty}{os.pathsep}{Path(sys.executable).parent}"})
+    proc = cli(
+        "report",
+        "--python",
+        sys.executable,
+        "-o",
+        str(out),
+        "--log",
+        str(tmp_path),
+        "--log",
+        str(tmp_path / "missing.log"),
+        "--quiet",
+        env={"PATH": f"{empty}{os.pathsep}{Path(sys.executable).parent}"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(out)
     md = (out / "report.md").read_text()

@@ -65,8 +65,11 @@ class Gathered:
 
 
 def _given(inputs: ReportInputs) -> tuple[tuple[str, str], ...]:
-    return tuple((role, text) for role, text in (("prefill", inputs.prefill_cmd),
-                                                 ("decode", inputs.decode_cmd)) if text)
+    return tuple(
+        (role, text)
+        for role, text in (("prefill", inputs.prefill_cmd), ("decode", inputs.decode_cmd))
+        if text
+    )
 
 
 def gather(inputs: ReportInputs, progress: Callable[[str], None]) -> Gathered:
@@ -84,14 +87,19 @@ def _gather(inputs: ReportInputs, progress: Callable[[str], None]) -> Gathered:
     try:
         interp_f = pool.submit(collect.probe, inputs.python, min(t, 60.0))
         nixl_f = pool.submit(collect.nixl_info, inputs.python, min(t, 60.0))
-        ucx_f = pool.submit(collect.ucx_version, inputs.python, min(t, 20.0),
-                            inputs.environ.get("PATH", ""))
+        ucx_f = pool.submit(collect.ucx_version, inputs.python, min(t, 20.0), inputs.environ.get("PATH", ""))
         check_f = None
         if inputs.config is not None or _given(inputs):
             progress("checking the launch commands (check-config)")
-            check_f = pool.submit(collect.check_config, python=inputs.python,
-                                  prefill_cmd=inputs.prefill_cmd, decode_cmd=inputs.decode_cmd,
-                                  config=inputs.config, model=inputs.model, progress=progress)
+            check_f = pool.submit(
+                collect.check_config,
+                python=inputs.python,
+                prefill_cmd=inputs.prefill_cmd,
+                decode_cmd=inputs.decode_cmd,
+                config=inputs.config,
+                model=inputs.model,
+                progress=progress,
+            )
         interp = interp_f.result()
         has_vllm = bool(interp.ok and interp.value.get("vllm_path"))
         progress("running vLLM's environment collector (python -m vllm.collect_env)")
@@ -107,17 +115,28 @@ def _gather(inputs: ReportInputs, progress: Callable[[str], None]) -> Gathered:
             repro_c = collect.repro(inputs.python, inputs.model, t, progress)
         logs_c = tuple((p, collect.read_log(p)) for p in inputs.logs)
         cfg = collect.read_log(inputs.config) if inputs.config is not None else None
-        check_c = check_f.result() if check_f is not None else Collected.fail(
-            "no launch commands given (use --prefill-cmd/--decode-cmd or --config)")
-        return Gathered(interpreter=interp, collect_env=env_f.result(), nixl=nixl_f.result(),
-                        ucx=ucx_f.result(), check_config=check_c, repro=repro_c, logs=logs_c,
-                        config_text=cfg)
+        check_c = (
+            check_f.result()
+            if check_f is not None
+            else Collected.fail("no launch commands given (use --prefill-cmd/--decode-cmd or --config)")
+        )
+        return Gathered(
+            interpreter=interp,
+            collect_env=env_f.result(),
+            nixl=nixl_f.result(),
+            ucx=ucx_f.result(),
+            check_config=check_c,
+            repro=repro_c,
+            logs=logs_c,
+            config_text=cfg,
+        )
     finally:
         # on Ctrl-C do not wait here for the children: gather() stops them by PID
         pool.shutdown(wait=False, cancel_futures=True)
 
 
 # --- turning what was gathered into the (redacted) report --------------------------------------
+
 
 def _known_hosts(inputs: ReportInputs, g: Gathered) -> tuple[str, ...]:
     hosts: set[str] = set()
@@ -134,8 +153,11 @@ def _known_hosts(inputs: ReportInputs, g: Gathered) -> tuple[str, ...]:
         texts += [f"--host {h}" for h in (s.host, s.machine) if h]
     if g.config_text is not None and g.config_text.ok:
         texts.append(g.config_text.value[0])
-    texts += [f"{k}={v}" for k, v in inputs.environ.items()
-              if any(w in k.upper() for w in ("HOST", "ADDR", "_IP", "MASTER", "NODE"))]
+    texts += [
+        f"{k}={v}"
+        for k, v in inputs.environ.items()
+        if any(w in k.upper() for w in ("HOST", "ADDR", "_IP", "MASTER", "NODE"))
+    ]
     for text in texts:
         hosts |= hosts_in(text)
     return tuple(sorted(hosts))
@@ -151,8 +173,9 @@ def _safe_name(path: Path, used: set[str]) -> str:
     return name
 
 
-def _logs(g: Gathered, red: Redactor, cap: int, files: dict[str, str]
-          ) -> tuple[tuple[render.LogDoc, ...], set[str]]:
+def _logs(
+    g: Gathered, red: Redactor, cap: int, files: dict[str, str]
+) -> tuple[tuple[render.LogDoc, ...], set[str]]:
     log_docs: list[render.LogDoc] = []
     used: set[str] = set()
     sigs: set[str] = set()
@@ -160,38 +183,54 @@ def _logs(g: Gathered, red: Redactor, cap: int, files: dict[str, str]
         name = _safe_name(path, used)
         given = red.text(str(path))
         if not got.ok:
-            log_docs.append(render.LogDoc(name=name, given_as=given, ok=False,
-                                          why=red.text(got.why or "?")))
+            log_docs.append(render.LogDoc(name=name, given_as=given, ok=False, why=red.text(got.why or "?")))
             continue
         text, size = got.value
         found = logs.find(text)
         sigs |= set(found.found)
         capped, cut = logs.cap(text, cap)
         files[f"raw/logs/{name}"] = red.text(capped)
-        log_docs.append(render.LogDoc(
-            name=name, given_as=given, ok=True, size_bytes=size, cut_chars=cut,
-            signatures=tuple((k, n, logs.signature_meaning(k)) for k, n in found.signatures),
-            excerpts=tuple(render.ExcerptDoc(kind=e.kind, reasons=e.reasons,
-                                             first_line=e.first_line, last_line=e.last_line,
-                                             text=red.text("\n".join(e.lines)))
-                           for e in found.excerpts)))
+        log_docs.append(
+            render.LogDoc(
+                name=name,
+                given_as=given,
+                ok=True,
+                size_bytes=size,
+                cut_chars=cut,
+                signatures=tuple((k, n, logs.signature_meaning(k)) for k, n in found.signatures),
+                excerpts=tuple(
+                    render.ExcerptDoc(
+                        kind=e.kind,
+                        reasons=e.reasons,
+                        first_line=e.first_line,
+                        last_line=e.last_line,
+                        text=red.text("\n".join(e.lines)),
+                    )
+                    for e in found.excerpts
+                ),
+            )
+        )
     return tuple(log_docs), sigs
 
 
-def build(inputs: ReportInputs, g: Gathered, *, created: str | None = None
-          ) -> tuple[render.ReportDoc, dict[str, str]]:
+def build(
+    inputs: ReportInputs, g: Gathered, *, created: str | None = None
+) -> tuple[render.ReportDoc, dict[str, str]]:
     """The redacted report and the bundle's files (name -> text)."""
-    from vllm_pd_doctor.checkconfig import render as check_render
-
     check = g.check
     # values of secret-named variables and flags (--api-key), redacted wherever they appear
     secrets = set(secret_values(inputs.environ))
     for s in g.sides:
         secrets.update(secret_values(s.env))
         secrets.update(secret_values({k: v for k, v in s.values.items() if isinstance(v, str)}))
-    red = Redactor(RedactionContext(home=inputs.home, hosts=_known_hosts(inputs, g),
-                                    redact_hosts=inputs.redact_hosts,
-                                    secrets=tuple(sorted(secrets))))
+    red = Redactor(
+        RedactionContext(
+            home=inputs.home,
+            hosts=_known_hosts(inputs, g),
+            redact_hosts=inputs.redact_hosts,
+            secrets=tuple(sorted(secrets)),
+        )
+    )
     files: dict[str, str] = {}
 
     def sec(c: Collected) -> render.Section:
@@ -201,11 +240,12 @@ def build(inputs: ReportInputs, g: Gathered, *, created: str | None = None
 
     # environment, and the launch commands as check-config parsed them
     env_vars: list[tuple[str, str, str]] = [
-        (k, red.env_value(k, v), "environment") for k, v in
-        collect.interesting_env(inputs.environ).items()]
+        (k, red.env_value(k, v), "environment") for k, v in collect.interesting_env(inputs.environ).items()
+    ]
     for s in g.sides:
-        env_vars += [(k, red.env_value(k, v), f"{s.role} command")
-                     for k, v in collect.interesting_env(s.env).items()]
+        env_vars += [
+            (k, red.env_value(k, v), f"{s.role} command") for k, v in collect.interesting_env(s.env).items()
+        ]
     commands_error = None
     if check is not None:
         commands = docs.command_docs(g.sides, red)
@@ -221,15 +261,14 @@ def build(inputs: ReportInputs, g: Gathered, *, created: str | None = None
     if g.repro.ok:
         run: ReproRun = g.repro.value
         repro_doc = docs.repro_doc(run.report, run.note, red)
-        files["raw/repro.json"] = fjson.dumps(red.obj(fjson.repro_to_obj(run.report,
-                                                                         as_list=False)))
+        files["raw/repro.json"] = fjson.dumps(red.obj(fjson.repro_to_obj(run.report, as_list=False)))
         repro_sec = render.Section(ok=True, value=repro_doc)
     else:
         repro_sec = render.Section(ok=False, why=red.text(g.repro.why or "?"))
 
     # check-config
     if check is not None:
-        files["raw/check-config.json"] = fjson.dumps(red.obj(check_render.to_obj(check)))
+        files["raw/check-config.json"] = fjson.dumps(red.obj(fjson.check_obj(check)))
         check_sec = render.Section(ok=True, value=docs.check_doc(check, red))
     else:
         check_sec = render.Section(ok=False, why=red.text(g.check_config.why or "?"))
@@ -237,30 +276,56 @@ def build(inputs: ReportInputs, g: Gathered, *, created: str | None = None
     if g.config_text is not None:
         config_name = red.text(str(inputs.config))
         if g.config_text.ok:
-            files["raw/config" + (inputs.config.suffix if inputs.config else "")] = \
-                red.text(g.config_text.value[0])
+            files["raw/config" + (inputs.config.suffix if inputs.config else "")] = red.text(
+                g.config_text.value[0]
+            )
 
     log_docs, sigs = _logs(g, red, inputs.log_cap, files)
     version = g.interpreter.value.get("vllm_version") if g.interpreter.ok else None
     title = red.text(docs.title(version, repro_doc, check, sigs))
     fired = bool(repro_doc and repro_doc.reproduced) or bool(check and check.has_error)
-    collectors = tuple(render.CollectorDoc(name=n, ok=c.ok, why=red.text(c.why) if c.why else None,
-                                           elapsed_s=round(c.elapsed_s, 2)) for n, c in (
-        ("interpreter", g.interpreter), ("vllm collect_env", g.collect_env),
-        ("nixl packages", g.nixl), ("ucx_info", g.ucx), ("check-config", g.check_config),
-        ("repro", g.repro), *((f"log {red.text(str(p))}", c) for p, c in g.logs)))
-    env_sec = render.Section(ok=True, value=files["raw/collect_env.txt"]) if g.collect_env.ok \
+    collectors = tuple(
+        render.CollectorDoc(
+            name=n, ok=c.ok, why=red.text(c.why) if c.why else None, elapsed_s=round(c.elapsed_s, 2)
+        )
+        for n, c in (
+            ("interpreter", g.interpreter),
+            ("vllm collect_env", g.collect_env),
+            ("nixl packages", g.nixl),
+            ("ucx_info", g.ucx),
+            ("check-config", g.check_config),
+            ("repro", g.repro),
+            *((f"log {red.text(str(p))}", c) for p, c in g.logs),
+        )
+    )
+    env_sec = (
+        render.Section(ok=True, value=files["raw/collect_env.txt"])
+        if g.collect_env.ok
         else render.Section(ok=False, why=red.text(g.collect_env.why or "?"))
+    )
     names = sorted(["report.md", "report.json", *files])
     doc = render.ReportDoc(
-        title=title, pd_doctor_version=__version__,
+        title=title,
+        pd_doctor_version=__version__,
         created=created or time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        interpreter=sec(g.interpreter), collect_env=env_sec, nixl=sec(g.nixl), ucx=sec(g.ucx),
-        env_vars=tuple(env_vars), commands=commands, config_file=config_name,
-        repro=repro_sec, check_config=check_sec,
-        reproduction=docs.reproduction(version, commands), logs=log_docs, redactions=(),
-        redact_hosts=inputs.redact_hosts, collectors=collectors, files=tuple(names),
-        exit_code=1 if fired else 0, commands_error=commands_error)
+        interpreter=sec(g.interpreter),
+        collect_env=env_sec,
+        nixl=sec(g.nixl),
+        ucx=sec(g.ucx),
+        env_vars=tuple(env_vars),
+        commands=commands,
+        config_file=config_name,
+        repro=repro_sec,
+        check_config=check_sec,
+        reproduction=docs.reproduction(version, commands),
+        logs=log_docs,
+        redactions=(),
+        redact_hosts=inputs.redact_hosts,
+        collectors=collectors,
+        files=tuple(names),
+        exit_code=1 if fired else 0,
+        commands_error=commands_error,
+    )
     doc = dataclasses.replace(doc, redactions=tuple(red.summary().items()))
     # a final pass over the rendered text (everything in doc is already redacted)
     files["report.md"] = red.text(render.render_markdown(doc))
@@ -269,6 +334,7 @@ def build(inputs: ReportInputs, g: Gathered, *, created: str | None = None
 
 
 # --- writing -------------------------------------------------------------------------------
+
 
 def write(dest: Path, files: Mapping[str, str]) -> Path:
     """Write the bundle to a directory, or a .zip file when dest ends in .zip."""

@@ -59,18 +59,26 @@ _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()
 
 
-def run_child(cmd: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
-              cwd: str | None = None) -> ChildResult:
+def run_child(
+    cmd: list[str], *, timeout: float, env: Mapping[str, str] | None = None, cwd: str | None = None
+) -> ChildResult:
     """Run a command in its own process group; stop the group on timeout. Raises OSError
     when it cannot start, ChildTimeout when it overruns."""
     t0 = time.perf_counter()
     with _LIVE_LOCK:  # start and register atomically, so stop_all_children misses none
         if _STOPPING.is_set():
             raise ChildTimeout("stopped (interrupted)")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, text=True, errors="replace",
-                                start_new_session=True,
-                                env=dict(env) if env is not None else None, cwd=cwd)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+        )
         _LIVE.add(proc)
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -126,26 +134,41 @@ def guarded(fn: Callable[[], Collected]) -> Collected:
 
 # --- the target interpreter ------------------------------------------------------------------
 
+
 def probe(python: str, timeout: float) -> Collected:
     """Python and vLLM versions of the target interpreter (vLLM is not imported)."""
+
     def go() -> Collected:
         interp = targetrun.probe_interpreter(python, timeout=timeout)
-        return Collected(True, {"python": interp.version, "vllm_version": interp.vllm_version,
-                                "vllm_path": interp.vllm_path, "interpreter": python})
+        return Collected(
+            True,
+            {
+                "python": interp.version,
+                "vllm_version": interp.vllm_version,
+                "vllm_path": interp.vllm_path,
+                "interpreter": python,
+            },
+        )
+
     return guarded(go)
 
 
 def vllm_collect_env(python: str, has_vllm: bool, timeout: float) -> Collected:
     """`python -m vllm.collect_env` in the target interpreter."""
+
     def go() -> Collected:
         if not has_vllm:
             return Collected.fail(f"no vLLM in {python}: `python -m vllm.collect_env` needs it")
-        res = run_child([python, "-m", "vllm.collect_env"], timeout=timeout,
-                        env=targetrun.child_env(python=python))
+        res = run_child(
+            [python, "-m", "vllm.collect_env"], timeout=timeout, env=targetrun.child_env(python=python)
+        )
         if res.returncode != 0 or not res.stdout.strip():
-            return Collected.fail(f"`python -m vllm.collect_env` exited with code "
-                                  f"{res.returncode}: {_last_line(res.stderr) or 'no output'}")
+            return Collected.fail(
+                f"`python -m vllm.collect_env` exited with code "
+                f"{res.returncode}: {_last_line(res.stderr) or 'no output'}"
+            )
         return Collected(True, res.stdout.rstrip() + "\n")
+
     return guarded(go)
 
 
@@ -191,19 +214,22 @@ print(json.dumps({'dists': sorted(dists.values(), key=lambda d: d['name'].lower(
 
 def nixl_info(python: str, timeout: float) -> Collected:
     """NIXL/UCX distributions and versions, NIXL plugins (stdlib script, no imports of them)."""
+
     def go() -> Collected:
-        res = run_child([python, "-c", _NIXL_SCRIPT], timeout=timeout,
-                        env=targetrun.child_env())
+        res = run_child([python, "-c", _NIXL_SCRIPT], timeout=timeout, env=targetrun.child_env())
         if res.returncode != 0:
-            return Collected.fail(f"the package scan exited with code {res.returncode}: "
-                                  f"{_last_line(res.stderr)}")
+            return Collected.fail(
+                f"the package scan exited with code {res.returncode}: {_last_line(res.stderr)}"
+            )
         data = json.loads(res.stdout.strip().splitlines()[-1])
         return Collected(True, data)
+
     return guarded(go)
 
 
 def ucx_version(python: str | None, timeout: float, path: str | None = None) -> Collected:
     """`ucx_info -v`, where `ucx_info` is on PATH or beside the target interpreter."""
+
     def go() -> Collected:
         search = path if path is not None else os.environ.get("PATH", "")
         if python:
@@ -213,31 +239,47 @@ def ucx_version(python: str | None, timeout: float, path: str | None = None) -> 
             return Collected.fail("`ucx_info` not found on PATH (UCX tools not installed)")
         res = run_child([exe, "-v"], timeout=timeout)
         if res.returncode != 0:
-            return Collected.fail(f"`ucx_info -v` exited with code {res.returncode}: "
-                                  f"{_last_line(res.stderr)}")
+            return Collected.fail(
+                f"`ucx_info -v` exited with code {res.returncode}: {_last_line(res.stderr)}"
+            )
         return Collected(True, res.stdout.strip())
+
     return guarded(go)
 
 
 def interesting_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The UCX/NIXL/KV-layout variables of an environment, sorted by name."""
-    return {k: environ[k] for k in sorted(environ)
-            if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+    return {k: environ[k] for k in sorted(environ) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
 
 
 # --- check-config and the repro, in this process -------------------------------------------
 
-def check_config(*, python: str, prefill_cmd: str | None, decode_cmd: str | None,
-                 config: Path | None, model: Path | None,
-                 progress: Callable[[str], None]) -> Collected:
+
+def check_config(
+    *,
+    python: str,
+    prefill_cmd: str | None,
+    decode_cmd: str | None,
+    config: Path | None,
+    model: Path | None,
+    progress: Callable[[str], None],
+) -> Collected:
     """check-config's core on the launch commands; value is its `CheckReport` (the commands are
     parsed by `checkconfig.parse` only; the report takes them from `CheckReport.sides`)."""
+
     def go() -> Collected:
         from vllm_pd_doctor.checkconfig import core
 
-        report = core.check(prefill_cmd=prefill_cmd, decode_cmd=decode_cmd, config=config,
-                            model=model, python=python, progress=progress)
+        report = core.check(
+            prefill_cmd=prefill_cmd,
+            decode_cmd=decode_cmd,
+            config=config,
+            model=model,
+            python=python,
+            progress=progress,
+        )
         return Collected(True, report)
+
     return guarded(go)
 
 
@@ -249,24 +291,37 @@ class ReproRun:
     note: str | None = None
 
 
-def repro(python: str, model: Path | None, timeout: float,
-          progress: Callable[[str], None]) -> Collected:
+def repro(python: str, model: Path | None, timeout: float, progress: Callable[[str], None]) -> Collected:
     """The in-process repro of #53514 (nixl connector); value is a `ReproRun`."""
+
     def go() -> Collected:
         from vllm_pd_doctor import inprocess
         from vllm_pd_doctor.errors import BadInput
 
         note = None
         try:
-            opts = inprocess.make_options(connector="nixl", block_size=16, prompt_len=None,
-                                          mamba_cache_mode=None, kv_role="kv_producer",
-                                          model=model, timeout=timeout)
+            opts = inprocess.make_options(
+                connector="nixl",
+                block_size=16,
+                prompt_len=None,
+                mamba_cache_mode=None,
+                kv_role="kv_producer",
+                model=model,
+                timeout=timeout,
+            )
         except BadInput as exc:
             note = f"--model not used for the repro ({exc.message}); used the bundled tiny hybrid"
-            opts = inprocess.make_options(connector="nixl", block_size=16, prompt_len=None,
-                                          mamba_cache_mode=None, kv_role="kv_producer",
-                                          model=None, timeout=timeout)
+            opts = inprocess.make_options(
+                connector="nixl",
+                block_size=16,
+                prompt_len=None,
+                mamba_cache_mode=None,
+                kv_role="kv_producer",
+                model=None,
+                timeout=timeout,
+            )
         return Collected(True, ReproRun(inprocess.run_inprocess(python, opts, progress), note))
+
     return guarded(go)
 
 
@@ -277,6 +332,7 @@ READ_LIMIT = 64 * 1024 * 1024
 
 def read_log(path: Path) -> Collected:
     """A log's text (at most READ_LIMIT bytes: head and tail when longer)."""
+
     def go() -> Collected:
         size = path.stat().st_size
         with path.open("rb") as f:
@@ -286,8 +342,11 @@ def read_log(path: Path) -> Collected:
             head = f.read(READ_LIMIT // 4)
             f.seek(size - (READ_LIMIT - READ_LIMIT // 4))
             tail = f.read()
-        text = head.decode("utf-8", errors="replace") + \
-            f"\n[... pd-doctor did not read {size - READ_LIMIT} bytes here ...]\n" + \
-            tail.decode("utf-8", errors="replace")
+        text = (
+            head.decode("utf-8", errors="replace")
+            + f"\n[... pd-doctor did not read {size - READ_LIMIT} bytes here ...]\n"
+            + tail.decode("utf-8", errors="replace")
+        )
         return Collected(True, (text, size))
+
     return guarded(go)

@@ -187,27 +187,33 @@ def _environment_md(doc: ReportDoc) -> list[str]:
     else:
         p.append(f"{_cnc(doc.collect_env.why)}\n")
     p.append("\n</details>\n\n")
-    p.append("<details>\n<summary>P/D additions (pd-doctor): NIXL, UCX, environment "
-             "variables</summary>\n\n")
+    p.append("<details>\n<summary>P/D additions (pd-doctor): NIXL, UCX, environment variables</summary>\n\n")
     it = doc.interpreter
     if it.ok:
         v = it.value
-        p.append(f"- Interpreter: `{v.get('interpreter')}` (Python {v.get('python')}), vLLM "
-                 f"{v.get('vllm_version') or 'not installed'}\n")
+        p.append(
+            f"- Interpreter: `{v.get('interpreter')}` (Python {v.get('python')}), vLLM "
+            f"{v.get('vllm_version') or 'not installed'}\n"
+        )
     else:
         p.append(f"- Interpreter: {_cnc(it.why)}\n")
     if doc.nixl.ok:
         dists = doc.nixl.value.get("dists", [])
         nixl = [d for d in dists if "nixl" in d["name"].lower() or "ucx" in d["name"].lower()]
         other = [d for d in dists if d not in nixl]
-        p.append("- NIXL / UCX distributions: " + (", ".join(
-            f"`{d['name']}=={d['version']}`" for d in nixl) or "none installed") + "\n")
+        p.append(
+            "- NIXL / UCX distributions: "
+            + (", ".join(f"`{d['name']}=={d['version']}`" for d in nixl) or "none installed")
+            + "\n"
+        )
         if other:
-            p.append("- Related distributions: " + ", ".join(
-                f"`{d['name']}=={d['version']}`" for d in other) + "\n")
+            p.append(
+                "- Related distributions: "
+                + ", ".join(f"`{d['name']}=={d['version']}`" for d in other)
+                + "\n"
+            )
         plugins = doc.nixl.value.get("plugins", [])
-        p.append("- NIXL plugins found: " + (", ".join(f"`{x['name']}`" for x in plugins)
-                                             or "none") + "\n")
+        p.append("- NIXL plugins found: " + (", ".join(f"`{x['name']}`" for x in plugins) or "none") + "\n")
     else:
         p.append(f"- NIXL / UCX distributions: {_cnc(doc.nixl.why)}\n")
     if doc.ucx.ok:
@@ -216,8 +222,7 @@ def _environment_md(doc: ReportDoc) -> list[str]:
     else:
         p.append(f"- UCX (`ucx_info -v`): {_cnc(doc.ucx.why)}\n")
     if doc.env_vars:
-        p.append("\nUCX / NIXL / KV layout variables:\n\n| variable | value | set in |\n"
-                 "|---|---|---|\n")
+        p.append("\nUCX / NIXL / KV layout variables:\n\n| variable | value | set in |\n|---|---|---|\n")
         p.extend(f"| `{n}` | `{_cell(v)}` | {w} |\n" for n, v, w in doc.env_vars)
     else:
         p.append("- UCX / NIXL / KV layout variables: none set\n")
@@ -258,8 +263,11 @@ def _check_md(doc: ReportDoc) -> list[str]:
     exp = c.exposure
     p.append(f"Exposure to #53514: **{exp.verdict}**\n\n")
     for side in exp.sides:
-        p.append(f"- {side.role} ({side.connector or '-'}): **{side.verdict}**"
-                 + (f"; {'; '.join(side.reasons)}" if side.reasons else "") + "\n")
+        p.append(
+            f"- {side.role} ({side.connector or '-'}): **{side.verdict}**"
+            + (f"; {'; '.join(side.reasons)}" if side.reasons else "")
+            + "\n"
+        )
     if exp.sides:
         p.append("\n")
     if exp.fixes:
@@ -317,8 +325,7 @@ def _logs_md(doc: ReportDoc) -> list[str]:
             p.append(f"- `{lg.given_as}`: {_cnc(lg.why)}\n\n")
             continue
         cut = f", capped: {lg.cut_chars} characters cut" if lg.cut_chars else ""
-        p.append(f"**`{lg.given_as}`** ({lg.size_bytes} bytes, attached as "
-                 f"`raw/logs/{lg.name}`{cut})\n\n")
+        p.append(f"**`{lg.given_as}`** ({lg.size_bytes} bytes, attached as `raw/logs/{lg.name}`{cut})\n\n")
         if lg.signatures:
             p.extend(f"- `{k}` x{n}: {m}\n" for k, n, m in lg.signatures)
             p.append("\n")
@@ -352,8 +359,11 @@ def render_markdown(doc: ReportDoc) -> str:
     p.extend(_logs_md(doc))
     p.append("#### About this report\n\n")
     if doc.redactions:
-        p.append("Redacted before writing: " + ", ".join(
-            f"{n} {KIND_LABELS.get(k, k)}" for k, n in doc.redactions) + ".")
+        p.append(
+            "Redacted before writing: "
+            + ", ".join(f"{n} {KIND_LABELS.get(k, k)}" for k, n in doc.redactions)
+            + "."
+        )
     else:
         p.append("Redacted before writing: nothing found to redact.")
     if not doc.redact_hosts:
@@ -361,8 +371,9 @@ def render_markdown(doc: ReportDoc) -> str:
     p.append("\n\n")
     failed = [c for c in doc.collectors if not c.ok]
     if failed:
-        p.append("Collectors that could not collect: " + "; ".join(
-            f"{c.name} ({c.why})" for c in failed) + ".\n\n")
+        p.append(
+            "Collectors that could not collect: " + "; ".join(f"{c.name} ({c.why})" for c in failed) + ".\n\n"
+        )
     p.append("Files in this bundle: " + ", ".join(f"`{f}`" for f in doc.files) + ".\n")
     return "".join(p)
 
