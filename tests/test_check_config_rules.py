@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from vllm_pd_doctor.checkconfig import parse, rules
+from vllm_pd_doctor.checkconfig.exposure import exposure
 from vllm_pd_doctor.checkconfig.types import (
     ConvLayoutOverride,
     ModelInfo,
+    ModelProblem,
     NixlInfo,
     ProbeResult,
+    Server,
     Severity,
     TruncationSite,
     VllmSource,
@@ -42,15 +47,35 @@ V_CPU_OVERRIDE = VllmSource(python="py", version="0.28.0", path="/v/vllm", sites
                                 "torch.cpu._is_amx_tile_supported()"))
 
 
+def server(cmd: str, role: str, name: str | None = None, host: str | None = None,
+           network: str | None = None) -> Server:
+    args, env = parse.split_command(cmd, role)
+    cfg = parse.parse_args(args, env, role=role, what=role, machine=host)
+    return Server(name=name or role, config=cfg, network=network,
+                  network_evidence=f"test {network}" if network else "")
+
+
+V_REGISTRY = VllmSource(python="py", version="0.28.0", path="/v/vllm", sites=EARLY,
+                        connectors=("NixlConnector", "NixlPushConnector", "MultiConnector",
+                                    "OffloadingConnector"))
+MULTI = ("vllm serve M --port 8100 --kv-transfer-config '{\"kv_connector\":\"MultiConnector\","
+         "\"kv_role\":\"kv_producer\",\"kv_connector_extra_config\":{\"connectors\":["
+         "{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"},"
+         "{\"kv_connector\":\"OffloadingConnector\",\"kv_role\":\"kv_both\"}]}}'")
+
+
 def ctx(p: str | None = P0, d: str | None = D0, *, model: ModelInfo | None = DENSE,
         vllm: VllmSource | None = V_FIXED, nixl: NixlInfo | None = NIXL_OK,
-        hosts: tuple[str | None, str | None] = (None, None)) -> rules.Context:
-    sides = {}
-    for role, cmd, host in (("prefill", p, hosts[0]), ("decode", d, hosts[1])):
-        if cmd is not None:
-            args, env = parse.split_command(cmd, role)
-            sides[role] = parse.parse_args(args, env, role=role, what=role, machine=host)
-    return rules.Context(sides=sides, model=model, vllm=vllm, nixl=nixl)
+        hosts: tuple[str | None, str | None] = (None, None), extra: tuple[Server, ...] = (),
+        problem: ModelProblem | None = None) -> rules.Context:
+    servers = [server(cmd, role, host=host) for role, cmd, host in
+               (("prefill", p, hosts[0]), ("decode", d, hosts[1])) if cmd is not None]
+    return with_exposure(rules.Context(servers=(*servers, *extra), model=model, vllm=vllm,
+                                       nixl=nixl, model_problem=problem))
+
+
+def with_exposure(c: rules.Context, probe: ProbeResult | None = None) -> rules.Context:
+    return replace(c, exposure=exposure(c, probe))
 
 
 def ids(c: rules.Context) -> list[str]:
@@ -149,6 +174,22 @@ CASES = {
     "unknown-flag": (ctx(P0 + " --frobnicate 1"), ctx(P0 + " --enforce-eager")),
     "mamba-cache-none": (ctx(P0H + " --no-enable-prefix-caching", D0H, model=HYBRID),
                          ctx(P0 + " --no-enable-prefix-caching", D0)),
+    "n1-truncation": (ctx(P0H, D0H, model=HYBRID, vllm=V_BUGGY),
+                      ctx(P0H, D0H, model=HYBRID, vllm=V_FIXED)),
+    "n1-truncation-unknown": (ctx(P0H, D0H, model=None, vllm=V_BUGGY),
+                              ctx(P0H, D0H, model=HYBRID, vllm=V_BUGGY)),
+    "connector-unregistered": (ctx(P0.replace("NixlConnector", "P2pConnector"), D0,
+                                   vllm=V_REGISTRY),
+                               ctx(vllm=V_REGISTRY)),
+    "connector-unregistered/multi-child": (ctx(MULTI.replace("Offloading", "Frob"), D0,
+                                               vllm=V_REGISTRY),
+                                           ctx(MULTI, D0, vllm=V_REGISTRY)),
+    "handshake-attention-backend-mismatch/attention-config": (
+        ctx(P0 + " --attention-config.backend FLASHINFER", D0 + " --attention-backend FLASH_ATTN"),
+        ctx(P0 + " --attention-config '{\"backend\":\"FLASH_ATTN\"}'",
+            D0 + " --attention-backend flash_attn")),
+    "kv-role-invalid/multi-child": (
+        ctx(MULTI.replace('"kv_producer"}', '"kv_consumer"}', 1), D0), ctx(MULTI, D0)),
 }
 
 
@@ -161,7 +202,7 @@ def test_rule_triggers_and_not(case):
 
 
 def test_every_rule_has_a_case():
-    covered = {c.split("/")[0] for c in CASES} | {"n1-truncation", "n1-truncation-unknown"}
+    covered = {c.split("/")[0] for c in CASES}
     assert covered == {r.id for r in rules.RULES}
     assert len(rules.RULES) >= 15
     assert len({r.id for r in rules.RULES}) == len(rules.RULES)
@@ -180,7 +221,7 @@ def test_severity_depends_on_context():
 # --- exposure to #53514 ---------------------------------------------------------------------
 
 def verdict(c: rules.Context, probe: ProbeResult | None = None) -> str:
-    return rules.exposure(c, probe).verdict
+    return exposure(c, probe).verdict
 
 
 def test_exposure_needs_all_conditions():
@@ -206,13 +247,13 @@ def test_exposure_push_mode_and_multiconnector():
              "\"kv_role\":\"kv_producer\",\"kv_connector_extra_config\":{\"connectors\":["
              "{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"},"
              "{\"kv_connector\":\"OffloadingConnector\",\"kv_role\":\"kv_producer\"}]}}'")
-    e = rules.exposure(ctx(multi, None, model=HYBRID, vllm=V_BUGGY))
+    e = exposure(ctx(multi, None, model=HYBRID, vllm=V_BUGGY))
     assert e.verdict == "exposed"
     assert [s.connector for s in e.sides] == ["nixl", "OffloadingConnector"]
 
 
 def test_exposure_evidence_and_fixes():
-    e = rules.exposure(ctx(P0H, D0H, model=HYBRID, vllm=V_BUGGY))
+    e = exposure(ctx(P0H, D0H, model=HYBRID, vllm=V_BUGGY))
     pre = e.sides[0]
     assert pre.role == "prefill" and pre.verdict == "exposed"
     assert pre.evidence == ("vllm/x/nixl/pull_scheduler.py:69 get_num_new_matched_tokens() -> "
@@ -220,7 +261,7 @@ def test_exposure_evidence_and_fixes():
     assert e.sides[1].verdict == "not exposed"  # kv_consumer
     assert any("on_new_request" in f for f in e.fixes)
     assert any("--no-enable-prefix-caching" in f and "trade-off" in f for f in e.fixes)
-    assert rules.exposure(ctx(P0H, D0H, model=HYBRID, vllm=V_FIXED)).fixes == ()
+    assert exposure(ctx(P0H, D0H, model=HYBRID, vllm=V_FIXED)).fixes == ()
 
 
 def test_probe_result_can_confirm():

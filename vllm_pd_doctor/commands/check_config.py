@@ -18,7 +18,7 @@ from vllm_pd_doctor.commands._common import (
     stdout_color,
     stdout_width,
 )
-from vllm_pd_doctor.errors import ExitCode
+from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.formats import table as ftable
 
@@ -30,8 +30,8 @@ and NIXL packages (--python, default this interpreter) without importing vLLM or
 The exposure verdict comes from where the installed vLLM calls its P-side truncation helper
 (file:line). --probe also runs the in-process repro (imports vLLM in a child; seconds).
 
-Exit codes: 0 no error-level finding, 1 at least one (exposure counts), 2 bad input,
-3 could not run.
+Exit codes: 0 no error-level finding, 1 at least one (exposure counts; with --strict an
+unknown exposure too), 2 bad input, 3 could not run.
 """
 
 
@@ -56,6 +56,12 @@ def check_config(
     python: PythonOpt = None,
     probe: Annotated[bool, typer.Option(
         "--probe", help="Also run the in-process repro in the target interpreter.")] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Exit 1 when the #53514 exposure is unknown (e.g. model not resolvable)."
+    )] = False,
+    set_vars: Annotated[list[str] | None, typer.Option(
+        "--set", help="VAR=value for a variable the input cannot tell ($PORT, ${TP:-2}); "
+                      "repeatable.", show_default=False)] = None,
     list_rules: Annotated[bool, typer.Option(
         "--list-rules", help="Print the rule catalogue and exit.")] = False,
     fmt: FormatOpt = OutputFormat.table,
@@ -80,9 +86,15 @@ def check_config(
             return ExitCode.OK
         from vllm_pd_doctor.checkconfig import core
 
+        variables: dict[str, str] = {}
+        for item in set_vars or []:
+            k, eq, v = item.partition("=")
+            if not eq or not k.strip():
+                raise BadInput(f"--set {item}: expected VAR=value")
+            variables[k.strip()] = v
         report = core.check(prefill_cmd=prefill_cmd, decode_cmd=decode_cmd, config=config,
                             model=model, python=str(python) if python is not None else None,
-                            probe=probe, progress=progress,
+                            probe=probe, progress=progress, variables=variables,
                             warn=(lambda m: None) if quiet else hint)
         if fmt is OutputFormat.json:
             out(render.to_json(report))
@@ -90,6 +102,7 @@ def check_config(
             out(render.markdown(report))
         else:
             out(ftable.render(render.table(report), width=stdout_width(), color=stdout_color()))
-        return ExitCode.FOUND if report.has_error else ExitCode.OK
+        unknown = strict and report.exposure.verdict == "unknown"
+        return ExitCode.FOUND if report.has_error or unknown else ExitCode.OK
 
     run(body, debug=debug)

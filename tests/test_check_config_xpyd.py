@@ -1,0 +1,186 @@
+"""check-config on deployments with many servers and real placements (no vLLM needed):
+xPyD pairing, per-server host / namespace decisions, typed exposure reasons, derived rules."""
+
+from __future__ import annotations
+
+from tests.test_check_config_rules import (
+    D0,
+    D0H,
+    DENSE,
+    HYBRID,
+    MULTI,
+    P0,
+    P0H,
+    V_BUGGY,
+    V_FIXED,
+    ctx,
+    ids,
+    server,
+)
+from vllm_pd_doctor.checkconfig import rules
+from vllm_pd_doctor.checkconfig.exposure import exposure
+from vllm_pd_doctor.checkconfig.rules.topology import Same, same_host
+from vllm_pd_doctor.checkconfig.types import (
+    ModelProblem,
+    ReasonKind,
+    Severity,
+    SourceFact,
+    Verdict,
+    VllmSource,
+)
+
+
+def findings(c: rules.Context, rule_id: str) -> list[rules.Finding]:
+    return [f for f in rules.run_checks(c) if f.id == rule_id]
+
+
+# --- xPyD: every prefill x decode pair --------------------------------------------------------
+
+def test_xpyd_pairs_every_prefill_with_every_decode():
+    d2 = server(D0.replace("=5601", "=5602").replace("8200", "8201") + " --dtype half",
+                "decode", name="decode-2")
+    c = ctx(extra=(d2,))
+    assert len(list(c.pairs())) == 2
+    f = findings(c, "handshake-dtype-mismatch")
+    assert len(f) == 1 and f[0].evidence.startswith("prefill -> decode-2: ")
+
+
+def test_xpyd_two_prefills_collide_with_each_other():
+    p2 = server(P0.replace("8100", "8101"), "prefill", name="prefill-2")  # same port 5600
+    f = findings(ctx(extra=(p2,)), "side-channel-port-collision")
+    assert len(f) == 1 and "prefill" in f[0].evidence and "prefill-2" in f[0].evidence
+    assert f[0].severity is Severity.error
+
+
+def test_xpyd_connector_missing_on_one_decode_only():
+    d2 = server("vllm serve M --port 8300", "decode", name="decode-2")
+    f = findings(ctx(extra=(d2,)), "connector-missing")
+    assert [x.evidence.split(" ")[0] for x in f] == ["decode-2"]
+
+
+# --- topology -----------------------------------------------------------------------------------
+
+SAME_PORT = D0.replace("=5601", "=5600")
+
+
+def test_different_pods_never_collide():
+    p = server(P0, "prefill", network="pod:vllm-prefill")
+    d = server(SAME_PORT, "decode", network="pod:vllm-decode")
+    c = rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None)
+    assert same_host(p, d)[0] is Same.no
+    assert "side-channel-port-collision" not in ids(c)
+
+
+def test_same_pod_collides_and_says_why():
+    p = server(P0, "prefill", network="pod:vllm")
+    d = server(SAME_PORT, "decode", network="pod:vllm")
+    f = findings(rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None),
+                 "side-channel-port-collision")
+    assert f and "test pod:vllm" in f[0].evidence
+
+
+def test_side_channel_hosts_decide_the_host():
+    p = server("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1 " + P0, "prefill")
+    d = server("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2 " + SAME_PORT, "decode")
+    assert same_host(p, d) == (Same.no, "prefill: VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1; "
+                                        "decode: VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2")
+    c = rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None)
+    assert "side-channel-port-collision" not in ids(c)
+    assert "side-channel-host-loopback" not in ids(c)
+
+
+def test_pod_ip_from_field_ref_is_unknown_not_loopback():
+    p = server("VLLM_NIXL_SIDE_CHANNEL_HOST='$(POD_IP)' " + P0, "prefill",
+               network="pod:vllm-prefill")
+    d = server("VLLM_NIXL_SIDE_CHANNEL_HOST='$(POD_IP)' " + D0, "decode",
+               network="pod:vllm-decode")
+    c = rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None)
+    assert "side-channel-host-loopback" not in ids(c)
+    q = server("VLLM_NIXL_SIDE_CHANNEL_HOST='$(POD_IP)' " + P0, "prefill")
+    e = server("VLLM_NIXL_SIDE_CHANNEL_HOST='$(POD_IP)' " + SAME_PORT, "decode")
+    same, why = same_host(q, e)
+    assert same is Same.unknown and "only known at run time" in why
+    f = findings(rules.Context(servers=(q, e), model=DENSE, vllm=V_FIXED, nixl=None),
+                 "side-channel-port-collision")
+    assert f and all(x.severity is Severity.warning for x in f)
+
+
+def test_loopback_side_channel_across_pods():
+    p = server(P0, "prefill", network="host:node-a")
+    d = server("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2 " + D0, "decode", network="host:node-b")
+    f = findings(rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None),
+                 "side-channel-host-loopback")
+    assert [x.evidence.split(" ")[0] for x in f] == ["prefill"]
+    assert "(default)" in f[0].evidence
+
+
+# --- exposure: typed reasons ------------------------------------------------------------------
+
+def test_reasons_are_typed():
+    e = exposure(ctx(P0H, D0H, model=HYBRID, vllm=V_BUGGY))
+    pre = e.sides[0]
+    assert pre.verdict is Verdict.exposed and e.verdict == "exposed"
+    assert [r.kind for r in pre.why] == [ReasonKind.producer, ReasonKind.hybrid,
+                                         ReasonKind.prefix_caching, ReasonKind.late_truncation]
+    assert e.sides[1].why[0].kind is ReasonKind.not_producer
+    assert pre.reasons[0] == "kv_role kv_producer can produce KV"
+
+
+def test_unresolved_model_gives_the_resolvers_fix():
+    mp = ModelProblem("ibm-granite/granite-4.0-h-tiny", "not in the local Hugging Face cache",
+                      "run `huggingface-cli download ibm-granite/granite-4.0-h-tiny config.json`"
+                      " or pass --model DIR")
+    c = ctx(P0H, D0H, model=None, vllm=V_BUGGY, problem=mp)
+    assert c.exposure is not None and c.exposure.verdict is Verdict.unknown
+    kinds = [r.kind for r in c.exposure.sides[0].why]
+    assert ReasonKind.unknown_model in kinds
+    (f,) = findings(c, "n1-truncation-unknown")
+    assert f.severity is Severity.warning
+    assert "huggingface-cli download ibm-granite/granite-4.0-h-tiny" in f.fix
+    assert "--model DIR" in f.fix
+
+
+def test_multiconnector_children_judged_by_their_own_role():
+    consumer_child = MULTI.replace('"kv_producer"}', '"kv_consumer"}', 1)
+    e = exposure(ctx(consumer_child, None, model=HYBRID, vllm=V_BUGGY))
+    nixl = next(s for s in e.sides if s.connector == "nixl")
+    assert nixl.verdict is Verdict.not_exposed
+    assert nixl.why[0].kind is ReasonKind.not_producer and "child" in nixl.why[0].text
+
+
+# --- rules derived from the installed vLLM -----------------------------------------------------
+
+HETERO = SourceFact(True, "vllm/x/nixl/base_worker.py:1343", "_build_mamba_remote() takes tp_ratio")
+REFUSED = SourceFact(False, "vllm/x/nixl/worker.py:10", "Heterogeneous TP is not supported "
+                     "for Mamba")
+
+
+def test_hybrid_tp_mismatch_follows_the_installed_worker():
+    p, d = P0H + " -tp 1 --no-async-scheduling", D0H + " -tp 2 --no-async-scheduling"
+    ok = VllmSource(python="py", version="0.28.0", path="/v", mamba_hetero_tp=HETERO)
+    assert "tp-mismatch" not in ids(ctx(p, d, model=HYBRID, vllm=ok))
+    no = VllmSource(python="py", version="0.2x", path="/v", mamba_hetero_tp=REFUSED)
+    (f,) = findings(ctx(p, d, model=HYBRID, vllm=no), "tp-mismatch")
+    assert f.severity is Severity.error and "worker.py:10" in f.evidence
+    (f,) = findings(ctx(p, d, model=HYBRID, vllm=V_FIXED), "tp-mismatch")
+    assert f.severity is Severity.warning  # not read: cannot say
+
+
+def test_false_strings_read_as_vllm_reads_them():
+    # kv_connector_extra_config values are raw: "False" is a non-empty string, so still on
+    s = P0 + " --kv-transfer-config.kv_connector_extra_config.enforce_handshake_compat '\"False\"'"
+    assert "handshake-compat-disabled" not in ids(ctx(s))
+    # enable_permute_local_kv is a pydantic bool field: "False" is coerced to False
+    nhd = "VLLM_KV_CACHE_LAYOUT=NHD " + P0.replace(
+        '"kv_role"', '"enable_permute_local_kv":"False","kv_role"')
+    assert "kv-layout-nhd" in ids(ctx(nhd))
+
+
+def test_attention_backend_env_ignored_where_vllm_no_longer_reads_it():
+    p = "VLLM_ATTENTION_BACKEND=FLASHINFER " + P0
+    d = D0 + " --attention-backend FLASH_ATTN"
+    new = VllmSource(python="py", version="0.28.0", path="/v", attention_backend_env=False)
+    assert "handshake-attention-backend-mismatch" in ids(ctx(p, d))
+    assert [f.evidence for f in findings(ctx(p, d, vllm=new),
+                                         "handshake-attention-backend-mismatch")] == [
+        "attention backend: prefill auto, decode FLASH_ATTN"]
