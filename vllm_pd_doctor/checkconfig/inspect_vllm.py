@@ -286,9 +286,20 @@ def attention_backend_env(vllm_path: Path) -> bool | None:
 
 
 def read_source(python: str, vllm_path: str | None, version: str | None) -> VllmSource:
+    """Everything check-config reads from the installed vLLM (cached per install)."""
     if vllm_path is None:
         return VllmSource(python=python, version=version, path=None,
                           error="no vLLM installed in this interpreter")
+    from vllm_pd_doctor.checkconfig import source_cache
+
+    p = Path(vllm_path)
+    key = source_cache.stamp(p, ("envs.py", "config/kv_transfer.py", "platforms/cpu.py"),
+                             CONNECTOR_DIRS)
+    return source_cache.cached(python, p, version, key,
+                               lambda: _read_source(python, vllm_path, version))
+
+
+def _read_source(python: str, vllm_path: str, version: str | None) -> VllmSource:
     p = Path(vllm_path)
     try:
         sites = find_sites(p)
