@@ -268,3 +268,23 @@ def test_probe_result_can_confirm():
     yes = ProbeResult(ran=True, reproduced=True, detail="nixl: REPRODUCED")
     assert verdict(ctx(P0H, D0H, model=None, vllm=V_BUGGY), yes) == "exposed"
     assert verdict(ctx(P0H, D0H, model=DENSE, vllm=V_BUGGY), yes) == "not exposed"
+
+
+def test_catalogue_entries_complete_and_ids_unique():
+    from vllm_pd_doctor.checkconfig.rules.catalog import registered, rule
+
+    for r in rules.RULES:
+        assert r.id and r.title and r.fix, r
+        assert r.id == r.id.lower() and " " not in r.id
+    assert len(registered()) == len(rules.RULES)
+    with pytest.raises(ValueError, match="registered twice"):
+        rule(id="tp-mismatch", severity=Severity.info, title="t", fix="f")(lambda c: ())
+
+
+def test_core_never_filters_reasons_by_text():
+    import inspect
+
+    from vllm_pd_doctor.checkconfig import core
+
+    src = inspect.getsource(core)
+    assert '"unknown" in' not in src and "reasons" not in src
