@@ -184,3 +184,42 @@ def test_attention_backend_env_ignored_where_vllm_no_longer_reads_it():
     assert [f.evidence for f in findings(ctx(p, d, vllm=new),
                                          "handshake-attention-backend-mismatch")] == [
         "attention backend: prefill auto, decode FLASH_ATTN"]
+
+
+# --- core: any number of servers from the parser, --set passed through ------------------------
+
+def _launch(cmd: str, role: str, name: str, network: str | None = None):
+    from vllm_pd_doctor.checkconfig import parse
+    from vllm_pd_doctor.checkconfig.types import LaunchCommand
+
+    args, env = parse.split_command(cmd, name)
+    return LaunchCommand(role=role, args=tuple(args), env=tuple(env.items()), name=name,
+                         role_source="kv_role", network=network,
+                         network_evidence=f"Pod {name}" if network else "")
+
+
+def test_core_checks_a_list_of_servers_and_passes_variables(monkeypatch, tmp_path):
+    import sys
+
+    from vllm_pd_doctor.checkconfig import core, parse
+
+    seen: dict[str, object] = {}
+
+    def load(path, *, variables=None):  # the parser's coming signature: a list of servers
+        seen["variables"] = variables
+        return [_launch(P0, "prefill", "prefill-0", "pod:p0"),
+                _launch(P0, "prefill", "prefill-1", "pod:p1"),
+                _launch(SAME := D0.replace("=5601", "=5600"), "decode", "decode-0", "pod:d0"),
+                _launch(SAME + " --block-size 32", "decode", "decode-1", "pod:d1")]
+
+    monkeypatch.setattr(parse, "load_config_file", load)
+    r = core.check(config=tmp_path / "x.yaml", python=sys.executable, import_nixl=False,
+                   variables={"TP": "2"})
+    assert seen["variables"] == {"TP": "2"}
+    assert [s.name for s in r.servers] == ["prefill-0", "prefill-1", "decode-0", "decode-1"]
+    ids_ = [f.id for f in r.findings]
+    assert "side-channel-port-collision" not in ids_  # four pods
+    bs = [f.evidence for f in r.findings if f.id == "block-size-mismatch"]
+    assert sorted(e.split(":")[0] for e in bs) == ["prefill-0 -> decode-1", "prefill-1 -> decode-1"]
+    assert r.inputs.variables == (("TP", "2"),)
+    assert len(r.exposure.sides) == 4

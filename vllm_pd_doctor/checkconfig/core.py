@@ -132,6 +132,9 @@ def check(*, prefill_cmd: str | None = None, decode_cmd: str | None = None,
         warnings.append(msg)
         warn(msg)
 
+    if variables and not (_accepts(parse.load_config_file, "variables")
+                          or _accepts(parse.parse_command, "variables")):
+        _warn("--set: this parser does not expand variables; values ignored")
     for s in servers:
         if s.config.unknown_flags:
             _warn(f"{s.name}: unknown flag(s) {', '.join(s.config.unknown_flags)} (not checked)")
