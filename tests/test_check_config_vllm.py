@@ -158,6 +158,8 @@ def test_worker_facts_read_from_installed_source(python_buggy, python_fixed):
         assert "nixl/base_worker.py" in src.mamba_hetero_tp.location
         assert src.p_tp_above_d_tp is not None and src.p_tp_above_d_tp.supported is True
         assert src.attention_backend_env is False  # envs.py no longer reads it
+        assert src.mamba_hetero_block is not None
+        assert src.mamba_hetero_block.detail.startswith("Prefix caching with heterogeneous")
 
 
 def test_hybrid_hetero_tp_not_flagged_on_028(python_buggy):

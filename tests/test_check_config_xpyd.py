@@ -223,3 +223,18 @@ def test_core_checks_a_list_of_servers_and_passes_variables(monkeypatch, tmp_pat
     assert sorted(e.split(":")[0] for e in bs) == ["prefill-0 -> decode-1", "prefill-1 -> decode-1"]
     assert r.inputs.variables == (("TP", "2"),)
     assert len(r.exposure.sides) == 4
+
+
+def test_hybrid_block_size_mismatch_follows_the_installed_worker():
+    blocks = SourceFact(True, "vllm/x/nixl/base_worker.py:1742", "Prefix caching with "
+                        "heterogeneous physical_blocks_per_logical is not supported for Mamba "
+                        "hybrid models.")
+    v = VllmSource(python="py", version="0.28.0", path="/v", mamba_hetero_block=blocks)
+    p, d = P0H + " --block-size 16", D0H + " --block-size 32"
+    (f,) = findings(ctx(p, d, model=HYBRID, vllm=v), "block-size-mismatch")
+    assert f.severity is Severity.warning and "base_worker.py:1742" in f.evidence
+    off = " --no-enable-prefix-caching"
+    assert "block-size-mismatch" not in ids(ctx(p + off, d + off, model=HYBRID, vllm=v))
+    (f,) = findings(ctx(P0H + " --block-size 32", D0H + " --block-size 16", model=HYBRID,
+                        vllm=v), "block-size-mismatch")
+    assert f.severity is Severity.error  # P > D: not divisible

@@ -264,6 +264,22 @@ def mamba_hetero_tp(trees: list[tuple[str, ast.Module]]) -> SourceFact | None:
     return refusal
 
 
+def mamba_hetero_block(trees: list[tuple[str, ast.Module]]) -> SourceFact | None:
+    """A raise tying heterogeneous blocks + prefix caching to Mamba: the worker handles Mamba
+    across block sizes, except with prefix caching (0.28.0: "Prefix caching with heterogeneous
+    physical_blocks_per_logical is not supported for Mamba hybrid models")."""
+    for rel, tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                msg = _message(node.exc)
+                low = msg.lower()
+                if "prefix caching" in low and "heterogeneous" in low and \
+                        any(w in low for w in _MAMBA_WORDS):
+                    text = " ".join(msg.split()).split(" Local:")[0]
+                    return SourceFact(True, f"{rel}:{node.lineno}", text[:200])
+    return None
+
+
 def p_tp_above_d_tp(trees: list[tuple[str, ast.Module]]) -> SourceFact | None:
     """Does the NIXL worker read from a prefill with more TP ranks (a P_TP > D_TP path)?"""
     for rel, tree in trees:
@@ -314,4 +330,5 @@ def _read_source(python: str, vllm_path: str, version: str | None) -> VllmSource
                       cpu_conv_layout_override=cpu_conv_layout_override(p),
                       mamba_hetero_tp=mamba_hetero_tp(workers),
                       p_tp_above_d_tp=p_tp_above_d_tp(workers),
+                      mamba_hetero_block=mamba_hetero_block(workers),
                       attention_backend_env=attention_backend_env(p))

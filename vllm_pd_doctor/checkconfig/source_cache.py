@@ -73,7 +73,7 @@ def _from_obj(o: dict[str, Any]) -> VllmSource:
         o[key] = tuple(o.get(key) or ())
     if o.get("cpu_conv_layout_override"):
         o["cpu_conv_layout_override"] = ConvLayoutOverride(**o["cpu_conv_layout_override"])
-    for key in ("mamba_hetero_tp", "p_tp_above_d_tp"):
+    for key in ("mamba_hetero_tp", "p_tp_above_d_tp", "mamba_hetero_block"):
         if o.get(key):
             o[key] = SourceFact(**o[key])
     return VllmSource(**o)

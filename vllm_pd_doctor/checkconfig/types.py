@@ -177,6 +177,9 @@ class VllmSource:
     """Where platforms/cpu.py replaces an explicit VLLM_SSM_CONV_STATE_LAYOUT (None: it does not)."""
     mamba_hetero_tp: SourceFact | None = None
     """Whether the NIXL worker transfers Mamba state between different TP sizes (None: not read)."""
+    mamba_hetero_block: SourceFact | None = None
+    """The NIXL worker transfers Mamba models between different block sizes and refuses prefix
+    caching with it (detail: the message it raises); None: not found."""
     p_tp_above_d_tp: SourceFact | None = None
     """Whether the NIXL worker reads from a prefill with more TP ranks than decode."""
     attention_backend_env: bool | None = None

@@ -119,12 +119,18 @@ def block_size(ctx: Context) -> Iterator[Finding]:
             continue
         ev = (f"{pair_label(ctx, p, d)}--block-size prefill {p.config.block_size or 'default'}, "
               f"decode {d.config.block_size or 'default'}")
-        if ctx.hybrid:
+        fact = ctx.vllm.mamba_hetero_block if ctx.hybrid and ctx.vllm else None
+        if ctx.hybrid and fact is None:
             yield finding("block-size-mismatch", ev + "; never allowed for hybrid models")
         elif bp > bd or bd % bp:
             yield finding("block-size-mismatch", ev + f"; fails at request time (\"Local block "
                           f"size {bd} is not divisible by remote block size {bp}\")")
-        else:
+        elif fact is not None and (p.config.prefix_caching_on or d.config.prefix_caching_on):
+            ver = ctx.vllm.version if ctx.vllm else "?"
+            yield finding("block-size-mismatch", ev + f"; hybrid model with prefix caching: "
+                          f"vLLM {ver} refuses it at handshake when the physical blocks per "
+                          f"block differ ({fact.location}: \"{fact.detail}\")", severity=W)
+        elif fact is None:
             yield finding("block-size-mismatch", ev + "; allowed only without the hybrid "
                           "allocator and P < D", severity=W)
 
