@@ -238,3 +238,10 @@ def test_hybrid_block_size_mismatch_follows_the_installed_worker():
     (f,) = findings(ctx(P0H + " --block-size 32", D0H + " --block-size 16", model=HYBRID,
                         vllm=v), "block-size-mismatch")
     assert f.severity is Severity.error  # P > D: not divisible
+
+
+def test_empty_side_channel_host_is_unknown_not_loopback():
+    p = server("VLLM_NIXL_SIDE_CHANNEL_HOST= " + P0, "prefill", network="pod:a")
+    d = server("VLLM_NIXL_SIDE_CHANNEL_HOST= " + D0, "decode", network="pod:b")
+    c = rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None)
+    assert "side-channel-host-loopback" not in ids(c)

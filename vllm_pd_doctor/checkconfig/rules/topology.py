@@ -21,7 +21,8 @@ from vllm_pd_doctor.checkconfig.rules.context import Context, label, uses_nixl
 from vllm_pd_doctor.checkconfig.types import Finding, Server
 
 DEFAULT_SIDE_CHANNEL_PORT = 5600
-LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0", "")
+LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+"""Empty is not among them: a manifest's `valueFrom` leaves the value to run time."""
 SIDE_HOST = "VLLM_NIXL_SIDE_CHANNEL_HOST"
 _HOSTNAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
@@ -59,8 +60,9 @@ def place(s: Server) -> Place:
     if side is not None and side not in LOOPBACK:
         if _literal_host(side):
             return Place(f"host:{side}", f"{SIDE_HOST}={side}", True)
-        return Place(None, f"{SIDE_HOST}={side or '(empty)'} is only known at run time", True)
-    if cfg.host and cfg.host not in LOOPBACK:
+        return Place(None, f"{SIDE_HOST}={side or '(empty)'} is only known at run time "
+                           "(e.g. valueFrom fieldRef status.podIP)", True)
+    if cfg.host and cfg.host not in LOOPBACK and cfg.host != "::":
         if _literal_host(cfg.host):
             return Place(f"host:{cfg.host}", f"--host {cfg.host}", True)
         return Place(None, f"--host {cfg.host} is only known at run time", True)
