@@ -245,3 +245,38 @@ def test_empty_side_channel_host_is_unknown_not_loopback():
     d = server("VLLM_NIXL_SIDE_CHANNEL_HOST= " + D0, "decode", network="pod:b")
     c = rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None)
     assert "side-channel-host-loopback" not in ids(c)
+
+
+def test_dynamo_sets_the_side_channel_itself():
+    from dataclasses import replace
+
+    p = replace(server(P0, "prefill"), launcher="dynamo.vllm")
+    d = replace(server(SAME_PORT, "decode"), launcher="dynamo.vllm")
+    c = rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None)
+    assert "side-channel-port-collision" not in ids(c)
+    assert "side-channel-port-collision" in ids(rules.Context(
+        servers=(server(P0, "prefill"), server(SAME_PORT, "decode")), model=DENSE,
+        vllm=V_FIXED, nixl=None))
+
+
+def test_loopback_only_where_the_peer_connects():
+    # pull mode: decode's side channel is never dialled, so its loopback host is harmless
+    p = server("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1 " + P0, "prefill", network="host:a")
+    d = server("VLLM_NIXL_SIDE_CHANNEL_HOST=localhost " + D0, "decode", network="host:b")
+    c = rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None)
+    assert "side-channel-host-loopback" not in ids(c)
+    push = D0.replace("NixlConnector", "NixlPushConnector")
+    d2 = server("VLLM_NIXL_SIDE_CHANNEL_HOST=localhost " + push, "decode", network="host:b")
+    p2 = server("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1 " + P0.replace(
+        "NixlConnector", "NixlPushConnector"), "prefill", network="host:a")
+    c2 = rules.Context(servers=(p2, d2), model=DENSE, vllm=V_FIXED, nixl=None)
+    assert [f.evidence.split(" ")[0] for f in findings(c2, "side-channel-host-loopback")] == [
+        "decode"]
+
+
+def test_wildcard_side_channel_host_is_a_warning():
+    p = server("VLLM_NIXL_SIDE_CHANNEL_HOST=0.0.0.0 " + P0, "prefill", network="pod:p")
+    d = server(D0, "decode", network="pod:d")
+    (f,) = findings(rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None),
+                    "side-channel-host-loopback")
+    assert f.severity is Severity.warning and "router" in f.evidence

@@ -3,17 +3,17 @@ in-process repro in the target interpreter, in its own process)."""
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from vllm_pd_doctor import hfmodel, targetrun
 from vllm_pd_doctor.checkconfig import inspect_vllm, nixl_info, parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure as compute_exposure
 from vllm_pd_doctor.checkconfig.model_info import load_model
+from vllm_pd_doctor.checkconfig.parse.flags import BUILTIN, FlagTable
+from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
 from vllm_pd_doctor.checkconfig.rules.context import PRODUCING
 from vllm_pd_doctor.checkconfig.types import (
     CheckReport,
@@ -29,21 +29,17 @@ from vllm_pd_doctor.checkconfig.types import (
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
 
 
-def _accepts(fn: Callable[..., Any], name: str) -> bool:
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _with_vars(fn: Callable[..., Any], variables: Mapping[str, str]) -> dict[str, Any]:
-    return {"variables": dict(variables)} if variables and _accepts(fn, "variables") else {}
-
-
-def server_from(cmd: LaunchCommand, name: str | None = None) -> Server:
-    return Server(name=name or cmd.name or cmd.role, config=parse.parse_launch(cmd),
-                  network=cmd.network, network_evidence=cmd.network_evidence,
-                  role_source=cmd.role_source, launcher=cmd.launcher)
+def server_from(cmd: LaunchCommand, name: str | None = None, *,
+                table: FlagTable = BUILTIN, what: str | None = None) -> Server:
+    """A parsed server, keeping where the parser says it runs."""
+    if what is None:
+        cfg = parse.parse_launch(cmd, table=table)
+    else:
+        cfg = parse.parse_args(list(cmd.args), dict(cmd.env), role=cmd.role, what=what,
+                               machine=cmd.host, source=cmd.source, table=table)
+    return Server(name=name or cmd.name or cmd.role, config=cfg, network=cmd.network,
+                  network_evidence=cmd.network_evidence, role_source=cmd.role_source,
+                  launcher=cmd.launcher)
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -57,31 +53,24 @@ def _unique(names: list[str]) -> list[str]:
 
 
 def gather_servers(prefill_cmd: str | None, decode_cmd: str | None, config: Path | None,
-                   variables: Mapping[str, str] | None = None
+                   variables: Mapping[str, str] | None = None, python: str | None = None
                    ) -> tuple[tuple[Server, ...], dict[str, str]]:
-    """Parse every server of the deployment; returns them and the text each came from."""
+    """Parse every server of the deployment (any number: xPyD); returns them and the text each
+    came from. A --prefill-cmd / --decode-cmd replaces the config file's server of that name."""
     variables = variables or {}
-    launches: list[LaunchCommand] = []
-    given: dict[str, str] = {}
-    if config is not None:
-        loaded: Any = parse.load_config_file(config, **_with_vars(parse.load_config_file,
-                                                                   variables))
-        launches = list(loaded.values()) if isinstance(loaded, dict) else list(loaded)  # shim
+    table = parse.for_python(python)
+    launches = list(parse.load_config_file(config, variables=variables)) if config else []
     names = _unique([c.name or c.role for c in launches])
-    servers = [server_from(c, n) for c, n in zip(launches, names, strict=True)]
-    for s in servers:
-        given[s.name] = f"{config} ({s.name})"
+    servers = [server_from(c, n, table=table) for c, n in zip(launches, names, strict=True)]
+    given = {s.name: f"{config} ({s.name})" for s in servers}
     for role, text in (("prefill", prefill_cmd), ("decode", decode_cmd)):
         if text is None:
             continue
-        if not text.strip():
-            raise BadInput(f"--{role}-cmd: empty command",
-                           hint="give the full launch command, e.g. \"vllm serve MODEL ...\"")
-        cfg = parse.parse_command(text, role=role, **_with_vars(parse.parse_command, variables))
-        servers = [s for s in servers if s.name != role]  # the command line wins over --config
-        servers.append(Server(name=role, config=cfg, role_source=f"--{role}-cmd",
-                              launcher="command line"))
-        given[role] = f"--{role}-cmd"
+        what = f"--{role}-cmd"
+        launch = launch_from_command(text, what=what, role=role, variables=variables)
+        servers = [s for s in servers if s.name != role]
+        servers.append(server_from(launch, role, table=table, what=what))
+        given[role] = what
     order = {"prefill": 0, "decode": 1}
     servers.sort(key=lambda s: order.get(s.role, 2))
     return tuple(servers), given
@@ -125,16 +114,13 @@ def check(*, prefill_cmd: str | None = None, decode_cmd: str | None = None,
           progress: Callable[[str], None] = lambda _: None,
           warn: Callable[[str], None] = lambda _: None) -> CheckReport:
     t0 = time.perf_counter()
-    servers, given = gather_servers(prefill_cmd, decode_cmd, config, variables)
+    servers, given = gather_servers(prefill_cmd, decode_cmd, config, variables, python)
     warnings: list[str] = []
 
     def _warn(msg: str) -> None:
         warnings.append(msg)
         warn(msg)
 
-    if variables and not (_accepts(parse.load_config_file, "variables")
-                          or _accepts(parse.parse_command, "variables")):
-        _warn("--set: this parser does not expand variables; values ignored")
     for s in servers:
         if s.config.unknown_flags:
             _warn(f"{s.name}: unknown flag(s) {', '.join(s.config.unknown_flags)} (not checked)")

@@ -47,21 +47,22 @@ def check_config(
     decode_cmd: Annotated[str | None, typer.Option(
         "--decode-cmd", help="The decode engine's launch command.", show_default=False)] = None,
     config: Annotated[Path | None, typer.Option(
-        "--config", help="File with the commands: text (one per role) or YAML/JSON with "
-                         "prefill:/decode: entries carrying args and env.",
+        "--config", help="File with the deployment: a shell script or text with the launch "
+                         "commands, YAML/JSON with prefill:/decode: entries, Kubernetes "
+                         "manifests (Dynamo, llm-d, kthena ...) or docker compose.",
         show_default=False)] = None,
     model: Annotated[Path | None, typer.Option(
         "--model", help="Local model directory or its config.json (hybrid or not).",
         show_default=False)] = None,
+    set_vars: Annotated[list[str] | None, typer.Option(
+        "--set", help="VAR=VALUE for a shell variable the config file uses but does not set "
+                      "(repeatable).", show_default=False)] = None,
     python: PythonOpt = None,
     probe: Annotated[bool, typer.Option(
         "--probe", help="Also run the in-process repro in the target interpreter.")] = False,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Exit 1 when the #53514 exposure is unknown (e.g. model not resolvable)."
     )] = False,
-    set_vars: Annotated[list[str] | None, typer.Option(
-        "--set", help="VAR=value for a variable the input cannot tell ($PORT, ${TP:-2}); "
-                      "repeatable.", show_default=False)] = None,
     list_rules: Annotated[bool, typer.Option(
         "--list-rules", help="Print the rule catalogue and exit.")] = False,
     fmt: FormatOpt = OutputFormat.table,
@@ -90,11 +91,11 @@ def check_config(
         for item in set_vars or []:
             k, eq, v = item.partition("=")
             if not eq or not k.strip():
-                raise BadInput(f"--set {item}: expected VAR=value")
+                raise BadInput(f"--set {item}: expected VAR=VALUE")
             variables[k.strip()] = v
         report = core.check(prefill_cmd=prefill_cmd, decode_cmd=decode_cmd, config=config,
                             model=model, python=str(python) if python is not None else None,
-                            probe=probe, progress=progress, variables=variables,
+                            probe=probe, variables=variables, progress=progress,
                             warn=(lambda m: None) if quiet else hint)
         if fmt is OutputFormat.json:
             out(render.to_json(report))

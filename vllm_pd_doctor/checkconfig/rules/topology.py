@@ -17,12 +17,23 @@ from enum import Enum
 from itertools import combinations
 
 from vllm_pd_doctor.checkconfig.rules.catalog import E, W, finding, rule
-from vllm_pd_doctor.checkconfig.rules.context import Context, label, uses_nixl
+from vllm_pd_doctor.checkconfig.rules.context import Context, connector_names, label, uses_nixl
 from vllm_pd_doctor.checkconfig.types import Finding, Server
 
 DEFAULT_SIDE_CHANNEL_PORT = 5600
 LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 """Empty is not among them: a manifest's `valueFrom` leaves the value to run time."""
+WILDCARD = ("0.0.0.0", "::")
+"""Binds every interface, but is advertised to the peer as is (remote_host in kv_transfer_params)."""
+OWN_SIDE_CHANNEL = ("dynamo.vllm",)
+"""Launchers that set VLLM_NIXL_SIDE_CHANNEL_HOST/PORT themselves, whatever the environment says:
+dynamo.vllm reserves a port per worker and takes the host's IP (ai-dynamo/dynamo
+components/backends/vllm/src/dynamo/vllm/args.py `set_side_channel_host_and_port`, ports.py)."""
+
+
+def own_side_channel(s: Server) -> str | None:
+    """The launcher that sets the side channel itself, if any."""
+    return next((w for w in OWN_SIDE_CHANNEL if w in s.launcher), None)
 SIDE_HOST = "VLLM_NIXL_SIDE_CHANNEL_HOST"
 _HOSTNAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
@@ -87,7 +98,10 @@ def same_host(a: Server, b: Server) -> tuple[Same, str]:
 
 
 def side_channel(s: Server, default: int) -> tuple[int, int] | None:
-    """[first, last] side-channel port of the instance (base + DP rank range)."""
+    """[first, last] side-channel port of the instance (base + DP rank range); None when the
+    launcher allocates it."""
+    if own_side_channel(s):
+        return None
     cfg = s.config
     raw = cfg.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT")
     try:
@@ -150,10 +164,25 @@ def host_loopback(ctx: Context) -> Iterator[Finding]:
         if same is not Same.no:
             continue
         for s, other in ((p, d), (d, p)):
+            if label(s) in seen or not _advertised(s) or own_side_channel(s):
+                continue
             h = s.config.env.get(SIDE_HOST, "localhost")
-            if h in LOOPBACK and label(s) not in seen:
-                seen.add(label(s))
-                dflt = "" if SIDE_HOST in s.config.env else " (default)"
-                yield finding("side-channel-host-loopback",
-                              f"{label(s)} and {label(other)} are on different hosts ({why}); "
-                              f"{label(s)} has {SIDE_HOST}={h or '(empty)'}{dflt}")
+            if h not in LOOPBACK and h not in WILDCARD:
+                continue
+            seen.add(label(s))
+            dflt = "" if SIDE_HOST in s.config.env else " (default)"
+            ev = (f"{label(s)} and {label(other)} are on different hosts ({why}); {label(s)} "
+                  f"has {SIDE_HOST}={h}{dflt}, which it advertises to {label(other)} as the "
+                  "side-channel address")
+            if h in WILDCARD:
+                yield finding("side-channel-host-loopback", ev + f"; {h} binds every interface "
+                              "but works for the peer only if a router replaces remote_host in "
+                              "kv_transfer_params", severity=W)
+            else:
+                yield finding("side-channel-host-loopback", ev)
+
+
+def _advertised(s: Server) -> bool:
+    """Whether the peer connects to this server's side channel: the prefill's (pull mode:
+    remote_host in kv_transfer_params), the decode's only in push mode (decode_host)."""
+    return s.role == "prefill" or any("Push" in n for n in connector_names(s.config))
