@@ -108,6 +108,17 @@ def main() -> int:
     return 0 if cc_med < 0.5 and ratio >= 10 and setup_med <= 0.5 else 1
 
 
+def _sidecar_vars(f: Path) -> dict[str, str]:
+    """--set values a corpus setup's sidecar (<name>.expect.yaml) names."""
+    side = f.with_name(f.name + ".expect.yaml")
+    if not side.is_file():
+        return {}
+    import yaml
+
+    doc = yaml.safe_load(side.read_text(encoding="utf-8")) or {}
+    return {str(k): str(v) for k, v in (doc.get("variables") or {}).items()}
+
+
 def _per_setup(dirs: list[Path], python: str) -> dict[str, float]:
     """Median of 3 in-process runs per accepted setup (bad inputs are skipped)."""
     from vllm_pd_doctor.checkconfig import core
@@ -116,15 +127,16 @@ def _per_setup(dirs: list[Path], python: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for d in dirs:
         for f in sorted(d.rglob("*")):
-            if not f.is_file() or f.suffix not in (".yaml", ".yml", ".json", ".txt", ".sh"):
+            if not f.is_file() or f.suffix not in (".yaml", ".yml", ".json", ".txt", ".sh", ".md"):
                 continue
-            if "models" in f.relative_to(d).parts:
+            if "models" in f.relative_to(d).parts or f.name.endswith(".expect.yaml"):
                 continue
+            variables = _sidecar_vars(f)
             runs = []
             try:
                 for _ in range(3):
                     t0 = time.perf_counter()
-                    core.check(config=f, python=python)
+                    core.check(config=f, python=python, variables=variables)
                     runs.append(time.perf_counter() - t0)
             except PdDoctorError:
                 continue
