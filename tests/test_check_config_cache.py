@@ -15,11 +15,13 @@ def _fake_vllm(root: Path) -> Path:
     nixl.mkdir(parents=True)
     (v / "envs.py").write_text('x = os.getenv("VLLM_NIXL_SIDE_CHANNEL_PORT", "5600")\n')
     (nixl / "base_worker.py").write_text(
-        "class W:\n    def _build_mamba_remote(self, meta, tp_ratio):\n        pass\n")
+        "class W:\n    def _build_mamba_remote(self, meta, tp_ratio):\n        pass\n"
+    )
     (nixl / "pull_scheduler.py").write_text(
         "class S:\n    def get_num_new_matched_tokens(self, r):\n"
         "        self._truncate_mamba_request_for_prefill(r)\n"
-        "    def _truncate_mamba_request_for_prefill(self, r):\n        pass\n")
+        "    def _truncate_mamba_request_for_prefill(self, r):\n        pass\n"
+    )
     return v
 
 
@@ -49,10 +51,16 @@ def test_read_source_cached_until_a_file_changes(tmp_path, monkeypatch):
 
 def test_cache_round_trip_keeps_every_type(tmp_path, monkeypatch):
     monkeypatch.setenv("PD_DOCTOR_HOME", str(tmp_path))
-    src = VllmSource(python="py", version="1", path="/v", connectors=("A",), kv_roles=("r",),
-                     sites=(TruncationSite("nixl", "h", "c", None, "f.py", 3),),
-                     mamba_hetero_tp=SourceFact(False, "w.py:1", "no"),
-                     attention_backend_env=True)
+    src = VllmSource(
+        python="py",
+        version="1",
+        path="/v",
+        connectors=("A",),
+        kv_roles=("r",),
+        sites=(TruncationSite("nixl", "h", "c", None, "f.py", 3),),
+        mamba_hetero_tp=SourceFact(False, "w.py:1", "no"),
+        attention_backend_env=True,
+    )
     source_cache.cached("py", Path("/v"), "1", [1, 2, 3], lambda: src)
     got = source_cache.cached("py", Path("/v"), "1", [1, 2, 3], lambda: VllmSource("x", None, None))
     assert got == src

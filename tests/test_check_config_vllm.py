@@ -108,13 +108,14 @@ def test_version_facts_read_from_installed_code(python_fixed):
 
 def test_cpu_platform_conv_layout_override_read_from_source(python_buggy, python_fixed):
     buggy = nixl_info.probe(python_buggy, import_nixl=False)
-    o = inspect_vllm.read_source(python_buggy, buggy.vllm_path,
-                                 buggy.vllm_version).cpu_conv_layout_override
+    o = inspect_vllm.read_source(python_buggy, buggy.vllm_path, buggy.vllm_version).cpu_conv_layout_override
     assert o is not None and o.value == "SD" and o.file == "vllm/platforms/cpu.py"
     assert o.condition is not None and "amx" in o.condition
     fixed = nixl_info.probe(python_fixed, import_nixl=False)
-    assert inspect_vllm.read_source(python_fixed, fixed.vllm_path,
-                                    fixed.vllm_version).cpu_conv_layout_override is None
+    assert (
+        inspect_vllm.read_source(python_fixed, fixed.vllm_path, fixed.vllm_version).cpu_conv_layout_override
+        is None
+    )
 
 
 def test_nixl_packages_read_from_metadata(python_buggy_nixl):
@@ -128,8 +129,7 @@ def test_nixl_packages_read_from_metadata(python_buggy_nixl):
 
 @pytest.mark.slow
 def test_probe_confirms_on_buggy(cli, python_buggy):
-    code, doc, err = _run(cli, python_buggy, "--config", str(FIX / "accuracy_test_hybrid.yaml"),
-                          "--probe")
+    code, doc, err = _run(cli, python_buggy, "--config", str(FIX / "accuracy_test_hybrid.yaml"), "--probe")
     assert code == 1, err
     probe = doc["exposure"]["probe"]
     assert probe["ran"] is True and probe["reproduced"] is True, probe
@@ -138,6 +138,7 @@ def test_probe_confirms_on_buggy(cli, python_buggy):
 
 
 # --- rules derived from the installed release (issue 11, item 4), in process ----------------
+
 
 def _check(python: str, **kw):
     from vllm_pd_doctor.checkconfig import core
@@ -163,10 +164,11 @@ def test_worker_facts_read_from_installed_source(python_buggy, python_fixed):
 
 
 def test_hybrid_hetero_tp_not_flagged_on_028(python_buggy):
-    r = _check(python_buggy,
-               prefill_cmd=f"{HYB_ENV}vllm serve {HYB} -tp 1 --kv-transfer-config '{KTC_P}'",
-               decode_cmd=f"{HYB_ENV}vllm serve {HYB} -tp 2 --no-async-scheduling "
-                          f"--kv-transfer-config '{KTC_D}'")
+    r = _check(
+        python_buggy,
+        prefill_cmd=f"{HYB_ENV}vllm serve {HYB} -tp 1 --kv-transfer-config '{KTC_P}'",
+        decode_cmd=f"{HYB_ENV}vllm serve {HYB} -tp 2 --no-async-scheduling --kv-transfer-config '{KTC_D}'",
+    )
     assert r.model is not None and r.model.hybrid
     assert "tp-mismatch" not in [f.id for f in r.findings]
     assert r.exposure.verdict == "exposed"
@@ -193,8 +195,7 @@ def _fake_hf_cache(root: Path) -> None:
     (snap / "config.json").write_text((Path(HYB) / "config.json").read_text())
 
 
-def test_hf_id_resolved_offline_then_unknown_with_the_fix(python_buggy, tmp_path, monkeypatch,
-                                                            cli):
+def test_hf_id_resolved_offline_then_unknown_with_the_fix(python_buggy, tmp_path, monkeypatch, cli):
     cmd = f"vllm serve {GRANITE_ID} --kv-transfer-config '{KTC_P}'"
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     _fake_hf_cache(tmp_path / "hub")

@@ -36,9 +36,11 @@ def findings(c: rules.Context, rule_id: str) -> list[rules.Finding]:
 
 # --- xPyD: every prefill x decode pair --------------------------------------------------------
 
+
 def test_xpyd_pairs_every_prefill_with_every_decode():
-    d2 = server(D0.replace("=5601", "=5602").replace("8200", "8201") + " --dtype half",
-                "decode", name="decode-2")
+    d2 = server(
+        D0.replace("=5601", "=5602").replace("8200", "8201") + " --dtype half", "decode", name="decode-2"
+    )
     c = ctx(extra=(d2,))
     assert len(list(c.pairs())) == 2
     f = findings(c, "handshake-dtype-mismatch")
@@ -74,62 +76,72 @@ def test_different_pods_never_collide():
 def test_same_pod_collides_and_says_why():
     p = server(P0, "prefill", network="pod:vllm")
     d = server(SAME_PORT, "decode", network="pod:vllm")
-    f = findings(rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None),
-                 "side-channel-port-collision")
+    f = findings(
+        rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None), "side-channel-port-collision"
+    )
     assert f and "test pod:vllm" in f[0].evidence
 
 
 def test_side_channel_hosts_decide_the_host():
     p = server("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1 " + P0, "prefill")
     d = server("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2 " + SAME_PORT, "decode")
-    assert same_host(p, d) == (Same.no, "prefill: VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1; "
-                                        "decode: VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2")
+    assert same_host(p, d) == (
+        Same.no,
+        "prefill: VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1; decode: VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2",
+    )
     c = rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None)
     assert "side-channel-port-collision" not in ids(c)
     assert "side-channel-host-loopback" not in ids(c)
 
 
 def test_pod_ip_from_field_ref_is_unknown_not_loopback():
-    p = server("VLLM_NIXL_SIDE_CHANNEL_HOST='$(POD_IP)' " + P0, "prefill",
-               network="pod:vllm-prefill")
-    d = server("VLLM_NIXL_SIDE_CHANNEL_HOST='$(POD_IP)' " + D0, "decode",
-               network="pod:vllm-decode")
+    p = server("VLLM_NIXL_SIDE_CHANNEL_HOST='$(POD_IP)' " + P0, "prefill", network="pod:vllm-prefill")
+    d = server("VLLM_NIXL_SIDE_CHANNEL_HOST='$(POD_IP)' " + D0, "decode", network="pod:vllm-decode")
     c = rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None)
     assert "side-channel-host-loopback" not in ids(c)
     q = server("VLLM_NIXL_SIDE_CHANNEL_HOST='$(POD_IP)' " + P0, "prefill")
     e = server("VLLM_NIXL_SIDE_CHANNEL_HOST='$(POD_IP)' " + SAME_PORT, "decode")
     same, why = same_host(q, e)
     assert same is Same.unknown and "only known at run time" in why
-    f = findings(rules.Context(servers=(q, e), model=DENSE, vllm=V_FIXED, nixl=None),
-                 "side-channel-port-collision")
+    f = findings(
+        rules.Context(servers=(q, e), model=DENSE, vllm=V_FIXED, nixl=None), "side-channel-port-collision"
+    )
     assert f and all(x.severity is Severity.warning for x in f)
 
 
 def test_loopback_side_channel_across_pods():
     p = server(P0, "prefill", network="host:node-a")
     d = server("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2 " + D0, "decode", network="host:node-b")
-    f = findings(rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None),
-                 "side-channel-host-loopback")
+    f = findings(
+        rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None), "side-channel-host-loopback"
+    )
     assert [x.evidence.split(" ")[0] for x in f] == ["prefill"]
     assert "(default)" in f[0].evidence
 
 
 # --- exposure: typed reasons ------------------------------------------------------------------
 
+
 def test_reasons_are_typed():
     e = exposure(ctx(P0H, D0H, model=HYBRID, vllm=V_BUGGY))
     pre = e.sides[0]
     assert pre.verdict is Verdict.exposed and e.verdict == "exposed"
-    assert [r.kind for r in pre.why] == [ReasonKind.producer, ReasonKind.hybrid,
-                                         ReasonKind.prefix_caching, ReasonKind.late_truncation]
+    assert [r.kind for r in pre.why] == [
+        ReasonKind.producer,
+        ReasonKind.hybrid,
+        ReasonKind.prefix_caching,
+        ReasonKind.late_truncation,
+    ]
     assert e.sides[1].why[0].kind is ReasonKind.not_producer
     assert pre.reasons[0] == "kv_role kv_producer can produce KV"
 
 
 def test_unresolved_model_gives_the_resolvers_fix():
-    mp = ModelProblem("ibm-granite/granite-4.0-h-tiny", "not in the local Hugging Face cache",
-                      "run `huggingface-cli download ibm-granite/granite-4.0-h-tiny config.json`"
-                      " or pass --model DIR")
+    mp = ModelProblem(
+        "ibm-granite/granite-4.0-h-tiny",
+        "not in the local Hugging Face cache",
+        "run `huggingface-cli download ibm-granite/granite-4.0-h-tiny config.json` or pass --model DIR",
+    )
     c = ctx(P0H, D0H, model=None, vllm=V_BUGGY, problem=mp)
     assert c.exposure is not None and c.exposure.verdict is Verdict.unknown
     kinds = [r.kind for r in c.exposure.sides[0].why]
@@ -151,8 +163,7 @@ def test_multiconnector_children_judged_by_their_own_role():
 # --- rules derived from the installed vLLM -----------------------------------------------------
 
 HETERO = SourceFact(True, "vllm/x/nixl/base_worker.py:1343", "_build_mamba_remote() takes tp_ratio")
-REFUSED = SourceFact(False, "vllm/x/nixl/worker.py:10", "Heterogeneous TP is not supported "
-                     "for Mamba")
+REFUSED = SourceFact(False, "vllm/x/nixl/worker.py:10", "Heterogeneous TP is not supported for Mamba")
 
 
 def test_hybrid_tp_mismatch_follows_the_installed_worker():
@@ -171,8 +182,7 @@ def test_false_strings_read_as_vllm_reads_them():
     s = P0 + " --kv-transfer-config.kv_connector_extra_config.enforce_handshake_compat '\"False\"'"
     assert "handshake-compat-disabled" not in ids(ctx(s))
     # enable_permute_local_kv is a pydantic bool field: "False" is coerced to False
-    nhd = "VLLM_KV_CACHE_LAYOUT=NHD " + P0.replace(
-        '"kv_role"', '"enable_permute_local_kv":"False","kv_role"')
+    nhd = "VLLM_KV_CACHE_LAYOUT=NHD " + P0.replace('"kv_role"', '"enable_permute_local_kv":"False","kv_role"')
     assert "kv-layout-nhd" in ids(ctx(nhd))
 
 
@@ -181,21 +191,28 @@ def test_attention_backend_env_ignored_where_vllm_no_longer_reads_it():
     d = D0 + " --attention-backend FLASH_ATTN"
     new = VllmSource(python="py", version="0.28.0", path="/v", attention_backend_env=False)
     assert "handshake-attention-backend-mismatch" in ids(ctx(p, d))
-    assert [f.evidence for f in findings(ctx(p, d, vllm=new),
-                                         "handshake-attention-backend-mismatch")] == [
-        "attention backend: prefill auto, decode FLASH_ATTN"]
+    assert [f.evidence for f in findings(ctx(p, d, vllm=new), "handshake-attention-backend-mismatch")] == [
+        "attention backend: prefill auto, decode FLASH_ATTN"
+    ]
 
 
 # --- core: any number of servers from the parser, --set passed through ------------------------
+
 
 def _launch(cmd: str, role: str, name: str, network: str | None = None):
     from vllm_pd_doctor.checkconfig import parse
     from vllm_pd_doctor.checkconfig.types import LaunchCommand
 
     args, env = parse.split_command(cmd, name)
-    return LaunchCommand(role=role, args=tuple(args), env=tuple(env.items()), name=name,
-                         role_source="kv_role", network=network,
-                         network_evidence=f"Pod {name}" if network else "")
+    return LaunchCommand(
+        role=role,
+        args=tuple(args),
+        env=tuple(env.items()),
+        name=name,
+        role_source="kv_role",
+        network=network,
+        network_evidence=f"Pod {name}" if network else "",
+    )
 
 
 def test_core_checks_a_list_of_servers_and_passes_variables(monkeypatch, tmp_path):
@@ -207,14 +224,17 @@ def test_core_checks_a_list_of_servers_and_passes_variables(monkeypatch, tmp_pat
 
     def load(path, *, variables=None):  # the parser's coming signature: a list of servers
         seen["variables"] = variables
-        return [_launch(P0, "prefill", "prefill-0", "pod:p0"),
-                _launch(P0, "prefill", "prefill-1", "pod:p1"),
-                _launch(SAME := D0.replace("=5601", "=5600"), "decode", "decode-0", "pod:d0"),
-                _launch(SAME + " --block-size 32", "decode", "decode-1", "pod:d1")]
+        return [
+            _launch(P0, "prefill", "prefill-0", "pod:p0"),
+            _launch(P0, "prefill", "prefill-1", "pod:p1"),
+            _launch(SAME := D0.replace("=5601", "=5600"), "decode", "decode-0", "pod:d0"),
+            _launch(SAME + " --block-size 32", "decode", "decode-1", "pod:d1"),
+        ]
 
     monkeypatch.setattr(parse, "load_config_file", load)
-    r = core.check(config=tmp_path / "x.yaml", python=sys.executable, import_nixl=False,
-                   variables={"TP": "2"})
+    r = core.check(
+        config=tmp_path / "x.yaml", python=sys.executable, import_nixl=False, variables={"TP": "2"}
+    )
     assert seen["variables"] == {"TP": "2"}
     assert [s.name for s in r.servers] == ["prefill-0", "prefill-1", "decode-0", "decode-1"]
     ids_ = [f.id for f in r.findings]
@@ -226,17 +246,22 @@ def test_core_checks_a_list_of_servers_and_passes_variables(monkeypatch, tmp_pat
 
 
 def test_hybrid_block_size_mismatch_follows_the_installed_worker():
-    blocks = SourceFact(True, "vllm/x/nixl/base_worker.py:1742", "Prefix caching with "
-                        "heterogeneous physical_blocks_per_logical is not supported for Mamba "
-                        "hybrid models.")
+    blocks = SourceFact(
+        True,
+        "vllm/x/nixl/base_worker.py:1742",
+        "Prefix caching with "
+        "heterogeneous physical_blocks_per_logical is not supported for Mamba "
+        "hybrid models.",
+    )
     v = VllmSource(python="py", version="0.28.0", path="/v", mamba_hetero_block=blocks)
     p, d = P0H + " --block-size 16", D0H + " --block-size 32"
     (f,) = findings(ctx(p, d, model=HYBRID, vllm=v), "block-size-mismatch")
     assert f.severity is Severity.warning and "base_worker.py:1742" in f.evidence
     off = " --no-enable-prefix-caching"
     assert "block-size-mismatch" not in ids(ctx(p + off, d + off, model=HYBRID, vllm=v))
-    (f,) = findings(ctx(P0H + " --block-size 32", D0H + " --block-size 16", model=HYBRID,
-                        vllm=v), "block-size-mismatch")
+    (f,) = findings(
+        ctx(P0H + " --block-size 32", D0H + " --block-size 16", model=HYBRID, vllm=v), "block-size-mismatch"
+    )
     assert f.severity is Severity.error  # P > D: not divisible
 
 
@@ -254,9 +279,11 @@ def test_dynamo_sets_the_side_channel_itself():
     d = replace(server(SAME_PORT, "decode"), launcher="dynamo.vllm")
     c = rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None)
     assert "side-channel-port-collision" not in ids(c)
-    assert "side-channel-port-collision" in ids(rules.Context(
-        servers=(server(P0, "prefill"), server(SAME_PORT, "decode")), model=DENSE,
-        vllm=V_FIXED, nixl=None))
+    assert "side-channel-port-collision" in ids(
+        rules.Context(
+            servers=(server(P0, "prefill"), server(SAME_PORT, "decode")), model=DENSE, vllm=V_FIXED, nixl=None
+        )
+    )
 
 
 def test_loopback_only_where_the_peer_connects():
@@ -267,16 +294,19 @@ def test_loopback_only_where_the_peer_connects():
     assert "side-channel-host-loopback" not in ids(c)
     push = D0.replace("NixlConnector", "NixlPushConnector")
     d2 = server("VLLM_NIXL_SIDE_CHANNEL_HOST=localhost " + push, "decode", network="host:b")
-    p2 = server("VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1 " + P0.replace(
-        "NixlConnector", "NixlPushConnector"), "prefill", network="host:a")
+    p2 = server(
+        "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1 " + P0.replace("NixlConnector", "NixlPushConnector"),
+        "prefill",
+        network="host:a",
+    )
     c2 = rules.Context(servers=(p2, d2), model=DENSE, vllm=V_FIXED, nixl=None)
-    assert [f.evidence.split(" ")[0] for f in findings(c2, "side-channel-host-loopback")] == [
-        "decode"]
+    assert [f.evidence.split(" ")[0] for f in findings(c2, "side-channel-host-loopback")] == ["decode"]
 
 
 def test_wildcard_side_channel_host_is_a_warning():
     p = server("VLLM_NIXL_SIDE_CHANNEL_HOST=0.0.0.0 " + P0, "prefill", network="pod:p")
     d = server(D0, "decode", network="pod:d")
-    (f,) = findings(rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None),
-                    "side-channel-host-loopback")
+    (f,) = findings(
+        rules.Context(servers=(p, d), model=DENSE, vllm=V_FIXED, nixl=None), "side-channel-host-loopback"
+    )
     assert f.severity is Severity.warning and "router" in f.evidence

@@ -29,17 +29,30 @@ from vllm_pd_doctor.checkconfig.types import (
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
 
 
-def server_from(cmd: LaunchCommand, name: str | None = None, *,
-                table: FlagTable = BUILTIN, what: str | None = None) -> Server:
+def server_from(
+    cmd: LaunchCommand, name: str | None = None, *, table: FlagTable = BUILTIN, what: str | None = None
+) -> Server:
     """A parsed server, keeping where the parser says it runs."""
     if what is None:
         cfg = parse.parse_launch(cmd, table=table)
     else:
-        cfg = parse.parse_args(list(cmd.args), dict(cmd.env), role=cmd.role, what=what,
-                               machine=cmd.host, source=cmd.source, table=table)
-    return Server(name=name or cmd.name or cmd.role, config=cfg, network=cmd.network,
-                  network_evidence=cmd.network_evidence, role_source=cmd.role_source,
-                  launcher=cmd.launcher)
+        cfg = parse.parse_args(
+            list(cmd.args),
+            dict(cmd.env),
+            role=cmd.role,
+            what=what,
+            machine=cmd.host,
+            source=cmd.source,
+            table=table,
+        )
+    return Server(
+        name=name or cmd.name or cmd.role,
+        config=cfg,
+        network=cmd.network,
+        network_evidence=cmd.network_evidence,
+        role_source=cmd.role_source,
+        launcher=cmd.launcher,
+    )
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -52,9 +65,13 @@ def _unique(names: list[str]) -> list[str]:
     return out
 
 
-def gather_servers(prefill_cmd: str | None, decode_cmd: str | None, config: Path | None,
-                   variables: Mapping[str, str] | None = None, python: str | None = None
-                   ) -> tuple[tuple[Server, ...], dict[str, str]]:
+def gather_servers(
+    prefill_cmd: str | None,
+    decode_cmd: str | None,
+    config: Path | None,
+    variables: Mapping[str, str] | None = None,
+    python: str | None = None,
+) -> tuple[tuple[Server, ...], dict[str, str]]:
     """Parse every server of the deployment (any number: xPyD); returns them and the text each
     came from. A --prefill-cmd / --decode-cmd replaces the config file's server of that name."""
     variables = variables or {}
@@ -76,9 +93,9 @@ def gather_servers(prefill_cmd: str | None, decode_cmd: str | None, config: Path
     return tuple(servers), given
 
 
-def resolve_model(model: Path | None, servers: tuple[Server, ...],
-                  warn: Callable[[str], None]
-                  ) -> tuple[ModelInfo | None, str | None, ModelProblem | None]:
+def resolve_model(
+    model: Path | None, servers: tuple[Server, ...], warn: Callable[[str], None]
+) -> tuple[ModelInfo | None, str | None, ModelProblem | None]:
     """--model, else the first server model found offline (dir, config.json, HF cache)."""
     if model is not None:
         found = hfmodel.resolve(str(model), what="--model")
@@ -92,27 +109,39 @@ def resolve_model(model: Path | None, servers: tuple[Server, ...],
         seen.add(name)
         try:
             found = hfmodel.resolve(name, what=f"{s.name} model")
-            return (load_model(found.config_path, what=f"{s.name} model"),
-                    f"{s.name} command" + (" (offline HF cache)" if found.hf_id else ""), None)
+            return (
+                load_model(found.config_path, what=f"{s.name} model"),
+                f"{s.name} command" + (" (offline HF cache)" if found.hf_id else ""),
+                None,
+            )
         except hfmodel.ModelNotResolved as exc:
             hint = exc.hint or ""
             if "--model" not in hint:
-                hint = (hint + "; " if hint else "") + ("or pass --model DIR holding a copy of "
-                                                        "its config.json")
+                hint = (hint + "; " if hint else "") + (
+                    "or pass --model DIR holding a copy of its config.json"
+                )
             problem = problem or ModelProblem(given=name, message=exc.message, hint=hint)
         except BadInput as exc:
             warn(f"{s.name} model {name}: {exc.message}; hybrid or not is unknown")
-            problem = problem or ModelProblem(given=name, message=exc.message,
-                                              hint=exc.hint or "pass --model DIR")
+            problem = problem or ModelProblem(
+                given=name, message=exc.message, hint=exc.hint or "pass --model DIR"
+            )
     return None, None, problem
 
 
-def check(*, prefill_cmd: str | None = None, decode_cmd: str | None = None,
-          config: Path | None = None, model: Path | None = None, python: str | None = None,
-          probe: bool = False, import_nixl: bool = True,
-          variables: Mapping[str, str] | None = None,
-          progress: Callable[[str], None] = lambda _: None,
-          warn: Callable[[str], None] = lambda _: None) -> CheckReport:
+def check(
+    *,
+    prefill_cmd: str | None = None,
+    decode_cmd: str | None = None,
+    config: Path | None = None,
+    model: Path | None = None,
+    python: str | None = None,
+    probe: bool = False,
+    import_nixl: bool = True,
+    variables: Mapping[str, str] | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+    warn: Callable[[str], None] = lambda _: None,
+) -> CheckReport:
     t0 = time.perf_counter()
     servers, given = gather_servers(prefill_cmd, decode_cmd, config, variables, python)
     warnings: list[str] = []
@@ -131,8 +160,7 @@ def check(*, prefill_cmd: str | None = None, decode_cmd: str | None = None,
     facts = nixl_info.probe(interp, import_nixl=import_nixl)
     vsrc = inspect_vllm.read_source(interp, facts.vllm_path, facts.vllm_version)
     nixl: NixlInfo | None = facts.nixl
-    ctx = rules.Context(servers=servers, model=minfo, vllm=vsrc, nixl=nixl,
-                        model_problem=mproblem)
+    ctx = rules.Context(servers=servers, model=minfo, vllm=vsrc, nixl=nixl, model_problem=mproblem)
     probe_result = _probe(ctx, interp, progress) if probe else None
     ctx = replace(ctx, exposure=compute_exposure(ctx, probe_result))
     assert ctx.exposure is not None
@@ -144,17 +172,32 @@ def check(*, prefill_cmd: str | None = None, decode_cmd: str | None = None,
         return ", ".join(got) if got else None
 
     inputs = Inputs(
-        prefill=joined("prefill"), decode=joined("decode"),
+        prefill=joined("prefill"),
+        decode=joined("decode"),
         config_file=str(config) if config is not None else None,
-        model=minfo.path if minfo else None, model_source=msource, python=interp,
-        vllm_found=vsrc.path is not None, nixl_checked=nixl is not None and nixl.error is None,
-        probe=probe, warnings=tuple(warnings),
-        servers=tuple(f"{s.name} ({s.role}" + (f", from {s.role_source}" if s.role_source
-                                                else "") + ")" for s in servers),
-        variables=tuple(sorted((variables or {}).items())))
-    return CheckReport(inputs=inputs, exposure=ctx.exposure, findings=tuple(findings),
-                       vllm=vsrc, nixl=nixl, model=minfo, elapsed_s=time.perf_counter() - t0,
-                       servers=servers)
+        model=minfo.path if minfo else None,
+        model_source=msource,
+        python=interp,
+        vllm_found=vsrc.path is not None,
+        nixl_checked=nixl is not None and nixl.error is None,
+        probe=probe,
+        warnings=tuple(warnings),
+        servers=tuple(
+            f"{s.name} ({s.role}" + (f", from {s.role_source}" if s.role_source else "") + ")"
+            for s in servers
+        ),
+        variables=tuple(sorted((variables or {}).items())),
+    )
+    return CheckReport(
+        inputs=inputs,
+        exposure=ctx.exposure,
+        findings=tuple(findings),
+        vllm=vsrc,
+        nixl=nixl,
+        model=minfo,
+        elapsed_s=time.perf_counter() - t0,
+        servers=servers,
+    )
 
 
 def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> ProbeResult:
@@ -172,10 +215,15 @@ def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> 
     if ctx.model is not None and ctx.model.hybrid:
         model_dir = Path(ctx.model.path).resolve().parent
     try:
-        opts = inprocess.make_options(connector=",".join(keys),
-                                      block_size=(p.block_size if p and p.block_size else 16),
-                                      prompt_len=None, mamba_cache_mode=None,
-                                      kv_role="kv_producer", model=model_dir, timeout=600.0)
+        opts = inprocess.make_options(
+            connector=",".join(keys),
+            block_size=(p.block_size if p and p.block_size else 16),
+            prompt_len=None,
+            mamba_cache_mode=None,
+            kv_role="kv_producer",
+            model=model_dir,
+            timeout=600.0,
+        )
         report = inprocess.run_inprocess(python, opts, progress)
     except PdDoctorError as exc:
         return ProbeResult(ran=False, reproduced=None, detail=f"probe could not run: {exc.message}")
@@ -186,10 +234,13 @@ def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> 
         else:
             where = r.assertion.location if r.assertion and r.assertion.location else ""
             hook = r.truncation.hook if r.truncation else "?"
-            parts.append(f"{r.connector}: {'REPRODUCED' if r.reproduced else 'not reproduced'}"
-                         f" (truncated by {hook}{', assert at ' + where if where else ''})")
-    return ProbeResult(ran=report.any_ran, reproduced=report.reproduced if report.any_ran else None,
-                       detail="; ".join(parts))
+            parts.append(
+                f"{r.connector}: {'REPRODUCED' if r.reproduced else 'not reproduced'}"
+                f" (truncated by {hook}{', assert at ' + where if where else ''})"
+            )
+    return ProbeResult(
+        ran=report.any_ran, reproduced=report.reproduced if report.any_ran else None, detail="; ".join(parts)
+    )
 
 
 __all__ = ["VllmSource", "check"]

@@ -29,8 +29,15 @@ from vllm_pd_doctor.checkconfig.types import (
 from vllm_pd_doctor.target import connectors
 
 K = ReasonKind
-_NO = {K.no_connector, K.connector_not_truncating, K.not_producer, K.not_hybrid,
-       K.no_prefix_caching, K.early_truncation, K.no_truncation}
+_NO = {
+    K.no_connector,
+    K.connector_not_truncating,
+    K.not_producer,
+    K.not_hybrid,
+    K.no_prefix_caching,
+    K.early_truncation,
+    K.no_truncation,
+}
 
 
 def _verdict(why: list[Reason]) -> Verdict:
@@ -57,8 +64,7 @@ def exposure(ctx: Context, probe: ProbeResult | None = None) -> Exposure:
         verdict = Verdict.unknown
     if probe is not None and probe.ran and probe.reproduced and verdict is not Verdict.not_exposed:
         verdict = Verdict.exposed
-    return Exposure(verdict=verdict, sides=tuple(sides), fixes=_fixes(verdict, sides),
-                    probe=probe)
+    return Exposure(verdict=verdict, sides=tuple(sides), fixes=_fixes(verdict, sides), probe=probe)
 
 
 def _fixes(verdict: Verdict, sides: list[SideExposure]) -> tuple[str, ...]:
@@ -68,11 +74,15 @@ def _fixes(verdict: Verdict, sides: list[SideExposure]) -> tuple[str, ...]:
     keys = sorted({x.connector for x in sides if x.connector and connectors.get(x.connector)})
     for k in keys or ["nixl"]:
         c = connectors.get(k)
-        fixes.append(f"upgrade vLLM to {c.fixed_in if c else '0.29.0'} or later, where {k} "
-                     "truncates in on_new_request, before the prefix-cache lookup")
-    fixes.append("or pass --no-enable-prefix-caching to the prefill engine only; trade-off: "
-                 "every prefill recomputes the whole prompt (no prefix reuse on P), and for "
-                 "hybrid models mamba_cache_mode becomes none")
+        fixes.append(
+            f"upgrade vLLM to {c.fixed_in if c else '0.29.0'} or later, where {k} "
+            "truncates in on_new_request, before the prefix-cache lookup"
+        )
+    fixes.append(
+        "or pass --no-enable-prefix-caching to the prefill engine only; trade-off: "
+        "every prefill recomputes the whole prompt (no prefix reuse on P), and for "
+        "hybrid models mamba_cache_mode becomes none"
+    )
     return tuple(fixes)
 
 
@@ -80,29 +90,49 @@ def side(ctx: Context, s: Server, e: ConnectorEntry | None) -> SideExposure:
     """Exposure of one server through one connector (a MultiConnector child by its own role)."""
     name = label(s)
     if e is None:
-        return SideExposure(s.role, None, Verdict.not_exposed,
-                            (Reason(K.no_connector, "no KV connector: nothing truncates"),),
-                            server=name)
+        return SideExposure(
+            s.role,
+            None,
+            Verdict.not_exposed,
+            (Reason(K.no_connector, "no KV connector: nothing truncates"),),
+            server=name,
+        )
     key = connector_key(e.name)
     if key is None:
-        return SideExposure(s.role, e.name, Verdict.not_exposed,
-                            (Reason(K.connector_not_truncating,
-                                    f"{e.name} does not truncate the prompt on the P side"),),
-                            server=name)
+        return SideExposure(
+            s.role,
+            e.name,
+            Verdict.not_exposed,
+            (Reason(K.connector_not_truncating, f"{e.name} does not truncate the prompt on the P side"),),
+            server=name,
+        )
     who = f"{e.name} child " if e.child else ""
     if e.kv_role not in PRODUCING:
-        return SideExposure(s.role, key, Verdict.not_exposed,
-                            (Reason(K.not_producer, f"{who}kv_role {e.kv_role} does not "
-                                    "produce KV"),), server=name)
+        return SideExposure(
+            s.role,
+            key,
+            Verdict.not_exposed,
+            (Reason(K.not_producer, f"{who}kv_role {e.kv_role} does not produce KV"),),
+            server=name,
+        )
     why = [Reason(K.producer, f"{who}kv_role {e.kv_role} can produce KV")]
     why.append(_model_reason(ctx))
     cfg = s.config
     if cfg.prefix_caching_on:
-        why.append(Reason(K.prefix_caching, "prefix caching on" + (
-            " (vLLM's default)" if cfg.enable_prefix_caching is None else "")))
+        why.append(
+            Reason(
+                K.prefix_caching,
+                "prefix caching on" + (" (vLLM's default)" if cfg.enable_prefix_caching is None else ""),
+            )
+        )
     else:
-        why.append(Reason(K.no_prefix_caching, "prefix caching off" + (
-            " (--mamba-cache-mode none)" if cfg.enable_prefix_caching is not False else "")))
+        why.append(
+            Reason(
+                K.no_prefix_caching,
+                "prefix caching off"
+                + (" (--mamba-cache-mode none)" if cfg.enable_prefix_caching is not False else ""),
+            )
+        )
     r, evidence = _release_reason(ctx, key)
     why.append(r)
     return SideExposure(s.role, key, _verdict(why), tuple(why), evidence, server=name)
@@ -115,10 +145,12 @@ def _model_reason(ctx: Context) -> Reason:
         return Reason(K.not_hybrid, "model is not hybrid: no N-1 truncation")
     mp = ctx.model_problem
     if mp is not None:
-        return Reason(K.unknown_model, f"model hybrid or not: unknown ({mp.message})",
-                      fix=mp.hint)
-    return Reason(K.unknown_model, "model hybrid or not: unknown (no model in the commands)",
-                  fix="give --model DIR (a directory holding the model's config.json)")
+        return Reason(K.unknown_model, f"model hybrid or not: unknown ({mp.message})", fix=mp.hint)
+    return Reason(
+        K.unknown_model,
+        "model hybrid or not: unknown (no model in the commands)",
+        fix="give --model DIR (a directory holding the model's config.json)",
+    )
 
 
 def _release_reason(ctx: Context, key: str) -> tuple[Reason, tuple[str, ...]]:
@@ -135,15 +167,18 @@ def _release_reason(ctx: Context, key: str) -> tuple[Reason, tuple[str, ...]]:
     early = [x for x in sites if x.before_lookup is True]
     other = [x for x in sites if x.before_lookup is None]
     if late:
-        r = Reason(K.late_truncation, f"vLLM {ver} truncates in get_num_new_matched_tokens "
-                   "(after the local prefix-cache lookup)")
+        r = Reason(
+            K.late_truncation,
+            f"vLLM {ver} truncates in get_num_new_matched_tokens (after the local prefix-cache lookup)",
+        )
     elif early:
-        r = Reason(K.early_truncation, f"vLLM {ver} truncates in on_new_request (before the "
-                   "lookup)")
+        r = Reason(K.early_truncation, f"vLLM {ver} truncates in on_new_request (before the lookup)")
     elif other:
-        r = Reason(K.unknown_order, f"vLLM {ver} truncates in "
-                   f"{', '.join(sorted({x.caller for x in other}))} (order unknown)",
-                   fix="run with --probe to observe the order")
+        r = Reason(
+            K.unknown_order,
+            f"vLLM {ver} truncates in {', '.join(sorted({x.caller for x in other}))} (order unknown)",
+            fix="run with --probe to observe the order",
+        )
     else:
         r = Reason(K.no_truncation, f"vLLM {ver}: {key} has no P-side truncation helper")
     return r, evidence

@@ -84,8 +84,9 @@ class TargetFacts:
     nixl: NixlInfo
 
 
-def probe(python: str, *, import_nixl: bool = True, import_timeout: float = 20.0,
-          timeout: float = 60.0) -> TargetFacts:
+def probe(
+    python: str, *, import_nixl: bool = True, import_timeout: float = 20.0, timeout: float = 60.0
+) -> TargetFacts:
     """Run the stdlib-only script in `python`; never imports vLLM.
 
     `import nixl` (seconds: it loads its native libraries) runs in a separate child with a
@@ -102,13 +103,22 @@ def probe(python: str, *, import_nixl: bool = True, import_timeout: float = 20.0
     if import_nixl and dists and info.get("namespace"):
         key = json.dumps([python, dists, info.get("stamp")])
         import_ok, import_error = _import_check(python, key, import_timeout)
-    nixl = NixlInfo(dists=dists, namespace_found=bool(info.get("namespace")),
-                    import_ok=import_ok, import_error=import_error,
-                    ucx_plugin=ucx, plugin_files=plugins,
-                    vllm_requirement=info.get("vllm_requirement"))
-    return TargetFacts(python=python, python_version=str(info.get("python")),
-                       vllm_path=info.get("vllm_path"), vllm_version=info.get("vllm_version"),
-                       nixl=nixl)
+    nixl = NixlInfo(
+        dists=dists,
+        namespace_found=bool(info.get("namespace")),
+        import_ok=import_ok,
+        import_error=import_error,
+        ucx_plugin=ucx,
+        plugin_files=plugins,
+        vllm_requirement=info.get("vllm_requirement"),
+    )
+    return TargetFacts(
+        python=python,
+        python_version=str(info.get("python")),
+        vllm_path=info.get("vllm_path"),
+        vllm_version=info.get("vllm_version"),
+        nixl=nixl,
+    )
 
 
 def _dir_stamps(paths: list[str]) -> list[int]:
@@ -141,9 +151,12 @@ def _ask_cached(python: str, timeout: float) -> dict[str, Any]:
     except (OSError, ValueError):
         pass
     hit = cache.get(ident)
-    if isinstance(hit, dict) and isinstance(hit.get("info"), dict) and \
-            isinstance(hit.get("dirs"), list) and \
-            hit.get("stamps") == _dir_stamps([str(d) for d in hit["dirs"]]):
+    if (
+        isinstance(hit, dict)
+        and isinstance(hit.get("info"), dict)
+        and isinstance(hit.get("dirs"), list)
+        and hit.get("stamps") == _dir_stamps([str(d) for d in hit["dirs"]])
+    ):
         return dict(hit["info"])
     info = targetrun.ask(python, _SCRIPT, timeout=timeout)
     dirs = [str(d) for d in info.get("sys_path") or [] if isinstance(d, str)]
@@ -182,9 +195,15 @@ def _import_check(python: str, key: str, timeout: float) -> tuple[bool, str | No
     ok: bool
     err_s: str | None = None
     try:
-        proc = subprocess.run([python, "-c", "import nixl, nixl._api"], capture_output=True,
-                              text=True, timeout=timeout, env=targetrun.child_env(),
-                              stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.run(
+            [python, "-c", "import nixl, nixl._api"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=targetrun.child_env(),
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         ok = proc.returncode == 0
         if not ok:
             lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]

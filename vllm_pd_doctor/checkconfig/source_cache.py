@@ -79,8 +79,9 @@ def _from_obj(o: dict[str, Any]) -> VllmSource:
     return VllmSource(**o)
 
 
-def cached(python: str, vllm_path: Path, version: str | None, key_stamp: list[int],
-           read: Callable[[], VllmSource]) -> VllmSource:
+def cached(
+    python: str, vllm_path: Path, version: str | None, key_stamp: list[int], read: Callable[[], VllmSource]
+) -> VllmSource:
     key = json.dumps([str(vllm_path), version, key_stamp, _reader_digest()])
     path = _file()
     cache: dict[str, Any] = {}

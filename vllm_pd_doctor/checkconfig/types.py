@@ -261,8 +261,7 @@ class ReasonKind(str, Enum):
     @property
     def unknown(self) -> bool:
         """This reason leaves the verdict undecided."""
-        return self in (ReasonKind.unknown_model, ReasonKind.unknown_vllm,
-                        ReasonKind.unknown_order)
+        return self in (ReasonKind.unknown_model, ReasonKind.unknown_vllm, ReasonKind.unknown_order)
 
 
 @dataclass(frozen=True)
@@ -329,6 +328,13 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class RuleCatalogue:
+    """The rules check-config knows (`--list-rules`)."""
+
+    rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True)
 class Finding:
     id: str
     severity: Severity
@@ -356,10 +362,15 @@ class Inputs:
     """--set VAR=value given for what the input cannot tell."""
 
     def given(self) -> dict[str, bool]:
-        return {"prefill_cmd": self.prefill is not None, "decode_cmd": self.decode is not None,
-                "config_file": self.config_file is not None, "model": self.model is not None,
-                "installed_vllm": self.vllm_found, "nixl": self.nixl_checked,
-                "probe": self.probe}
+        return {
+            "prefill_cmd": self.prefill is not None,
+            "decode_cmd": self.decode is not None,
+            "config_file": self.config_file is not None,
+            "model": self.model is not None,
+            "installed_vllm": self.vllm_found,
+            "nixl": self.nixl_checked,
+            "probe": self.probe,
+        }
 
 
 @dataclass(frozen=True)
@@ -376,4 +387,5 @@ class CheckReport:
     @property
     def has_error(self) -> bool:
         return self.exposure.verdict is Verdict.exposed or any(
-            f.severity is Severity.error for f in self.findings)
+            f.severity is Severity.error for f in self.findings
+        )

@@ -47,5 +47,15 @@ def run_checks(ctx: Context) -> tuple[Finding, ...]:
     return tuple(out)
 
 
-__all__ = ["BY_ID", "RULES", "Context", "connector_entries", "connector_key", "connector_names",
-           "finding", "rule", "run_checks", "uses_nixl"]
+__all__ = [
+    "BY_ID",
+    "RULES",
+    "Context",
+    "connector_entries",
+    "connector_key",
+    "connector_names",
+    "finding",
+    "rule",
+    "run_checks",
+    "uses_nixl",
+]

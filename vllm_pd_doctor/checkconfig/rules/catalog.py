@@ -24,8 +24,9 @@ class Registered:
 _REGISTRY: dict[str, Registered] = {}
 
 
-def rule(*, id: str, severity: Severity, title: str, fix: str,
-         refs: tuple[str, ...] = ()) -> Callable[[Check], Check]:
+def rule(
+    *, id: str, severity: Severity, title: str, fix: str, refs: tuple[str, ...] = ()
+) -> Callable[[Check], Check]:
     """Register `fn` as the one check of rule `id` (its catalogue entry is the arguments)."""
 
     def deco(fn: Check) -> Check:
@@ -45,8 +46,15 @@ def spec(rule_id: str) -> Rule:
     return _REGISTRY[rule_id].spec
 
 
-def finding(rule_id: str, evidence: str, *, severity: Severity | None = None,
-            fix: str | None = None) -> Finding:
+def finding(
+    rule_id: str, evidence: str, *, severity: Severity | None = None, fix: str | None = None
+) -> Finding:
     r = spec(rule_id)
-    return Finding(id=r.id, severity=severity or r.severity, title=r.title, evidence=evidence,
-                   fix=fix or r.fix, refs=r.refs)
+    return Finding(
+        id=r.id,
+        severity=severity or r.severity,
+        title=r.title,
+        evidence=evidence,
+        fix=fix or r.fix,
+        refs=r.refs,
+    )

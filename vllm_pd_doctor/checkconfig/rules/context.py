@@ -95,8 +95,11 @@ def connector_entries(s: ServeConfig) -> list[ConnectorEntry]:
         for child in s.extra_config.get("connectors", []) or []:
             if isinstance(child, dict) and child.get("kv_connector"):
                 r = child.get("kv_role")
-                out.append(ConnectorEntry(str(child["kv_connector"]),
-                                          str(r) if r is not None else None, child, child=True))
+                out.append(
+                    ConnectorEntry(
+                        str(child["kv_connector"]), str(r) if r is not None else None, child, child=True
+                    )
+                )
         if out:
             return out
     return [ConnectorEntry(c, s.kv_role, ktc)]

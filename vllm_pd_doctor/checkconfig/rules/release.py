@@ -10,25 +10,34 @@ from vllm_pd_doctor.checkconfig.types import Finding, Verdict
 from vllm_pd_doctor.target import connectors
 
 
-@rule(id="n1-truncation", severity=E,
-      title="Prefill EngineCore dies on `assert num_new_tokens > 0` (N-1 truncation after the "
-            "prefix-cache lookup)",
-      fix="upgrade vLLM to a release that truncates in on_new_request, or "
-          "--no-enable-prefix-caching on the prefill side",
-      refs=("vllm#53514", "vllm PR #53523", "vllm PR #53663"))
+@rule(
+    id="n1-truncation",
+    severity=E,
+    title="Prefill EngineCore dies on `assert num_new_tokens > 0` (N-1 truncation after the "
+    "prefix-cache lookup)",
+    fix="upgrade vLLM to a release that truncates in on_new_request, or "
+    "--no-enable-prefix-caching on the prefill side",
+    refs=("vllm#53514", "vllm PR #53523", "vllm PR #53663"),
+)
 def n1_truncation(ctx: Context) -> Iterator[Finding]:
     e = ctx.exposure
     if e is None or e.verdict is not Verdict.exposed:
         return
-    ev = "; ".join(f"{x.server or x.role}/{x.connector}: " + ", ".join(x.evidence or x.reasons)
-                   for x in e.sides if x.verdict is Verdict.exposed)
-    yield finding("n1-truncation", ev or (e.probe.detail if e.probe else ""),
-                  fix=" ".join(e.fixes) or None)
+    ev = "; ".join(
+        f"{x.server or x.role}/{x.connector}: " + ", ".join(x.evidence or x.reasons)
+        for x in e.sides
+        if x.verdict is Verdict.exposed
+    )
+    yield finding("n1-truncation", ev or (e.probe.detail if e.probe else ""), fix=" ".join(e.fixes) or None)
 
 
-@rule(id="n1-truncation-unknown", severity=W, title="Exposure to vLLM #53514 could not be decided",
-      fix="give the missing input (model dir, vLLM interpreter) or run with --probe",
-      refs=("vllm#53514",))
+@rule(
+    id="n1-truncation-unknown",
+    severity=W,
+    title="Exposure to vLLM #53514 could not be decided",
+    fix="give the missing input (model dir, vLLM interpreter) or run with --probe",
+    refs=("vllm#53514",),
+)
 def n1_unknown(ctx: Context) -> Iterator[Finding]:
     e = ctx.exposure
     if e is None or e.verdict is not Verdict.unknown or not ctx.servers:
@@ -41,14 +50,20 @@ def n1_unknown(ctx: Context) -> Iterator[Finding]:
         missing = [r for r in x.why if r.kind.unknown]
         parts.append(f"{x.server or x.role}/{x.connector}: " + ", ".join(r.text for r in missing))
         fixes.extend(r.fix for r in missing if r.fix and r.fix not in fixes)
-    yield finding("n1-truncation-unknown", "; ".join(parts),
-                  fix="; ".join(fixes) + "; or run with --probe" if fixes else None)
+    yield finding(
+        "n1-truncation-unknown",
+        "; ".join(parts),
+        fix="; ".join(fixes) + "; or run with --probe" if fixes else None,
+    )
 
 
-@rule(id="vllm-advisory", severity=W,
-      title="Installed vLLM has advisories that kill the engine on P/D traffic",
-      fix="upgrade vLLM to 0.31.0 or later",
-      refs=tuple(a.id for a in connectors.ADVISORIES))
+@rule(
+    id="vllm-advisory",
+    severity=W,
+    title="Installed vLLM has advisories that kill the engine on P/D traffic",
+    fix="upgrade vLLM to 0.31.0 or later",
+    refs=tuple(a.id for a in connectors.ADVISORIES),
+)
 def advisories(ctx: Context) -> Iterator[Finding]:
     if ctx.vllm is None:
         return
@@ -60,8 +75,12 @@ def advisories(ctx: Context) -> Iterator[Finding]:
         yield finding("vllm-advisory", f"vLLM {ctx.vllm.version}: " + "; ".join(hits))
 
 
-@rule(id="unknown-flag", severity=INFO, title="Flag not known to pd-doctor (passed through unchecked)",
-      fix="check the spelling against `vllm serve --help`")
+@rule(
+    id="unknown-flag",
+    severity=INFO,
+    title="Flag not known to pd-doctor (passed through unchecked)",
+    fix="check the spelling against `vllm serve --help`",
+)
 def unknown_flags(ctx: Context) -> Iterator[Finding]:
     for s in ctx.servers:
         if s.config.unknown_flags:

@@ -34,6 +34,8 @@ components/backends/vllm/src/dynamo/vllm/args.py `set_side_channel_host_and_port
 def own_side_channel(s: Server) -> str | None:
     """The launcher that sets the side channel itself, if any."""
     return next((w for w in OWN_SIDE_CHANNEL if w in s.launcher), None)
+
+
 SIDE_HOST = "VLLM_NIXL_SIDE_CHANNEL_HOST"
 _HOSTNAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
@@ -71,8 +73,12 @@ def place(s: Server) -> Place:
     if side is not None and side not in LOOPBACK:
         if _literal_host(side):
             return Place(f"host:{side}", f"{SIDE_HOST}={side}", True)
-        return Place(None, f"{SIDE_HOST}={side or '(empty)'} is only known at run time "
-                           "(e.g. valueFrom fieldRef status.podIP)", True)
+        return Place(
+            None,
+            f"{SIDE_HOST}={side or '(empty)'} is only known at run time "
+            "(e.g. valueFrom fieldRef status.podIP)",
+            True,
+        )
     if cfg.host and cfg.host not in LOOPBACK and cfg.host != "::":
         if _literal_host(cfg.host):
             return Place(f"host:{cfg.host}", f"--host {cfg.host}", True)
@@ -109,8 +115,11 @@ def side_channel(s: Server, default: int) -> tuple[int, int] | None:
     except ValueError:
         return None
     n = cfg.data_parallel_size_local or cfg.data_parallel_size
-    start = base + (cfg.data_parallel_rank or 0) if cfg.data_parallel_size_local is None and \
-        cfg.data_parallel_rank is not None else base
+    start = (
+        base + (cfg.data_parallel_rank or 0)
+        if cfg.data_parallel_size_local is None and cfg.data_parallel_rank is not None
+        else base
+    )
     return start, start + max(1, n) - 1
 
 
@@ -122,11 +131,13 @@ def _port_src(s: Server, dflt: int) -> str:
     return s.config.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT", f"default {dflt}")
 
 
-@rule(id="side-channel-port-collision", severity=E,
-      title="NIXL side-channel port ranges collide on one host",
-      fix="give each instance on a host its own VLLM_NIXL_SIDE_CHANNEL_PORT, at least "
-          "data-parallel size apart",
-      refs=("vllm#20965", "vllm#25059", "vllm PR #23756"))
+@rule(
+    id="side-channel-port-collision",
+    severity=E,
+    title="NIXL side-channel port ranges collide on one host",
+    fix="give each instance on a host its own VLLM_NIXL_SIDE_CHANNEL_PORT, at least data-parallel size apart",
+    refs=("vllm#20965", "vllm#25059", "vllm PR #23756"),
+)
 def ports(ctx: Context) -> Iterator[Finding]:
     dflt = (ctx.vllm.side_channel_port_default if ctx.vllm else None) or DEFAULT_SIDE_CHANNEL_PORT
     for a, b in combinations(ctx.servers, 2):
@@ -138,23 +149,32 @@ def ports(ctx: Context) -> Iterator[Finding]:
         if uses_nixl(a) and uses_nixl(b):
             ra, rb = side_channel(a, dflt), side_channel(b, dflt)
             if ra is not None and rb is not None and ra[0] <= rb[1] and rb[0] <= ra[1]:
-                yield finding("side-channel-port-collision",
-                              f"{label(a)} side channel {_range(ra)} and {label(b)} "
-                              f"{_range(rb)} overlap {where} (VLLM_NIXL_SIDE_CHANNEL_PORT "
-                              f"{label(a)}={_port_src(a, dflt)}, {label(b)}="
-                              f"{_port_src(b, dflt)}; {why})", severity=sev)
+                yield finding(
+                    "side-channel-port-collision",
+                    f"{label(a)} side channel {_range(ra)} and {label(b)} "
+                    f"{_range(rb)} overlap {where} (VLLM_NIXL_SIDE_CHANNEL_PORT "
+                    f"{label(a)}={_port_src(a, dflt)}, {label(b)}="
+                    f"{_port_src(b, dflt)}; {why})",
+                    severity=sev,
+                )
         for x, y in ((a, b), (b, a)):
             r = side_channel(x, dflt) if uses_nixl(x) else None
             if r and y.config.port is not None and r[0] <= y.config.port <= r[1]:
-                yield finding("side-channel-port-collision",
-                              f"{label(x)} side channel {_range(r)} includes the {label(y)} "
-                              f"HTTP --port {y.config.port} {where} ({why})", severity=sev)
+                yield finding(
+                    "side-channel-port-collision",
+                    f"{label(x)} side channel {_range(r)} includes the {label(y)} "
+                    f"HTTP --port {y.config.port} {where} ({why})",
+                    severity=sev,
+                )
 
 
-@rule(id="side-channel-host-loopback", severity=E,
-      title="VLLM_NIXL_SIDE_CHANNEL_HOST is loopback while P and D are on different hosts",
-      fix="set VLLM_NIXL_SIDE_CHANNEL_HOST to an address the other host can reach",
-      refs=("vllm PR #24249", "kserve#6027"))
+@rule(
+    id="side-channel-host-loopback",
+    severity=E,
+    title="VLLM_NIXL_SIDE_CHANNEL_HOST is loopback while P and D are on different hosts",
+    fix="set VLLM_NIXL_SIDE_CHANNEL_HOST to an address the other host can reach",
+    refs=("vllm PR #24249", "kserve#6027"),
+)
 def host_loopback(ctx: Context) -> Iterator[Finding]:
     seen: set[str] = set()
     for p, d in ctx.pairs():
@@ -171,13 +191,19 @@ def host_loopback(ctx: Context) -> Iterator[Finding]:
                 continue
             seen.add(label(s))
             dflt = "" if SIDE_HOST in s.config.env else " (default)"
-            ev = (f"{label(s)} and {label(other)} are on different hosts ({why}); {label(s)} "
-                  f"has {SIDE_HOST}={h}{dflt}, which it advertises to {label(other)} as the "
-                  "side-channel address")
+            ev = (
+                f"{label(s)} and {label(other)} are on different hosts ({why}); {label(s)} "
+                f"has {SIDE_HOST}={h}{dflt}, which it advertises to {label(other)} as the "
+                "side-channel address"
+            )
             if h in WILDCARD:
-                yield finding("side-channel-host-loopback", ev + f"; {h} binds every interface "
-                              "but works for the peer only if a router replaces remote_host in "
-                              "kv_transfer_params", severity=W)
+                yield finding(
+                    "side-channel-host-loopback",
+                    ev + f"; {h} binds every interface "
+                    "but works for the peer only if a router replaces remote_host in "
+                    "kv_transfer_params",
+                    severity=W,
+                )
             else:
                 yield finding("side-channel-host-loopback", ev)
 
