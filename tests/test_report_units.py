@@ -267,7 +267,7 @@ def test_report_starts_no_pd_doctor_child(monkeypatch, tmp_path):
     assert started, "the collectors start interpreters"
     for argv in started:
         assert not any(a in ("vllm_pd_doctor", "pd-doctor") or a.endswith("/pd-doctor") for a in argv), argv
-    assert g.check is not None and [s.role for s in g.sides] == ["prefill", "decode"]
+    assert g.check is not None and [s.name for s in g.servers] == ["prefill", "decode"]
 
 
 def test_write_zip_and_dir(tmp_path):

@@ -27,8 +27,8 @@ and NIXL packages (--python, default this interpreter) without importing vLLM or
 The exposure verdict comes from where the installed vLLM calls its P-side truncation helper
 (file:line). --probe also runs the in-process repro (imports vLLM in a child; seconds).
 
-Exit codes: 0 no error-level finding, 1 at least one (exposure counts), 2 bad input,
-3 could not run.
+Exit codes: 0 no error-level finding, 1 at least one (exposure counts; with --strict an
+unknown exposure too), 2 bad input, 3 could not run.
 """
 
 
@@ -57,6 +57,9 @@ def check_config(
     python: PythonOpt = None,
     probe: Annotated[bool, typer.Option(
         "--probe", help="Also run the in-process repro in the target interpreter.")] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Exit 1 when the #53514 exposure is unknown (e.g. model not resolvable)."
+    )] = False,
     list_rules: Annotated[bool, typer.Option(
         "--list-rules", help="Print the rule catalogue and exit.")] = False,
     fmt: FormatOpt = OutputFormat.table,
@@ -85,6 +88,7 @@ def check_config(
                             probe=probe, variables=variables, progress=progress,
                             warn=(lambda m: None) if quiet else hint)
         show(report, fmt)
-        return ExitCode.FOUND if report.has_error else ExitCode.OK
+        unknown = strict and report.exposure.verdict == "unknown"
+        return ExitCode.FOUND if report.has_error or unknown else ExitCode.OK
 
     run(body, debug=debug)

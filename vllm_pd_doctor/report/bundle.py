@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_pd_doctor import __version__
-from vllm_pd_doctor.checkconfig.types import CheckReport, ServeConfig
+from vllm_pd_doctor.checkconfig.types import CheckReport, Server
 from vllm_pd_doctor.formats import json as fjson
 from vllm_pd_doctor.report import collect, docs, logs, render
 from vllm_pd_doctor.report.collect import Collected, ReproRun
@@ -48,7 +48,7 @@ class Gathered:
     nixl: Collected
     ucx: Collected
     check_config: Collected
-    """value: check-config's `CheckReport` (its `sides` are the parsed launch commands)."""
+    """value: check-config's `CheckReport` (its `servers` are the parsed launch commands)."""
     repro: Collected
     """value: a `collect.ReproRun`."""
     logs: tuple[tuple[Path, Collected], ...]
@@ -60,8 +60,8 @@ class Gathered:
         return self.check_config.value if self.check_config.ok else None
 
     @property
-    def sides(self) -> tuple[ServeConfig, ...]:
-        return self.check.sides if self.check is not None else ()
+    def servers(self) -> tuple[Server, ...]:
+        return self.check.servers if self.check is not None else ()
 
 
 def _given(inputs: ReportInputs) -> tuple[tuple[str, str], ...]:
@@ -148,9 +148,11 @@ def _known_hosts(inputs: ReportInputs, g: Gathered) -> tuple[str, ...]:
     except OSError:
         pass
     texts = [text for _, text in _given(inputs)]
-    for s in g.sides:
-        texts.append(docs.command_line(s))
-        texts += [f"--host {h}" for h in (s.host, s.machine) if h]
+    for srv in g.servers:
+        texts.append(docs.command_line(srv.config))
+        texts += [f"--host {h}" for h in (srv.config.host, srv.config.machine) if h]
+        if srv.network and srv.network.startswith("host:"):
+            texts.append(f"--host {srv.network.partition(':')[2]}")
     if g.config_text is not None and g.config_text.ok:
         texts.append(g.config_text.value[0])
     texts += [
@@ -220,7 +222,8 @@ def build(
     check = g.check
     # values of secret-named variables and flags (--api-key), redacted wherever they appear
     secrets = set(secret_values(inputs.environ))
-    for s in g.sides:
+    for srv in g.servers:
+        s = srv.config
         secrets.update(secret_values(s.env))
         secrets.update(secret_values({k: v for k, v in s.values.items() if isinstance(v, str)}))
     red = Redactor(
@@ -242,13 +245,14 @@ def build(
     env_vars: list[tuple[str, str, str]] = [
         (k, red.env_value(k, v), "environment") for k, v in collect.interesting_env(inputs.environ).items()
     ]
-    for s in g.sides:
+    for srv in g.servers:
         env_vars += [
-            (k, red.env_value(k, v), f"{s.role} command") for k, v in collect.interesting_env(s.env).items()
+            (k, red.env_value(k, v), f"{red.text(srv.name)} command")
+            for k, v in collect.interesting_env(srv.config.env).items()
         ]
     commands_error = None
     if check is not None:
-        commands = docs.command_docs(g.sides, red)
+        commands = docs.command_docs(g.servers, red)
     else:
         commands = docs.given_commands(_given(inputs), red)
         if inputs.config is not None or commands:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from vllm_pd_doctor.checkconfig.types import CheckReport, ServeConfig, Severity
+from vllm_pd_doctor.checkconfig.types import CheckReport, ServeConfig, Server, Severity
 from vllm_pd_doctor.model import ReproReport
 from vllm_pd_doctor.report import render
 from vllm_pd_doctor.report.redact import Redactor
@@ -29,35 +29,37 @@ def command_line(s: ServeConfig) -> str:
     return " \\\n  ".join(" ".join(x) for x in lines if x)
 
 
-def command_docs(sides: tuple[ServeConfig, ...], red: Redactor) -> tuple[render.CommandDoc, ...]:
+def command_docs(servers: tuple[Server, ...], red: Redactor) -> tuple[render.CommandDoc, ...]:
     return tuple(
         render.CommandDoc(
-            role=s.role,
-            command=red.text(command_line(s)),
-            env=tuple((k, red.env_value(k, v)) for k, v in s.env.items()),
-            kv_transfer_config=red.obj(s.kv_transfer_config),
-            source=red.text(s.source),
-            machine=red.text(s.machine) if s.machine else None,
+            role=srv.role,
+            name=red.text(srv.name),
+            command=red.text(command_line(srv.config)),
+            env=tuple((k, red.env_value(k, v)) for k, v in srv.config.env.items()),
+            kv_transfer_config=red.obj(srv.config.kv_transfer_config),
+            source=red.text(srv.config.source),
+            machine=red.text(srv.config.machine) if srv.config.machine else None,
         )
-        for s in sides
+        for srv in servers
     )
 
 
 def given_commands(given: tuple[tuple[str, str], ...], red: Redactor) -> tuple[render.CommandDoc, ...]:
     """The commands as given, when check-config could not parse them."""
-    return tuple(render.CommandDoc(role=role, command=red.text(text)) for role, text in given)
+    return tuple(render.CommandDoc(role=role, name=role, command=red.text(text)) for role, text in given)
 
 
 def check_doc(r: CheckReport, red: Redactor) -> render.CheckDoc:
     e = r.exposure
     t = red.text
     exposure = render.ExposureDoc(
-        verdict=e.verdict,
+        verdict=str(e.verdict),
         sides=tuple(
             render.SideDoc(
                 role=s.role,
+                server=red.text(s.server or s.role),
                 connector=s.connector,
-                verdict=s.verdict,
+                verdict=str(s.verdict),
                 reasons=tuple(t(x) for x in s.reasons),
                 evidence=tuple(t(x) for x in s.evidence),
             )
@@ -197,5 +199,5 @@ def reproduction(version: str | None, commands: tuple[render.CommandDoc, ...]) -
         )
     ]
     for c in commands:
-        out.append((f"The {c.role} instance as launched", c.command))
+        out.append((f"The {c.name or c.role} instance as launched", c.command))
     return tuple(out)

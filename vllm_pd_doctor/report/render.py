@@ -31,11 +31,12 @@ class CommandDoc:
 
     role: str
     command: str
-    """The command rebuilt from the parsed arguments: env assignments, `vllm serve`, argv."""
+    """The command rebuilt from the parsed arguments (env assignments, `vllm serve`, argv), or
+    the text as given when check-config could not parse it (see `ReportDoc.commands_error`)."""
+    name: str = ""
+    """The server's name in the input (`prefill`, `decode-1`, `pod vllm-prefill`, ...)."""
     env: tuple[tuple[str, str], ...] = ()
     kv_transfer_config: Any = None
-    parse_error: str | None = None
-    """Why check-config could not parse it (then `command` is the text as given)."""
     source: str = "command line"
     machine: str | None = None
 
@@ -71,6 +72,8 @@ class SideDoc:
     connector: str | None
     verdict: str
     reasons: tuple[str, ...] = ()
+    server: str = ""
+    """The server's name (`prefill`, `decode-1`, ...)."""
     evidence: tuple[str, ...] = ()
 
 
@@ -264,7 +267,7 @@ def _check_md(doc: ReportDoc) -> list[str]:
     p.append(f"Exposure to #53514: **{exp.verdict}**\n\n")
     for side in exp.sides:
         p.append(
-            f"- {side.role} ({side.connector or '-'}): **{side.verdict}**"
+            f"- {side.server or side.role} ({side.connector or '-'}): **{side.verdict}**"
             + (f"; {'; '.join(side.reasons)}" if side.reasons else "")
             + "\n"
         )
@@ -302,10 +305,9 @@ def _commands_md(doc: ReportDoc) -> list[str]:
         return p
     for c in doc.commands:
         on = f" (on `{c.machine}`)" if c.machine else ""
-        p.append(f"{c.role.capitalize()}{on}:\n\n")
+        who = c.role.capitalize() if c.name in ("", c.role) else f"{c.name} ({c.role})"
+        p.append(f"{who}{on}:\n\n")
         p.append(_fence(c.command, "bash"))
-        if c.parse_error:
-            p.append(f"\n(not parsed: {c.parse_error})\n")
         if c.kv_transfer_config is None:
             p.append(f"\nkv-transfer-config ({c.role}): not set on this command line\n\n")
         else:
