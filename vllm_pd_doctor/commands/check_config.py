@@ -18,7 +18,7 @@ from vllm_pd_doctor.commands._common import (
     stdout_color,
     stdout_width,
 )
-from vllm_pd_doctor.errors import ExitCode
+from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.formats import table as ftable
 
@@ -80,6 +80,10 @@ def check_config(
             return ExitCode.OK
         from vllm_pd_doctor.checkconfig import core
 
+        if not any((prefill_cmd, decode_cmd, config, model, python, probe)):
+            raise BadInput("nothing to check",
+                           hint="give --prefill-cmd/--decode-cmd, --config FILE, --model DIR "
+                                "or --python (see --help)")
         report = core.check(prefill_cmd=prefill_cmd, decode_cmd=decode_cmd, config=config,
                             model=model, python=str(python) if python is not None else None,
                             probe=probe, progress=progress,

