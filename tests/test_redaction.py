@@ -246,7 +246,8 @@ def test_free_text_log_leaks_nothing_and_counts_by_kind() -> None:
         assert s.get(kind, 0) >= 1, (kind, s)
     # what a bug report needs survives
     for keep in ("assert num_new_tokens > 0", "EngineCore encountered a fatal error",
-                 "scheduler.py\", line 967", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                 "scheduler.py\", line 967",
+                 "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
                  "vLLM API server version 0.28.0", "[core.py:711]", "/usr/lib/python3.11/site-packages"):
         assert keep in out, keep
 

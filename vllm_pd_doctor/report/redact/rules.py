@@ -19,8 +19,8 @@ Decisions (tested in tests/test_redaction.py):
 from __future__ import annotations
 
 import math
-from collections import Counter
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
