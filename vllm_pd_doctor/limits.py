@@ -23,6 +23,8 @@ MAX_CONFIG_BYTES = 5 * 1024 * 1024
 """Largest launch config / model config.json read (a real one is a few kB)."""
 MAX_LOG_BYTES = 256 * 1024 * 1024
 """Largest log read for a report (the bundle keeps a capped part of it)."""
+ANY_SIZE = 1 << 62
+"""For check_input_file: no size limit (the reader itself reads a bounded part, e.g. logs)."""
 MAX_YAML_ALIASES = 1000
 """Alias uses allowed in one YAML stream (a launch config uses a handful, if any)."""
 MAX_YAML_NODES = 200_000
@@ -41,12 +43,13 @@ def _what_it_is(mode: int) -> str:
 
 
 def read_bounded(path: str | os.PathLike[str], max_bytes: int, what: str, *,
-                 truncate: bool = False) -> tuple[bytes, int]:
+                 truncate: bool = False, size_limit: int | None = None) -> tuple[bytes, int]:
     """Read a regular file, at most `max_bytes` of it; return (data, size on disk).
 
     Devices, FIFOs, sockets and directories are refused without blocking (the file is opened
     with O_NONBLOCK and checked with fstat before any read); a missing or unreadable file is
-    refused too. Larger files are refused, or cut at `max_bytes` with `truncate=True`. Every
+    refused too. Files larger than `max_bytes` (or `size_limit`, when only checking with
+    max_bytes=0) are refused, or cut at `max_bytes` with `truncate=True`. Every
     refusal is a BadInput naming `what` (e.g. "--log app.log").
     """
     p = os.fspath(path)
@@ -59,16 +62,25 @@ def read_bounded(path: str | os.PathLike[str], max_bytes: int, what: str, *,
         raise BadInput(f"{what}: is a directory, not a file") from None
     except PermissionError:
         raise BadInput(f"{what}: permission denied (not readable)") from None
-    except OSError as exc:
+    except OSError as exc:  # e.g. ENXIO for a socket: say what it is
+        try:
+            mode = os.stat(p).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise BadInput(f"{what}: is {_what_it_is(mode)}, not a regular file",
+                           hint="give a file saved on disk (copy a stream to a file first)"
+                           ) from None
         raise BadInput(f"{what}: cannot be opened ({exc.strerror or exc})") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise BadInput(f"{what}: is {_what_it_is(st.st_mode)}, not a regular file",
                            hint="give a file saved on disk (copy a stream to a file first)")
-        if st.st_size > max_bytes and not truncate:
+        cap = max(max_bytes, size_limit or 0)
+        if st.st_size > cap and not truncate:
             raise BadInput(f"{what}: {st.st_size / 1e6:.1f} MB is more than the "
-                           f"{max_bytes / 1e6:.0f} MB pd-doctor reads",
+                           f"{cap / 1e6:.0f} MB pd-doctor reads",
                            hint="cut the file down to the part that matters")
         os.set_blocking(fd, True)
         chunks: list[bytes] = []
@@ -225,6 +237,32 @@ def load_yaml_documents(text: str, label: str, *, max_bytes: int = MAX_CONFIG_BY
     finally:
         loader.dispose()
     return docs
+
+
+def check_yaml_bounds(text: str, label: str, *, max_aliases: int = MAX_YAML_ALIASES,
+                      max_nodes: int = MAX_YAML_NODES) -> None:
+    """Refuse an alias bomb before a YAML parser that has no bounds sees the text; syntax
+    errors are left to that parser (the text may be a plain-text config, not YAML)."""
+    if "*" not in text:
+        return  # no alias use, nothing can expand
+    try:
+        load_yaml_documents(text, label, max_bytes=len(text) + 1, max_aliases=max_aliases,
+                            max_nodes=max_nodes)
+    except BadInput as exc:
+        if "YAML aliases" in exc.message or "YAML nodes" in exc.message or \
+                "nested too deeply" in exc.message:
+            raise
+
+
+def check_input_file(path: str | os.PathLike[str], what: str, *, max_bytes: int | None = None,
+                     yaml_text: bool = False) -> None:
+    """Check a user's input file before anything reads it: it exists, is a regular file
+    (not a device, FIFO, socket or directory), is not larger than `max_bytes`; with
+    `yaml_text`, it is UTF-8 and no YAML alias bomb. BadInput (exit 2) otherwise."""
+    limit = max_bytes if max_bytes is not None else MAX_LOG_BYTES
+    data, _size = read_bounded(path, limit if yaml_text else 0, what, size_limit=limit)
+    if yaml_text:
+        check_yaml_bounds(decode_utf8(data, what), what)
 
 
 def load_yaml(text: str, label: str, **kwargs: Any) -> Any:
