@@ -235,8 +235,7 @@ def test_no_vllm_python_and_unreadable_logs_degrade(cli, tmp_path):
     out = tmp_path / "bundle"
     empty = tmp_path / "bin"
     empty.mkdir()
-    proc = cli("report", "--python", sys.executable, "-o", str(out), "--log", str(tmp_path),
-               "--log", str(tmp_path / "missing.log"), "--quiet",
+    proc = cli("report", "--python", sys.executable, "-o", str(out), "--quiet",
                env={"PATH": f"{empty}{os.pathsep}{Path(sys.executable).parent}"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(out)
@@ -246,7 +245,7 @@ def test_no_vllm_python_and_unreadable_logs_degrade(cli, tmp_path):
     assert md.count("could not collect: ") >= 5
     doc = json.loads((out / "report.json").read_text())
     assert doc["repro"]["collected"] is False
-    assert [lg["ok"] for lg in doc["logs"]] == [False, False]
+    # a missing or non-regular --log is bad input now (exit 2, issue 12): tests/test_hostile.py
 
 
 @pytest.mark.parametrize(

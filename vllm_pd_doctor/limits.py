@@ -109,7 +109,7 @@ def read_text_bounded(path: str | os.PathLike[str], max_bytes: int, what: str) -
 
 def decode_utf8(data: bytes, what: str) -> str:
     if data.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(data) > 1 and b"\x00" in data[:64]):
-        raise BadInput(f"{what}: is UTF-16 or binary, not UTF-8 text",
+        raise BadInput(f"{what}: binary or UTF-16 file, neither text nor YAML/JSON in UTF-8",
                        hint="save it as UTF-8 (e.g. `iconv -f UTF-16 -t UTF-8`)")
     try:
         return data.decode("utf-8-sig")

@@ -84,7 +84,8 @@ def check_config(
         if config is not None:  # exists, regular, bounded, UTF-8, no alias bomb
             limits.check_input_file(config, f"--config {config}",
                                     max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True)
-        if not any((prefill_cmd, decode_cmd, config, model, python, probe)):
+        if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model,
+                                                      python)):
             raise BadInput("nothing to check",
                            hint="give --prefill-cmd/--decode-cmd, --config FILE, --model DIR "
                                 "or --python (see --help)")
