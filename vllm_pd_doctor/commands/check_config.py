@@ -48,12 +48,16 @@ def check_config(
     decode_cmd: Annotated[str | None, typer.Option(
         "--decode-cmd", help="The decode engine's launch command.", show_default=False)] = None,
     config: Annotated[Path | None, typer.Option(
-        "--config", help="File with the commands: text (one per role) or YAML/JSON with "
-                         "prefill:/decode: entries carrying args and env.",
+        "--config", help="File with the deployment: a shell script or text with the launch "
+                         "commands, YAML/JSON with prefill:/decode: entries, Kubernetes "
+                         "manifests (Dynamo, llm-d, kthena ...) or docker compose.",
         show_default=False)] = None,
     model: Annotated[Path | None, typer.Option(
         "--model", help="Local model directory or its config.json (hybrid or not).",
         show_default=False)] = None,
+    set_vars: Annotated[list[str] | None, typer.Option(
+        "--set", help="VAR=VALUE for a shell variable the config file uses but does not set "
+                      "(repeatable).", show_default=False)] = None,
     python: PythonOpt = None,
     probe: Annotated[bool, typer.Option(
         "--probe", help="Also run the in-process repro in the target interpreter.")] = False,
@@ -89,9 +93,15 @@ def check_config(
             raise BadInput("nothing to check",
                            hint="give --prefill-cmd/--decode-cmd, --config FILE, --model DIR "
                                 "or --python (see --help)")
+        variables: dict[str, str] = {}
+        for item in set_vars or []:
+            k, eq, v = item.partition("=")
+            if not eq or not k.strip():
+                raise BadInput(f"--set {item}: expected VAR=VALUE")
+            variables[k.strip()] = v
         report = core.check(prefill_cmd=prefill_cmd, decode_cmd=decode_cmd, config=config,
                             model=model, python=str(python) if python is not None else None,
-                            probe=probe, progress=progress,
+                            probe=probe, variables=variables, progress=progress,
                             warn=(lambda m: None) if quiet else hint)
         if fmt is OutputFormat.json:
             out(render.to_json(report))
