@@ -17,7 +17,6 @@ from vllm_pd_doctor.checkconfig.types import (
     NixlInfo,
     ProbeResult,
     ServeConfig,
-    Severity,
     VllmSource,
 )
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
@@ -149,11 +148,4 @@ def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> 
                        detail="; ".join(parts))
 
 
-def severity_counts(report: CheckReport) -> dict[str, int]:
-    out = {s.value: 0 for s in Severity}
-    for f in report.findings:
-        out[f.severity.value] += 1
-    return out
-
-
-__all__ = ["VllmSource", "check", "severity_counts"]
+__all__ = ["VllmSource", "check"]

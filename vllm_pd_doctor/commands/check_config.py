@@ -13,15 +13,12 @@ from vllm_pd_doctor.commands._common import (
     FormatOpt,
     PythonOpt,
     hint,
-    out,
     progress_printer,
     run,
-    stdout_color,
-    stdout_width,
+    show,
 )
 from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.formats import table as ftable
 
 HELP = """Check a P/D launch (prefill + decode commands) for vLLM #53514 and known P/D pitfalls.
 
@@ -70,18 +67,11 @@ def check_config(
     progress = progress_printer(not quiet)
 
     def body() -> int:
-        from vllm_pd_doctor.checkconfig import render
-
         if list_rules:
-            if fmt is OutputFormat.json:
-                import json
+            from vllm_pd_doctor.checkconfig.rules import RULES
+            from vllm_pd_doctor.checkconfig.types import RuleCatalogue
 
-                out(json.dumps(render.rules_obj(), indent=2) + "\n")
-            elif fmt is OutputFormat.markdown:
-                out(render.rules_markdown())
-            else:
-                out(ftable.render(render.rules_table(), width=stdout_width(),
-                                  color=stdout_color()))
+            show(RuleCatalogue(RULES), fmt)
             return ExitCode.OK
         from vllm_pd_doctor.checkconfig import core
 
@@ -103,12 +93,7 @@ def check_config(
                             model=model, python=str(python) if python is not None else None,
                             probe=probe, variables=variables, progress=progress,
                             warn=(lambda m: None) if quiet else hint)
-        if fmt is OutputFormat.json:
-            out(render.to_json(report))
-        elif fmt is OutputFormat.markdown:
-            out(render.markdown(report))
-        else:
-            out(ftable.render(render.table(report), width=stdout_width(), color=stdout_color()))
+        show(report, fmt)
         return ExitCode.FOUND if report.has_error else ExitCode.OK
 
     run(body, debug=debug)
