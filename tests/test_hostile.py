@@ -31,10 +31,17 @@ CPU_S = 5.0
 MEM_MB = 500
 WALL_S = 60.0
 
-BOMB = "\n".join(
-    [f"{a}: &{a} [" + ",".join(['"lol"'] * 9) + "]" if a == "a" else
-     f"{a}: &{a} [" + ",".join([f"*{p}"] * 9) + "]"
-     for p, a in zip("_abcdefgh", "abcdefghi", strict=True)]) + "\n"
+BOMB = (
+    "\n".join(
+        [
+            f"{a}: &{a} [" + ",".join(['"lol"'] * 9) + "]"
+            if a == "a"
+            else f"{a}: &{a} [" + ",".join([f"*{p}"] * 9) + "]"
+            for p, a in zip("_abcdefgh", "abcdefghi", strict=True)
+        ]
+    )
+    + "\n"
+)
 """The classic billion-laughs YAML (9 levels of 9 aliases: 387 million strings expanded)."""
 
 
@@ -48,16 +55,20 @@ class Bounded:
     wall_s: float
 
 
-def run_bounded(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None
-                ) -> Bounded:
+def run_bounded(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Bounded:
     """Run `pd-doctor ARGS` as a user would, enforcing the memory and hang bounds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "vllm_pd_doctor", *args], stdout=out,
-                                stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
-                                env={**os.environ, "COLUMNS": "120", "NO_COLOR": "1", **(env or {})},
-                                cwd=cwd)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vllm_pd_doctor", *args],
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "COLUMNS": "120", "NO_COLOR": "1", **(env or {})},
+            cwd=cwd,
+        )
         peak = 0.0
         try:
             me = psutil.Process(proc.pid)
@@ -84,10 +95,14 @@ def run_bounded(*args: str, env: dict[str, str] | None = None, cwd: Path | None 
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         out.seek(0)
         err.seek(0)
-        return Bounded(proc.returncode, out.read().decode(errors="replace"),
-                       err.read().decode(errors="replace"),
-                       (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-                       peak, wall)
+        return Bounded(
+            proc.returncode,
+            out.read().decode(errors="replace"),
+            err.read().decode(errors="replace"),
+            (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+            peak,
+            wall,
+        )
 
 
 def assert_bad_input(res: Bounded, *needles: str) -> None:
@@ -127,9 +142,10 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name, enc in (("utf16_model", "utf-16"), ("latin_model", "latin-1")):
         m = d / name
         m.mkdir()
-        (m / "config.json").write_text(json.dumps({"layer_types": ["attention", "mamba"],
-                                                   "name": "modèle"}, ensure_ascii=False),
-                                       encoding=enc)
+        (m / "config.json").write_text(
+            json.dumps({"layer_types": ["attention", "mamba"], "name": "modèle"}, ensure_ascii=False),
+            encoding=enc,
+        )
         files[name] = m
     files["bin_model"] = d / "bin_model"
     files["bin_model"].mkdir()
@@ -139,6 +155,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 # --- the library functions themselves ---------------------------------------------------------
+
 
 def test_alias_bomb_refused_fast() -> None:
     t0 = time.process_time()
@@ -150,10 +167,14 @@ def test_alias_bomb_refused_fast() -> None:
 
 
 def test_read_bounded_refuses_specials(hostile: dict[str, Path]) -> None:
-    for path, what in ((Path("/dev/zero"), "character device"), (hostile["fifo"], "FIFO"),
-                       (hostile["sock"], "socket"), (hostile["dir"], "directory"),
-                       (hostile["zero_link"], "character device"),
-                       (hostile["dir"] / "missing", "no such file")):
+    for path, what in (
+        (Path("/dev/zero"), "character device"),
+        (hostile["fifo"], "FIFO"),
+        (hostile["sock"], "socket"),
+        (hostile["dir"], "directory"),
+        (hostile["zero_link"], "character device"),
+        (hostile["dir"] / "missing", "no such file"),
+    ):
         t0 = time.monotonic()
         with pytest.raises(BadInput, match=what):
             limits.read_bounded(path, 1000, f"--log {path}")
@@ -190,8 +211,7 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("log socket", ["report", "--no-repro", "--log", "{sock}", "-o", "{out}"], ("socket",)),
     ("log dir", ["report", "--no-repro", "--log", "{dir}", "-o", "{out}"], ("directory",)),
     ("log missing", ["report", "--no-repro", "--log", "{dir}/nope.log", "-o", "{out}"], ("no such",)),
-    ("log symlink to device", ["report", "--no-repro", "--log", "{zero_link}", "-o", "{out}"],
-     ("device",)),
+    ("log symlink to device", ["report", "--no-repro", "--log", "{zero_link}", "-o", "{out}"], ("device",)),
     ("repro timeout nan", ["repro", "--timeout", "nan"], ("--timeout", "finite")),
     ("repro timeout inf", ["repro", "--timeout", "inf"], ("--timeout", "finite")),
     ("repro timeout 1e309", ["repro", "--timeout", "1e309"], ("--timeout",)),
@@ -209,19 +229,20 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("check-config nothing", ["check-config"], ("nothing to check",)),
     ("python /dev/zero", ["repro", "--python", "/dev/zero"], ("--python",)),
     ("python fifo", ["repro", "--python", "{fifo}"], ("--python",)),
-    ("python dir", ["check-config", "--python", "{dir}", "--prefill-cmd", "vllm serve m"],
-     ("--python",)),
+    ("python dir", ["check-config", "--python", "{dir}", "--prefill-cmd", "vllm serve m"], ("--python",)),
     ("envs rm traversal", ["envs", "rm", "../x"], ("no environment",)),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_hostile_cli_case(case: tuple[str, list[str], tuple[str, ...]], hostile: dict[str, Path],
-                          tmp_path: Path) -> None:
+def test_hostile_cli_case(
+    case: tuple[str, list[str], tuple[str, ...]], hostile: dict[str, Path], tmp_path: Path
+) -> None:
     _name, args, needles = case
     fmt = {k: str(v) for k, v in hostile.items()} | {"out": str(tmp_path / "bundle")}
-    res = run_bounded(*(a.format(**fmt) for a in args), cwd=tmp_path,
-                      env={"PD_DOCTOR_HOME": str(tmp_path / "home")})
+    res = run_bounded(
+        *(a.format(**fmt) for a in args), cwd=tmp_path, env={"PD_DOCTOR_HOME": str(tmp_path / "home")}
+    )
     assert_bad_input(res, *needles)
     assert not (tmp_path / "bundle").exists()
 
@@ -233,12 +254,12 @@ def test_report_output_symlinks_and_existing_files(tmp_path: Path) -> None:
     os.symlink(victim, link)
     assert_bad_input(run_bounded("report", "--no-repro", "-o", str(link), cwd=tmp_path), "symlink")
     os.symlink(victim, tmp_path / "b.zip.part")
-    assert_bad_input(run_bounded("report", "--no-repro", "-o", str(tmp_path / "b.zip"),
-                                 cwd=tmp_path), "symlink")
+    assert_bad_input(
+        run_bounded("report", "--no-repro", "-o", str(tmp_path / "b.zip"), cwd=tmp_path), "symlink"
+    )
     existing = tmp_path / "old.zip"
     existing.write_bytes(b"PK old")
-    assert_bad_input(run_bounded("report", "--no-repro", "-o", str(existing), cwd=tmp_path),
-                     "exists")
+    assert_bad_input(run_bounded("report", "--no-repro", "-o", str(existing), cwd=tmp_path), "exists")
     assert victim.read_text() == "keep me" and existing.read_bytes() == b"PK old"
 
 
@@ -261,8 +282,9 @@ def test_sparse_huge_log_is_read_within_bounds(tmp_path: Path) -> None:
     with open(big, "wb") as f:
         f.write(b"ERROR boom\n")
         f.truncate(2 * 1024**3)  # 2 GB, sparse
-    res = run_bounded("report", "--no-repro", "-q", "--log", str(big), "-o",
-                      str(tmp_path / "b.zip"), cwd=tmp_path)
+    res = run_bounded(
+        "report", "--no-repro", "-q", "--log", str(big), "-o", str(tmp_path / "b.zip"), cwd=tmp_path
+    )
     assert res.returncode in (0, 1), res.stderr
     assert "Traceback" not in res.stderr
     assert res.peak_mb < MEM_MB

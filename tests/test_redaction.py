@@ -48,14 +48,18 @@ def b64(n: int) -> str:
 def _jwt() -> str:
     def part(d: dict[str, object]) -> str:
         return base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")
-    return f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part({'sub': rnd(12), 'iat': 1700000000})}." \
-           f"{rnd(43, ALNUM + '-_')}"
+
+    return (
+        f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part({'sub': rnd(12), 'iat': 1700000000})}."
+        f"{rnd(43, ALNUM + '-_')}"
+    )
 
 
 def _pem(kind: str) -> tuple[str, list[str]]:
     body = [b64(48) for _ in range(6)] + [b64(20)]
-    return (f"-----BEGIN {kind}PRIVATE KEY-----\n" + "\n".join(body) +
-            f"\n-----END {kind}PRIVATE KEY-----"), body
+    return (
+        f"-----BEGIN {kind}PRIVATE KEY-----\n" + "\n".join(body) + f"\n-----END {kind}PRIVATE KEY-----"
+    ), body
 
 
 RSA, RSA_BODY = _pem("RSA ")
@@ -133,6 +137,7 @@ def _leak_key(pid: str) -> str:
 
 # --- where each value is planted ---------------------------------------------------------------
 
+
 def planted_env() -> dict[str, str]:
     return {
         "AWS_ACCESS_KEY_ID": P["aws_key_id"],
@@ -151,29 +156,32 @@ def planted_env() -> dict[str, str]:
 
 def planted_command(role: str) -> str:
     host = P["fqdn_host"] if role == "prefill" else P["short_host"]
-    return (f"HF_TOKEN={P['hf_token']} VLLM_NIXL_SIDE_CHANNEL_HOST={host} vllm serve "
-            f"{P['other_home']}/models/qwen --host {P['short_host']} --port 8100 "
-            f"--api-key {P['cli_api_key']} --kv-transfer-config "
-            "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'")
+    return (
+        f"HF_TOKEN={P['hf_token']} VLLM_NIXL_SIDE_CHANNEL_HOST={host} vllm serve "
+        f"{P['other_home']}/models/qwen --host {P['short_host']} --port 8100 "
+        f"--api-key {P['cli_api_key']} --kv-transfer-config "
+        '\'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\''
+    )
 
 
 def planted_config() -> str:
     return (
         "# launch config\n"
         "prefill:\n"
-        f"  args: \"vllm serve {P['mac_home']}/m --host {P['odd_tld_host']} --port 8100\"\n"
+        f'  args: "vllm serve {P["mac_home"]}/m --host {P["odd_tld_host"]} --port 8100"\n'
         "  env:\n"
-        f"    REDIS_URL: \"redis://:{P['redis_empty_user_pass']}@{P['xyz_host']}:6379/0\"\n"
+        f'    REDIS_URL: "redis://:{P["redis_empty_user_pass"]}@{P["xyz_host"]}:6379/0"\n'
         f"    password: {P['yaml_password']}\n"
         "decode:\n"
-        f"  args: \"vllm serve /m --host {P['short_host']} --kv-ip {P['ipv6']} --port 8200\"\n")
+        f'  args: "vllm serve /m --host {P["short_host"]} --kv-ip {P["ipv6"]} --port 8200"\n'
+    )
 
 
 def planted_log() -> str:
     lines = [
         "INFO 11-30 22:31:39 [api_server.py:1] vLLM API server version 0.28.0",
         f"INFO 11-30 22:31:40 [core.py:90] connecting to {P['log_name_host']} ({P['ipv4_public']})",
-        f"DEBUG aws_secret_access_key = \"{P['aws_secret']}\" id {P['aws_key_id']}",
+        f'DEBUG aws_secret_access_key = "{P["aws_secret"]}" id {P["aws_key_id"]}',
         f"WARNING DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={P['azure_account_key']};"
         "EndpointSuffix=core.windows.net",
         f"blob https://acme.blob.core.windows.net/c/x?sv=2022-11-02&sig={P['azure_sas_sig']}",
@@ -197,18 +205,28 @@ def planted_log() -> str:
         f"short name {P['short_host']} and {P['xyz_host']} and {P['odd_tld_host']}",
         "ERROR 11-30 22:31:41 [core.py:711] EngineCore encountered a fatal error.",
         "Traceback (most recent call last):",
-        "  File \"/usr/lib/python3.11/site-packages/vllm/v1/core/sched/scheduler.py\", line 967",
+        '  File "/usr/lib/python3.11/site-packages/vllm/v1/core/sched/scheduler.py", line 967',
         "AssertionError: assert num_new_tokens > 0",
         "block hash 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 kept",
-        "Loading key:", *RSA.split("\n"), "again:", *OPENSSH.split("\n"),
+        "Loading key:",
+        *RSA.split("\n"),
+        "again:",
+        *OPENSSH.split("\n"),
     ]
     return "\n".join(lines) + "\n"
 
 
 def planted_json_config() -> str:
-    return json.dumps({"kv_connector": "NixlConnector", "enable_auth": True,
-                       "ssl_key": EC, "api_key": P["cli_api_key"],
-                       "endpoint": f"http://{P['fqdn_host']}:8000"}, indent=2)
+    return json.dumps(
+        {
+            "kv_connector": "NixlConnector",
+            "enable_auth": True,
+            "ssl_key": EC,
+            "api_key": P["cli_api_key"],
+            "endpoint": f"http://{P['fqdn_host']}:8000",
+        },
+        indent=2,
+    )
 
 
 def context(texts: list[str], *, home: str = "/home/alice") -> RedactionContext:
@@ -217,8 +235,7 @@ def context(texts: list[str], *, home: str = "/home/alice") -> RedactionContext:
         hosts |= hosts_in(t)
     env = planted_env()
     hosts |= hosts_in("\n".join(f"{k}={v}" for k, v in env.items()))
-    return RedactionContext(home=home, hosts=tuple(sorted(hosts)), secrets=secret_values(env),
-                            extra=(EXTRA,))
+    return RedactionContext(home=home, hosts=tuple(sorted(hosts)), secrets=secret_values(env), extra=(EXTRA,))
 
 
 def leaks(text: str) -> list[str]:
@@ -240,15 +257,37 @@ def test_free_text_log_leaks_nothing_and_counts_by_kind() -> None:
     for body in (RSA_BODY, OPENSSH_BODY):
         assert not any(line in out for line in body)
     s = red.summary()
-    for kind in ("private_key", "aws_access_key", "azure_key", "gcp_key", "github_token",
-                 "gitlab_token", "slack_token", "stripe_key", "openai_key", "jwt", "authorization",
-                 "url_credentials", "high_entropy", "host", "ip", "user", "email", "extra"):
+    for kind in (
+        "private_key",
+        "aws_access_key",
+        "azure_key",
+        "gcp_key",
+        "github_token",
+        "gitlab_token",
+        "slack_token",
+        "stripe_key",
+        "openai_key",
+        "jwt",
+        "authorization",
+        "url_credentials",
+        "high_entropy",
+        "host",
+        "ip",
+        "user",
+        "email",
+        "extra",
+    ):
         assert s.get(kind, 0) >= 1, (kind, s)
     # what a bug report needs survives
-    for keep in ("assert num_new_tokens > 0", "EngineCore encountered a fatal error",
-                 "scheduler.py\", line 967",
-                 "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-                 "vLLM API server version 0.28.0", "[core.py:711]", "/usr/lib/python3.11/site-packages"):
+    for keep in (
+        "assert num_new_tokens > 0",
+        "EngineCore encountered a fatal error",
+        'scheduler.py", line 967',
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "vLLM API server version 0.28.0",
+        "[core.py:711]",
+        "/usr/lib/python3.11/site-packages",
+    ):
         assert keep in out, keep
 
 
@@ -296,27 +335,46 @@ def test_file_names_are_redacted_and_safe() -> None:
     assert P["log_name_host"] not in name and name.endswith(".log")
     assert all(c.isalnum() or c in "._-" for c in name), name
     assert P["short_host"] not in Redactor(context([planted_command("decode")])).file_name(
-        f"decode-{P['short_host']}.log")
+        f"decode-{P['short_host']}.log"
+    )
 
 
 def test_ordinary_text_is_left_alone() -> None:
     red = Redactor(RedactionContext(home="/home/alice"))
-    text = ("max_num_batched_tokens=8192 token budget 256 --max-tokens 16 ENABLE_AUTH=true "
-            "vllm.v1.core.sched.scheduler torch.bfloat16 config.json model.safetensors.index.json "
-            "Qwen/Qwen3-Next-80B-A3B-Instruct ibm-granite/granite-4.0-h-tiny 0.28.0+cpu "
-            "request cmpl-3f2a9c1e-0-1a2b uuid 123e4567-e89b-12d3-a456-426614174000 "
-            "NixlConnectorScheduler.get_num_new_matched_tokens e.g. 127.0.0.1 ::1 localhost "
-            "https://github.com/vllm-project/vllm/issues/53514 KVConnectorBase_V1")
+    text = (
+        "max_num_batched_tokens=8192 token budget 256 --max-tokens 16 ENABLE_AUTH=true "
+        "vllm.v1.core.sched.scheduler torch.bfloat16 config.json model.safetensors.index.json "
+        "Qwen/Qwen3-Next-80B-A3B-Instruct ibm-granite/granite-4.0-h-tiny 0.28.0+cpu "
+        "request cmpl-3f2a9c1e-0-1a2b uuid 123e4567-e89b-12d3-a456-426614174000 "
+        "NixlConnectorScheduler.get_num_new_matched_tokens e.g. 127.0.0.1 ::1 localhost "
+        "https://github.com/vllm-project/vllm/issues/53514 KVConnectorBase_V1"
+    )
     assert red.text(text) == text
     assert red.summary() == {}
 
 
 def test_secret_names() -> None:
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "VLLM_API_KEY",
-                 "DB_PASSWORD", "client_secret", "--api-key", "auth_token", "SENTRY_DSN"):
+    for name in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "HF_TOKEN",
+        "VLLM_API_KEY",
+        "DB_PASSWORD",
+        "client_secret",
+        "--api-key",
+        "auth_token",
+        "SENTRY_DSN",
+    ):
         assert is_secret_name(name), name
-    for name in ("max_num_batched_tokens", "tokenizer", "--max-tokens", "UCX_TLS", "BYPASS",
-                 "num_new_tokens", "VLLM_HOST_IP"):
+    for name in (
+        "max_num_batched_tokens",
+        "tokenizer",
+        "--max-tokens",
+        "UCX_TLS",
+        "BYPASS",
+        "num_new_tokens",
+        "VLLM_HOST_IP",
+    ):
         assert not is_secret_name(name), name
 
 
@@ -376,14 +434,35 @@ def test_report_bundle_leaks_no_planted_value(tmp_path: Path, form: str) -> None
     cfg.write_text(planted_config(), encoding="utf-8")
     dest = tmp_path / ("bundle.zip" if form == "zip" else "bundle")
     env = {**os.environ, **planted_env(), "COLUMNS": "120", "NO_COLOR": "1"}
-    for args in (["--config", str(cfg)],
-                 ["--prefill-cmd", planted_command("prefill"), "--decode-cmd", planted_command("decode")]):
+    for args in (
+        ["--config", str(cfg)],
+        ["--prefill-cmd", planted_command("prefill"), "--decode-cmd", planted_command("decode")],
+    ):
         if dest.exists():
             dest.unlink() if dest.is_file() else __import__("shutil").rmtree(dest)
-        proc = subprocess.run([sys.executable, "-m", "vllm_pd_doctor", "report", "--no-repro", "-q",
-                               "--timeout", "60", *args, "--log", str(log), "-o", str(dest)],
-                              capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "vllm_pd_doctor",
+                "report",
+                "--no-repro",
+                "-q",
+                "--timeout",
+                "60",
+                *args,
+                "--log",
+                str(log),
+                "-o",
+                str(dest),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+        )
         assert proc.returncode in (0, 1), proc.stderr
         found: dict[str, list[str]] = {}
         for name, text in _all_output(dest).items():

@@ -54,17 +54,24 @@ def _left(recorded: list[psutil.Process], timeout: float = 15.0) -> list[str]:
     return _cmdlines(alive)
 
 
-def _interrupt(args: list[str], sig: int, ready: Callable[[list[str]], bool], tmp: Path,
-               *, timeout: float = 300.0) -> tuple[int, str, list[psutil.Process]]:
+def _interrupt(
+    args: list[str], sig: int, ready: Callable[[list[str]], bool], tmp: Path, *, timeout: float = 300.0
+) -> tuple[int, str, list[psutil.Process]]:
     """Start `pd-doctor ARGS`, wait until `ready(descendant cmdlines)`, send `sig`."""
     tmpdir = tmp / "tmp"
     tmpdir.mkdir(exist_ok=True)
     env = {**os.environ, "TMPDIR": str(tmpdir), "COLUMNS": "120", "NO_COLOR": "1"}
     err_path = tmp / "stderr.txt"
     with open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "vllm_pd_doctor", *args],
-                                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
-                                env=env, cwd=tmp, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vllm_pd_doctor", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=tmp,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + timeout
             recorded: list[psutil.Process] = []
@@ -86,8 +93,7 @@ def _interrupt(args: list[str], sig: int, ready: Callable[[list[str]], bool], tm
     return rc, err_path.read_text(errors="replace"), recorded
 
 
-def _assert_clean(rc: int, sig: int, stderr: str, recorded: list[psutil.Process],
-                  tmp: Path) -> None:
+def _assert_clean(rc: int, sig: int, stderr: str, recorded: list[psutil.Process], tmp: Path) -> None:
     assert rc == CODES[sig], (rc, stderr[-3000:])
     assert "Traceback" not in stderr, stderr
     left = _left(recorded)
@@ -113,11 +119,15 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT],
-                         ids=["TERM", "HUP", "INT"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=["TERM", "HUP", "INT"])
 def test_policy_stops_groups_setsid_children_and_temp_dirs(sig: int, tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", _SCRIPT], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "TMPDIR": str(tmp_path)}, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SCRIPT],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        cwd=ROOT,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline().split()
     tmpdir = Path(line[1])
@@ -163,6 +173,7 @@ def test_a_signal_while_starting_is_held_until_registered() -> None:
 
 # --- the real commands ----------------------------------------------------------------------------
 
+
 def _harness_running(cmds: list[str]) -> bool:
     return any("vllm_pd_doctor_target" in c for c in cmds)
 
@@ -172,10 +183,16 @@ def _anything_running(cmds: list[str]) -> bool:
 
 
 @pytest.mark.vllm
-@pytest.mark.parametrize(("sig", "moment"), [
-    (signal.SIGTERM, "harness"), (signal.SIGHUP, "harness"), (signal.SIGINT, "harness"),
-    (signal.SIGTERM, "probe"),
-], ids=["TERM-harness", "HUP-harness", "INT-harness", "TERM-probe"])
+@pytest.mark.parametrize(
+    ("sig", "moment"),
+    [
+        (signal.SIGTERM, "harness"),
+        (signal.SIGHUP, "harness"),
+        (signal.SIGINT, "harness"),
+        (signal.SIGTERM, "probe"),
+    ],
+    ids=["TERM-harness", "HUP-harness", "INT-harness", "TERM-probe"],
+)
 def test_repro_interrupted(python_buggy: str, sig: int, moment: str, tmp_path: Path) -> None:
     ready = _harness_running if moment == "harness" else _anything_running
     rc, err, recorded = _interrupt(["repro", "--python", python_buggy], sig, ready, tmp_path)
@@ -187,14 +204,31 @@ def _collect_env_running(cmds: list[str]) -> bool:
 
 
 @pytest.mark.vllm
-@pytest.mark.parametrize(("sig", "moment"), [
-    (signal.SIGTERM, "collect_env"), (signal.SIGHUP, "collect_env"),
-    (signal.SIGINT, "collect_env"), (signal.SIGTERM, "harness"),
-], ids=["TERM-collect_env", "HUP-collect_env", "INT-collect_env", "TERM-harness"])
+@pytest.mark.parametrize(
+    ("sig", "moment"),
+    [
+        (signal.SIGTERM, "collect_env"),
+        (signal.SIGHUP, "collect_env"),
+        (signal.SIGINT, "collect_env"),
+        (signal.SIGTERM, "harness"),
+    ],
+    ids=["TERM-collect_env", "HUP-collect_env", "INT-collect_env", "TERM-harness"],
+)
 def test_report_interrupted(python_buggy: str, sig: int, moment: str, tmp_path: Path) -> None:
     ready = _collect_env_running if moment == "collect_env" else _harness_running
     rc, err, recorded = _interrupt(
-        ["report", "--python", python_buggy, "--prefill-cmd", "vllm serve m --port 8100",
-         "-o", str(tmp_path / "bundle")], sig, ready, tmp_path)
+        [
+            "report",
+            "--python",
+            python_buggy,
+            "--prefill-cmd",
+            "vllm serve m --port 8100",
+            "-o",
+            str(tmp_path / "bundle"),
+        ],
+        sig,
+        ready,
+        tmp_path,
+    )
     _assert_clean(rc, sig, err, recorded, tmp_path)
     assert not (tmp_path / "bundle").exists()

@@ -19,8 +19,7 @@ EXIT_CODES_HELP = (
 app = typer.Typer(
     name="pd-doctor",
     help="Diagnose and reproduce vLLM prefill/decode (P/D) disaggregation failures over the NIXL "
-    "KV connector, starting with the P-side N-1 truncation crash (vLLM #53514).\n\n"
-    + EXIT_CODES_HELP,
+    "KV connector, starting with the P-side N-1 truncation crash (vLLM #53514).\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -37,8 +36,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print pd-doctor's version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print pd-doctor's version and exit."
+    ),
 ) -> None:
     """pd-doctor: P/D disaggregation doctor for vLLM."""
 
@@ -70,8 +70,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     procs.install()
     command = typer.main.get_command(app)
     try:
-        rc = command.main(args=list(argv) if argv is not None else None, prog_name="pd-doctor",
-                          standalone_mode=False)
+        rc = command.main(
+            args=list(argv) if argv is not None else None, prog_name="pd-doctor", standalone_mode=False
+        )
     except _NoArgsIsHelp as exc:  # typer has printed the help already
         rc = _usage_error(exc) if _NoArgsIsHelp is _UsageError else 0
     except _UsageError as exc:

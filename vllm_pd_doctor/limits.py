@@ -30,9 +30,13 @@ MAX_YAML_ALIASES = 1000
 MAX_YAML_NODES = 200_000
 """Nodes allowed in one YAML stream after alias expansion."""
 
-_KIND = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-         (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-         (stat.S_ISDIR, "a directory"))
+_KIND = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 def _what_it_is(mode: int) -> str:
@@ -42,8 +46,14 @@ def _what_it_is(mode: int) -> str:
     return "not a regular file"
 
 
-def read_bounded(path: str | os.PathLike[str], max_bytes: int, what: str, *,
-                 truncate: bool = False, size_limit: int | None = None) -> tuple[bytes, int]:
+def read_bounded(
+    path: str | os.PathLike[str],
+    max_bytes: int,
+    what: str,
+    *,
+    truncate: bool = False,
+    size_limit: int | None = None,
+) -> tuple[bytes, int]:
     """Read a regular file, at most `max_bytes` of it; return (data, size on disk).
 
     Devices, FIFOs, sockets and directories are refused without blocking (the file is opened
@@ -54,8 +64,9 @@ def read_bounded(path: str | os.PathLike[str], max_bytes: int, what: str, *,
     """
     p = os.fspath(path)
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
-                     | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(
+            p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+        )
     except FileNotFoundError:
         raise BadInput(f"{what}: no such file") from None
     except IsADirectoryError:
@@ -68,20 +79,24 @@ def read_bounded(path: str | os.PathLike[str], max_bytes: int, what: str, *,
         except OSError:
             mode = stat.S_IFREG
         if not stat.S_ISREG(mode):
-            raise BadInput(f"{what}: is {_what_it_is(mode)}, not a regular file",
-                           hint="give a file saved on disk (copy a stream to a file first)"
-                           ) from None
+            raise BadInput(
+                f"{what}: is {_what_it_is(mode)}, not a regular file",
+                hint="give a file saved on disk (copy a stream to a file first)",
+            ) from None
         raise BadInput(f"{what}: cannot be opened ({exc.strerror or exc})") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise BadInput(f"{what}: is {_what_it_is(st.st_mode)}, not a regular file",
-                           hint="give a file saved on disk (copy a stream to a file first)")
+            raise BadInput(
+                f"{what}: is {_what_it_is(st.st_mode)}, not a regular file",
+                hint="give a file saved on disk (copy a stream to a file first)",
+            )
         cap = max(max_bytes, size_limit or 0)
         if st.st_size > cap and not truncate:
-            raise BadInput(f"{what}: {st.st_size / 1e6:.1f} MB is more than the "
-                           f"{cap / 1e6:.0f} MB pd-doctor reads",
-                           hint="cut the file down to the part that matters")
+            raise BadInput(
+                f"{what}: {st.st_size / 1e6:.1f} MB is more than the {cap / 1e6:.0f} MB pd-doctor reads",
+                hint="cut the file down to the part that matters",
+            )
         os.set_blocking(fd, True)
         chunks: list[bytes] = []
         left = max_bytes
@@ -109,13 +124,14 @@ def read_text_bounded(path: str | os.PathLike[str], max_bytes: int, what: str) -
 
 def decode_utf8(data: bytes, what: str) -> str:
     if data.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(data) > 1 and b"\x00" in data[:64]):
-        raise BadInput(f"{what}: binary or UTF-16 file, neither text nor YAML/JSON in UTF-8",
-                       hint="save it as UTF-8 (e.g. `iconv -f UTF-16 -t UTF-8`)")
+        raise BadInput(
+            f"{what}: binary or UTF-16 file, neither text nor YAML/JSON in UTF-8",
+            hint="save it as UTF-8 (e.g. `iconv -f UTF-16 -t UTF-8`)",
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise BadInput(f"{what}: is not UTF-8 text (byte {exc.start})",
-                       hint="save it as UTF-8") from None
+        raise BadInput(f"{what}: is not UTF-8 text (byte {exc.start})", hint="save it as UTF-8") from None
 
 
 def finite(value: float, name: str, lo: float | None = None, hi: float | None = None) -> float:
@@ -154,6 +170,7 @@ def positive_seconds(name: str, hi: float = 7 * 86400.0) -> Callable[[float], fl
 
 # --- YAML with bounded alias expansion ----------------------------------------------------------
 
+
 class _BoundedLoader(yaml.SafeLoader):
     """A SafeLoader that counts alias uses and constructed nodes (billion laughs is refused)."""
 
@@ -170,15 +187,19 @@ class _BoundedLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > self.max_aliases:
-                raise BadInput(f"{self.label}: more than {self.max_aliases} YAML aliases",
-                               hint="write the values out; a launch config needs few aliases")
+                raise BadInput(
+                    f"{self.label}: more than {self.max_aliases} YAML aliases",
+                    hint="write the values out; a launch config needs few aliases",
+                )
         return super().compose_node(parent, index)
 
     def construct_object(self, node: Any, deep: bool = False) -> Any:
         self._nodes += 1
         if self._nodes > self.max_nodes:
-            raise BadInput(f"{self.label}: more than {self.max_nodes} YAML nodes once aliases "
-                           "are expanded", hint="is this a launch config? (alias bomb)")
+            raise BadInput(
+                f"{self.label}: more than {self.max_nodes} YAML nodes once aliases are expanded",
+                hint="is this a launch config? (alias bomb)",
+            )
         return super().construct_object(node, deep=deep)
 
 
@@ -203,9 +224,14 @@ def _expanded_size(node: yaml.Node, limit: int, memo: dict[int, int]) -> int:
     return memo[key]
 
 
-def load_yaml_documents(text: str, label: str, *, max_bytes: int = MAX_CONFIG_BYTES,
-                        max_aliases: int = MAX_YAML_ALIASES,
-                        max_nodes: int = MAX_YAML_NODES) -> list[Any]:
+def load_yaml_documents(
+    text: str,
+    label: str,
+    *,
+    max_bytes: int = MAX_CONFIG_BYTES,
+    max_aliases: int = MAX_YAML_ALIASES,
+    max_nodes: int = MAX_YAML_NODES,
+) -> list[Any]:
     """All documents of a YAML stream, safely: size, alias uses and expanded nodes bounded.
 
     The expanded size is computed on the composed graph (shared nodes counted once per use,
@@ -213,10 +239,10 @@ def load_yaml_documents(text: str, label: str, *, max_bytes: int = MAX_CONFIG_BY
     milliseconds. Syntax errors are BadInput with the line number.
     """
     if len(text) > max_bytes:
-        raise BadInput(f"{label}: {len(text) / 1e6:.1f} MB of YAML is more than "
-                       f"{max_bytes / 1e6:.0f} MB")
-    loader = type("Loader", (_BoundedLoader,), {"max_aliases": max_aliases,
-                                                "max_nodes": max_nodes, "label": label})(text)
+        raise BadInput(f"{label}: {len(text) / 1e6:.1f} MB of YAML is more than {max_bytes / 1e6:.0f} MB")
+    loader = type(
+        "Loader", (_BoundedLoader,), {"max_aliases": max_aliases, "max_nodes": max_nodes, "label": label}
+    )(text)
     docs: list[Any] = []
     try:
         while loader.check_node():
@@ -224,8 +250,10 @@ def load_yaml_documents(text: str, label: str, *, max_bytes: int = MAX_CONFIG_BY
             if node is None:
                 continue
             if _expanded_size(node, max_nodes, {}) > max_nodes:
-                raise BadInput(f"{label}: more than {max_nodes} YAML nodes once aliases are "
-                               "expanded", hint="is this a launch config? (alias bomb)")
+                raise BadInput(
+                    f"{label}: more than {max_nodes} YAML nodes once aliases are expanded",
+                    hint="is this a launch config? (alias bomb)",
+                )
             docs.append(loader.construct_document(node))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -239,23 +267,25 @@ def load_yaml_documents(text: str, label: str, *, max_bytes: int = MAX_CONFIG_BY
     return docs
 
 
-def check_yaml_bounds(text: str, label: str, *, max_aliases: int = MAX_YAML_ALIASES,
-                      max_nodes: int = MAX_YAML_NODES) -> None:
+def check_yaml_bounds(
+    text: str, label: str, *, max_aliases: int = MAX_YAML_ALIASES, max_nodes: int = MAX_YAML_NODES
+) -> None:
     """Refuse an alias bomb before a YAML parser that has no bounds sees the text; syntax
     errors are left to that parser (the text may be a plain-text config, not YAML)."""
     if "*" not in text:
         return  # no alias use, nothing can expand
     try:
-        load_yaml_documents(text, label, max_bytes=len(text) + 1, max_aliases=max_aliases,
-                            max_nodes=max_nodes)
+        load_yaml_documents(
+            text, label, max_bytes=len(text) + 1, max_aliases=max_aliases, max_nodes=max_nodes
+        )
     except BadInput as exc:
-        if "YAML aliases" in exc.message or "YAML nodes" in exc.message or \
-                "nested too deeply" in exc.message:
+        if "YAML aliases" in exc.message or "YAML nodes" in exc.message or "nested too deeply" in exc.message:
             raise
 
 
-def check_input_file(path: str | os.PathLike[str], what: str, *, max_bytes: int | None = None,
-                     yaml_text: bool = False) -> None:
+def check_input_file(
+    path: str | os.PathLike[str], what: str, *, max_bytes: int | None = None, yaml_text: bool = False
+) -> None:
     """Check a user's input file before anything reads it: it exists, is a regular file
     (not a device, FIFO, socket or directory), is not larger than `max_bytes`; with
     `yaml_text`, it is UTF-8 and no YAML alias bomb. BadInput (exit 2) otherwise."""

@@ -267,8 +267,11 @@ def _handle(signum: int, frame: Any) -> None:
         with suppress(ValueError, OSError):
             signal.signal(sig, signal.SIG_IGN)
     with suppress(OSError, ValueError):
-        print(f"pd-doctor: {signal.Signals(signum).name} received: stopping what pd-doctor "
-              "started", file=sys.stderr, flush=True)
+        print(
+            f"pd-doctor: {signal.Signals(signum).name} received: stopping what pd-doctor started",
+            file=sys.stderr,
+            flush=True,
+        )
     stop_all()
     raise Interrupted(signum)
 

@@ -26,8 +26,7 @@ from pathlib import Path, PurePosixPath
 from vllm_pd_doctor import procs
 from vllm_pd_doctor.errors import BadInput
 
-_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
-    | getattr(os, "O_CLOEXEC", 0)
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 FILE_MODE = 0o644
 DIR_MODE = 0o755
 
@@ -41,17 +40,20 @@ def _umasked(mode: int) -> int:
 def _check_dest(dest: Path, *, force: bool, is_dir: bool = False) -> None:
     part = dest.with_name(dest.name + ".part")
     if part.is_symlink():
-        raise BadInput(f"{part}: is a symlink next to the output; refusing to write there",
-                       hint=f"remove {part} (someone may be redirecting pd-doctor's output)")
+        raise BadInput(
+            f"{part}: is a symlink next to the output; refusing to write there",
+            hint=f"remove {part} (someone may be redirecting pd-doctor's output)",
+        )
     if dest.is_symlink():
-        raise BadInput(f"{dest}: is a symlink; pd-doctor does not write through links",
-                       hint="give the real path, or remove the link")
+        raise BadInput(
+            f"{dest}: is a symlink; pd-doctor does not write through links",
+            hint="give the real path, or remove the link",
+        )
     if not dest.exists():
         return
     if is_dir:
         if not dest.is_dir():
-            raise BadInput(f"{dest}: exists and is not a directory",
-                           hint="give a new directory")
+            raise BadInput(f"{dest}: exists and is not a directory", hint="give a new directory")
         if any(dest.iterdir()):
             raise BadInput(f"{dest}: directory is not empty", hint="give a new or empty directory")
         return
@@ -94,8 +96,7 @@ def _commit(tmp: Path, dest: Path, *, force: bool) -> None:
     try:
         os.link(tmp, dest, follow_symlinks=False)
     except FileExistsError:
-        raise BadInput(f"{dest}: exists", hint="give a new name, or pass --force to replace "
-                                               "it") from None
+        raise BadInput(f"{dest}: exists", hint="give a new name, or pass --force to replace it") from None
     except OSError:  # a file system without hard links: rename (checked just before)
         if os.path.lexists(dest):
             raise BadInput(f"{dest}: exists") from None
@@ -104,8 +105,9 @@ def _commit(tmp: Path, dest: Path, *, force: bool) -> None:
     os.unlink(tmp)
 
 
-def write_file(dest: str | os.PathLike[str], data: bytes | str, *, force: bool = False,
-               mode: int = FILE_MODE) -> Path:
+def write_file(
+    dest: str | os.PathLike[str], data: bytes | str, *, force: bool = False, mode: int = FILE_MODE
+) -> Path:
     """Write one file atomically (see the module docstring). Returns its path."""
     dest = Path(dest)
     _check_dest(dest, force=force)
@@ -129,8 +131,13 @@ def write_file(dest: str | os.PathLike[str], data: bytes | str, *, force: bool =
 def entry_name(name: str) -> str:
     """A safe relative POSIX name for a zip entry / a file in a tree (BadInput otherwise)."""
     p = PurePosixPath(name)
-    if not name or p.is_absolute() or any(part in ("", ".", "..") for part in p.parts) \
-            or "\\" in name or "\x00" in name:
+    if (
+        not name
+        or p.is_absolute()
+        or any(part in ("", ".", "..") for part in p.parts)
+        or "\\" in name
+        or "\x00" in name
+    ):
         raise BadInput(f"unsafe file name in the output: {name!r}")
     return str(p)
 
@@ -144,8 +151,7 @@ def zip_bytes(files: Mapping[str, str | bytes]) -> bytes:
     return buf.getvalue()
 
 
-def write_zip(dest: str | os.PathLike[str], files: Mapping[str, str | bytes], *,
-              force: bool = False) -> Path:
+def write_zip(dest: str | os.PathLike[str], files: Mapping[str, str | bytes], *, force: bool = False) -> Path:
     """Write a zip archive atomically (see the module docstring)."""
     return write_file(dest, zip_bytes(files), force=force)
 
@@ -184,8 +190,9 @@ def write_tree(dest: str | os.PathLike[str], files: Mapping[str, str | bytes]) -
     return dest
 
 
-def write_bundle(dest: str | os.PathLike[str], files: Mapping[str, str | bytes], *,
-                 force: bool = False) -> Path:
+def write_bundle(
+    dest: str | os.PathLike[str], files: Mapping[str, str | bytes], *, force: bool = False
+) -> Path:
     """A zip when `dest` ends in .zip, else a directory tree."""
     dest = Path(dest)
     if dest.suffix.lower() == ".zip":

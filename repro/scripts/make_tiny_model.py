@@ -18,6 +18,7 @@ import sys
 
 def _remove_on_signal(tmp: str) -> None:
     """Remove the half-written directory when stopped, then exit 128 + the signal."""
+
     def handler(signum: int, frame: object) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         os._exit(128 + signum)

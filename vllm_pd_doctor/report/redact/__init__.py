@@ -31,8 +31,18 @@ from vllm_pd_doctor.report.redact import rules as _rules
 from vllm_pd_doctor.report.redact.hosts import hosts_in, machine_hosts
 from vllm_pd_doctor.report.redact.rules import Span, is_ordinary, is_secret_name
 
-__all__ = ["HOME_PLACEHOLDER", "KIND_LABELS", "PLACEHOLDER", "RedactionContext", "Redactor",
-           "compile_extra", "hosts_in", "is_secret_name", "machine_hosts", "secret_values"]
+__all__ = [
+    "HOME_PLACEHOLDER",
+    "KIND_LABELS",
+    "PLACEHOLDER",
+    "RedactionContext",
+    "Redactor",
+    "compile_extra",
+    "hosts_in",
+    "is_secret_name",
+    "machine_hosts",
+    "secret_values",
+]
 
 PLACEHOLDER = "<redacted:{kind}>"
 HOME_PLACEHOLDER = "~"
@@ -77,11 +87,15 @@ def compile_extra(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
         try:
             rx = re.compile(p)
         except re.error as exc:
-            raise BadInput(f"--redact-extra {p!r}: not a valid regular expression ({exc})",
-                           hint="use Python `re` syntax, e.g. 'cluster-[a-z0-9]+'") from None
+            raise BadInput(
+                f"--redact-extra {p!r}: not a valid regular expression ({exc})",
+                hint="use Python `re` syntax, e.g. 'cluster-[a-z0-9]+'",
+            ) from None
         if rx.match(""):
-            raise BadInput(f"--redact-extra {p!r}: matches the empty string",
-                           hint="give a pattern that matches the text to hide")
+            raise BadInput(
+                f"--redact-extra {p!r}: matches the empty string",
+                hint="give a pattern that matches the text to hide",
+            )
         out.append(rx)
     return tuple(out)
 
@@ -112,8 +126,9 @@ class Redactor:
 
     def __post_init__(self) -> None:
         self._extra = compile_extra(self.ctx.extra)
-        known = sorted({v for v in self.ctx.secrets if len(v) >= 4 and not is_ordinary(v)},
-                       key=len, reverse=True)
+        known = sorted(
+            {v for v in self.ctx.secrets if len(v) >= 4 and not is_ordinary(v)}, key=len, reverse=True
+        )
         self._secret_rx = re.compile("|".join(re.escape(v) for v in known)) if known else None
         names = set(self.ctx.hosts)
         if self.ctx.machine:
@@ -171,8 +186,9 @@ class Redactor:
         return self._text(s)
 
     def _text(self, s: str) -> str:
-        spans = sorted(self._spans(s), key=lambda sp: (_PRIORITY.get(sp.kind, 99), sp.start,
-                                                        -(sp.end - sp.start)))
+        spans = sorted(
+            self._spans(s), key=lambda sp: (_PRIORITY.get(sp.kind, 99), sp.start, -(sp.end - sp.start))
+        )
         taken = bytearray(len(s) + 1)
         chosen: list[Span] = []
         for sp in spans:
@@ -189,8 +205,8 @@ class Redactor:
         out: list[str] = []
         pos = 0
         for sp in sorted(chosen, key=lambda x: x.start):
-            out.append(s[pos:sp.start])
-            value = s[sp.start:sp.end]
+            out.append(s[pos : sp.start])
+            value = s[sp.start : sp.end]
             self._note(sp.kind, value)
             out.append(HOME_PLACEHOLDER if sp.kind == "home" else PLACEHOLDER.format(kind=sp.kind))
             pos = sp.end
@@ -262,7 +278,7 @@ class Redactor:
         pos = 0
         last_key: str | None = None
         for m in _JSON_STRING.finditer(s):
-            out.append(s[pos:m.start()])
+            out.append(s[pos : m.start()])
             literal = m.group(0)
             try:
                 value = json.loads(literal)
@@ -270,13 +286,13 @@ class Redactor:
                 out.append(literal)
                 pos = m.end()
                 continue
-            rest = s[m.end():m.end() + 64].lstrip()
+            rest = s[m.end() : m.end() + 64].lstrip()
             is_key = rest.startswith(":")
             if is_key:
                 new = self.text(value)
                 last_key = value
             else:
-                before = s[max(0, m.start() - 64):m.start()].rstrip()
+                before = s[max(0, m.start() - 64) : m.start()].rstrip()
                 named = last_key if before.endswith(":") else None
                 new = self.value(named, value) if named is not None else self.text(value)
             if new != value:
@@ -304,5 +320,6 @@ def _json_safe(s: str, start: int, end: int) -> tuple[int, int]:
 def secret_values(environ: Mapping[str, str]) -> tuple[str, ...]:
     """Values of the variables named like a secret (to redact wherever they appear); ordinary
     values (true, 8000, ...) are left out."""
-    return tuple(sorted({v for k, v in environ.items()
-                         if is_secret_name(k) and len(v) >= 4 and not is_ordinary(v)}))
+    return tuple(
+        sorted({v for k, v in environ.items() if is_secret_name(k) and len(v) >= 4 and not is_ordinary(v)})
+    )

@@ -18,11 +18,26 @@ from functools import lru_cache
 from vllm_pd_doctor.report.redact.rules import Span
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
-PUBLIC_HOSTS = frozenset({
-    "github.com", "huggingface.co", "pypi.org", "docs.vllm.ai", "vllm.ai", "blog.vllm.ai",
-    "download.pytorch.org", "files.pythonhosted.org", "docs.python.org", "docs.nvidia.com",
-    "developer.nvidia.com", "errors.pydantic.dev", "raw.githubusercontent.com", "hf.co"})
+PUBLIC_HOSTS = frozenset(
+    {
+        "github.com",
+        "huggingface.co",
+        "pypi.org",
+        "docs.vllm.ai",
+        "vllm.ai",
+        "blog.vllm.ai",
+        "download.pytorch.org",
+        "files.pythonhosted.org",
+        "docs.python.org",
+        "docs.nvidia.com",
+        "developer.nvidia.com",
+        "errors.pydantic.dev",
+        "raw.githubusercontent.com",
+        "hf.co",
+    }
+)
 """Public hosts pd-doctor itself names in a report (left as they are)."""
+
 
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
@@ -58,10 +73,14 @@ _IPV4 = re.compile(r"(?<![\d.])(?<![A-Za-z])(\d{1,3}(?:\.\d{1,3}){3})(?!\d|\.\d)
 _IPV6 = re.compile(r"(?<![0-9A-Za-z:.])([0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7})(?![0-9A-Za-z:])")
 _HOME = re.compile(r"(?<![A-Za-z0-9_.\-])(/home|/Users|/export/home)/([^/\s\"'<>:;,\\]+)")
 _URL_HOST = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://(?:[^\s/@]*@)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)")
-_HOST_NAME = r"(?:[A-Za-z_\-]*host(?:name)?s?|[A-Za-z_\-]*_ip|[A-Za-z_\-]*addr(?:ess)?|" \
-             r"[A-Za-z_\-]*(?:master|server|node|endpoint|head)(?:_name)?)"
-_HOST_FLAG = re.compile(rf"(?i)(?:--{_HOST_NAME}(?:=|\s+)|\b{_HOST_NAME}[\"']?\s*[=:]\s*)[\"']?"
-                        r"([A-Za-z0-9][A-Za-z0-9.\-_]*)")
+_HOST_NAME = (
+    r"(?:[A-Za-z_\-]*host(?:name)?s?|[A-Za-z_\-]*_ip|[A-Za-z_\-]*addr(?:ess)?|"
+    r"[A-Za-z_\-]*(?:master|server|node|endpoint|head)(?:_name)?)"
+)
+_HOST_FLAG = re.compile(
+    rf"(?i)(?:--{_HOST_NAME}(?:=|\s+)|\b{_HOST_NAME}[\"']?\s*[=:]\s*)[\"']?"
+    r"([A-Za-z0-9][A-Za-z0-9.\-_]*)"
+)
 _SSH = re.compile(rf"\b[a-z_][a-z0-9_\-]*@({_LABEL}(?:\.{_LABEL})*)")
 
 
@@ -116,8 +135,8 @@ def fqdns(text: str) -> Iterator[Span]:
         n = fqdn_end(m.group(1))
         if not n:
             continue
-        after = text[m.end(): m.end() + 1]
-        before = text[max(0, m.start() - 7): m.start()]
+        after = text[m.end() : m.end() + 1]
+        before = text[max(0, m.start() - 7) : m.start()]
         if after == "(" or before.endswith(("import ", "from ")):
             continue
         yield Span(m.start(1), m.start(1) + n, "host")
@@ -125,8 +144,7 @@ def fqdns(text: str) -> Iterator[Span]:
 
 def emails(text: str) -> Iterator[Span]:
     for m in _EMAIL.finditer(text):
-        if m.group(1).lower() in PUBLIC_HOSTS and m.group(0).split("@")[0].lower() in (
-                "noreply", "git"):
+        if m.group(1).lower() in PUBLIC_HOSTS and m.group(0).split("@")[0].lower() in ("noreply", "git"):
             continue
         yield Span(m.start(), m.end(), "email")
 
@@ -182,12 +200,11 @@ def hosts_in(text: str) -> set[str]:
         for m in rx.finditer(text):
             found.add(m.group(1))
     for span in fqdns(text):
-        found.add(text[span.start:span.end])
+        found.add(text[span.start : span.end])
     out = set()
     for h in found:
         h = h.strip(".[]")
-        if h and not valid_ipv4(h) and not valid_ipv6(h) and not h.isdigit() \
-                and h.lower() not in STOP_WORDS:
+        if h and not valid_ipv4(h) and not valid_ipv6(h) and not h.isdigit() and h.lower() not in STOP_WORDS:
             out.add(h)
     return out
 

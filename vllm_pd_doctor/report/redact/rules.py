@@ -42,12 +42,41 @@ _SECRET_NAME_RE = re.compile(
     r"(?i)^(?:.*[_.\-])?(?:token|secret|secrets|password|passwd|passphrase|pwd|pass|key|apikey|"
     r"access_?key_?id|key_?id|credential|credentials|auth|authorization|cookie|signature|dsn|"
     r"session_?id|private_?key)$"
-    r"|^.*(?:secret|password|passwd|api_?key|access_?key|private_?key|auth_?token).*$")
+    r"|^.*(?:secret|password|passwd|api_?key|access_?key|private_?key|auth_?token).*$"
+)
 
-ORDINARY_VALUES = frozenset({
-    "", "true", "false", "yes", "no", "on", "off", "none", "null", "nil", "0", "1", "-1",
-    "enabled", "disabled", "enable", "disable", "required", "optional", "auto", "default",
-    "unset", "empty", "n/a", "na", "***", "<redacted>", "changeme"})
+ORDINARY_VALUES = frozenset(
+    {
+        "",
+        "true",
+        "false",
+        "yes",
+        "no",
+        "on",
+        "off",
+        "none",
+        "null",
+        "nil",
+        "0",
+        "1",
+        "-1",
+        "enabled",
+        "disabled",
+        "enable",
+        "disable",
+        "required",
+        "optional",
+        "auto",
+        "default",
+        "unset",
+        "empty",
+        "n/a",
+        "na",
+        "***",
+        "<redacted>",
+        "changeme",
+    }
+)
 
 
 def is_secret_name(name: str) -> bool:
@@ -73,7 +102,8 @@ _VALUE = r"[^\s\"'\\,;}{\]\[<>]{3,}"
 # --name value / --name=value / NAME=value / NAME: value / "NAME": "value" / 'NAME' => 'value'
 _ASSIGN = re.compile(
     rf"(?<![A-Za-z0-9_])(?P<dash>--?)?(?P<q1>[\"']?)(?P<name>{_NAME})(?P=q1)"
-    rf"(?:(?P<op>\s*(?:=>|:=|=|:)\s*)|(?P<sp>[ \t]+))(?P<q2>[\"']?)(?P<value>{_VALUE})")
+    rf"(?:(?P<op>\s*(?:=>|:=|=|:)\s*)|(?P<sp>[ \t]+))(?P<q2>[\"']?)(?P<value>{_VALUE})"
+)
 
 
 def assignments(text: str) -> Iterator[Span]:
@@ -99,42 +129,82 @@ def assignments(text: str) -> Iterator[Span]:
 _OWN: tuple[tuple[str, tuple[str, ...], re.Pattern[str], int], ...] = (
     # (kind, needles: one must be in the lower-cased text for the regex to run, regex, group)
     ("hf_token", ("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{20,}"), 0),
-    ("openai_key", ("sk-",),
-     re.compile(r"\bsk-(?:proj-|ant-(?:api\d\d-)?|svcacct-)?[A-Za-z0-9_\-]{16,}"), 0),
+    ("openai_key", ("sk-",), re.compile(r"\bsk-(?:proj-|ant-(?:api\d\d-)?|svcacct-)?[A-Za-z0-9_\-]{16,}"), 0),
     ("gcp_key", ("aiza",), re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"), 0),
     ("gcp_key", ("ya29.",), re.compile(r"\bya29\.[0-9A-Za-z_\-.]{20,}"), 0),
-    ("aws_access_key", ("akia", "asia", "a3t", "abia", "acca"),
-     re.compile(r"\b(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}\b"), 0),
-    ("azure_key", ("accountkey", "sharedaccess"),
-     re.compile(r"(?i)\b(?:AccountKey|SharedAccessKey|SharedAccessSignature)\s*=\s*"
-                r"([^;\s\"'\\]{8,})"), 1),
+    (
+        "aws_access_key",
+        ("akia", "asia", "a3t", "abia", "acca"),
+        re.compile(r"\b(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}\b"),
+        0,
+    ),
+    (
+        "azure_key",
+        ("accountkey", "sharedaccess"),
+        re.compile(
+            r"(?i)\b(?:AccountKey|SharedAccessKey|SharedAccessSignature)\s*=\s*"
+            r"([^;\s\"'\\]{8,})"
+        ),
+        1,
+    ),
     ("azure_key", ("sig=",), re.compile(r"(?i)[?&]sig=([A-Za-z0-9%+/=]{16,})"), 1),
-    ("github_token", ("gh", "github_pat_"),
-     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), 0),
-    ("gitlab_token", ("gl",),
-     re.compile(r"\bgl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_\-]{16,}"), 0),
+    (
+        "github_token",
+        ("gh", "github_pat_"),
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+        0,
+    ),
+    (
+        "gitlab_token",
+        ("gl",),
+        re.compile(r"\bgl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_\-]{16,}"),
+        0,
+    ),
     ("slack_token", ("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"), 0),
-    ("stripe_key", ("_live_", "_test_"),
-     re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}"), 0),
-    ("jwt", ("eyj",),
-     re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"), 0),
-    ("authorization", ("authorization",), re.compile(
-        r"(?i)\b(?:authorization|proxy-authorization)[\"']?\s*[:=]\s*[\"']?"
-        r"(?:(?:basic|bearer|token|digest|negotiate|aws4-hmac-sha256|apikey)\s+)?"
-        r"([^\s\"'\\]{6,}(?:[ \t][^\s\"'\\]{6,})*)"), 1),
-    ("authorization", ("bearer", "basic"),
-     re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9_\-.=~+/]{8,})"), 1),
-    ("authorization", ("api-key", "x-auth-token", "cookie"),
-     re.compile(r"(?i)\b(?:x-api-key|api-key|x-auth-token|cookie|set-cookie)"
-                r"[\"']?\s*:\s*[\"']?([^\s\"'\\][^\"'\\\n]{5,})"), 1),
+    ("stripe_key", ("_live_", "_test_"), re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}"), 0),
+    ("jwt", ("eyj",), re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"), 0),
+    (
+        "authorization",
+        ("authorization",),
+        re.compile(
+            r"(?i)\b(?:authorization|proxy-authorization)[\"']?\s*[:=]\s*[\"']?"
+            r"(?:(?:basic|bearer|token|digest|negotiate|aws4-hmac-sha256|apikey)\s+)?"
+            r"([^\s\"'\\]{6,}(?:[ \t][^\s\"'\\]{6,})*)"
+        ),
+        1,
+    ),
+    (
+        "authorization",
+        ("bearer", "basic"),
+        re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9_\-.=~+/]{8,})"),
+        1,
+    ),
+    (
+        "authorization",
+        ("api-key", "x-auth-token", "cookie"),
+        re.compile(
+            r"(?i)\b(?:x-api-key|api-key|x-auth-token|cookie|set-cookie)"
+            r"[\"']?\s*:\s*[\"']?([^\s\"'\\][^\"'\\\n]{5,})"
+        ),
+        1,
+    ),
     # scheme://user:pass@host, scheme://:pass@host (empty user), scheme://token@host
-    ("url_credentials", ("://",),
-     re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://([^\s/@\"'\\<>]*:[^\s/@\"'\\<>]+)@"), 1),
-    ("url_credentials", ("://",),
-     re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://([^\s/@:\"'\\<>]{16,})@"), 1),
-    ("url_credentials", ("=",),
-     re.compile(r"(?i)[?&](?:access_token|token|api_key|apikey|key|password|"
-                r"secret|signature)=([^&\s\"'\\#]{6,})"), 1),
+    (
+        "url_credentials",
+        ("://",),
+        re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://([^\s/@\"'\\<>]*:[^\s/@\"'\\<>]+)@"),
+        1,
+    ),
+    ("url_credentials", ("://",), re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://([^\s/@:\"'\\<>]{16,})@"), 1),
+    (
+        "url_credentials",
+        ("=",),
+        re.compile(
+            r"(?i)[?&](?:access_token|token|api_key|apikey|key|password|"
+            r"secret|signature)=([^&\s\"'\\#]{6,})"
+        ),
+        1,
+    ),
 )
 
 
@@ -235,7 +305,7 @@ def private_keys(text: str) -> Iterator[Span]:
         keep = text.rfind("\n", 0, e.start()) + 1  # start of the END's line
         while keep > 0:
             prev = text.rfind("\n", 0, keep - 1) + 1
-            line = text[prev:keep - 1]
+            line = text[prev : keep - 1]
             if _B64_LINE.fullmatch(line) or _PEM_HEADER_LINE.fullmatch(line) or not line.strip():
                 keep = prev
                 continue
@@ -245,8 +315,7 @@ def private_keys(text: str) -> Iterator[Span]:
         yield Span(keep, e.end(), "private_key")
     for m in _PUTTY.finditer(text):
         yield Span(m.start(), m.end(), "private_key")
-    body_lines = [m for m in _B64_LINE.finditer(text)
-                  if len(m.group(0).strip()) >= 40 or _near_b64(text, m)]
+    body_lines = [m for m in _B64_LINE.finditer(text) if len(m.group(0).strip()) >= 40 or _near_b64(text, m)]
     for m in body_lines:
         if _entropy(m.group(0).strip(" \t>|")) >= 4.0:
             yield Span(m.start(), m.end(), "private_key")
@@ -255,7 +324,7 @@ def private_keys(text: str) -> Iterator[Span]:
 def _near_b64(text: str, m: re.Match[str]) -> bool:
     """A short base64 line right after a long one (the last line of a PEM body)."""
     end = m.start() - 1
-    before = text[text.rfind("\n", 0, max(end, 0)) + 1:max(end, 0)]
+    before = text[text.rfind("\n", 0, max(end, 0)) + 1 : max(end, 0)]
     return bool(re.fullmatch(r"[ \t>|]*[A-Za-z0-9+/]{40,}[ \t]*", before))
 
 
@@ -274,9 +343,9 @@ def _entropy(s: str) -> float:
 def high_entropy(text: str) -> Iterator[Span]:
     for m in _B64_TOKEN.finditer(text):
         tok = m.group(0)
-        if tok.startswith("/") or not (any(c.isdigit() for c in tok) and
-                                       any(c.isupper() for c in tok) and
-                                       any(c.islower() for c in tok)):
+        if tok.startswith("/") or not (
+            any(c.isdigit() for c in tok) and any(c.isupper() for c in tok) and any(c.islower() for c in tok)
+        ):
             continue
         if re.fullmatch(r"[0-9a-fA-F\-]+", tok):
             continue  # hex: hashes and ids (see the module docstring)
