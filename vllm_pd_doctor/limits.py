@@ -257,9 +257,9 @@ def load_yaml_documents(
             docs.append(loader.construct_document(node))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BadInput(f"{label}: not valid YAML{where}: {problem}") from None
+        raise BadInput(f"{label}: malformed YAML{where}: {problem}") from None
     except RecursionError:
         raise BadInput(f"{label}: YAML nested too deeply") from None
     finally:
