@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from vllm_pd_doctor import limits
 from vllm_pd_doctor.commands._common import (
     DebugOpt,
     FormatOpt,
@@ -77,6 +78,14 @@ def check_config(
             return ExitCode.OK
         from vllm_pd_doctor.checkconfig import core
 
+        if config is not None:  # exists, regular, bounded, UTF-8, no alias bomb
+            limits.check_input_file(config, f"--config {config}",
+                                    max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True)
+        if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model,
+                                                      python)):
+            raise BadInput("nothing to check",
+                           hint="give --prefill-cmd/--decode-cmd, --config FILE, --model DIR "
+                                "or --python (see --help)")
         variables: dict[str, str] = {}
         for item in set_vars or []:
             k, eq, v = item.partition("=")
