@@ -335,7 +335,8 @@ def _logs_md(doc: ReportDoc) -> list[str]:
             p.append("No known P/D failure signature in this log.\n\n")
         for e in lg.excerpts:
             why = ", ".join(e.reasons) if e.reasons else e.kind
-            p.append(f"Lines {e.first_line}-{e.last_line} ({e.kind}: {why}):\n\n")
+            # no "kind: value" here: free-text secret rules read `signature: x` as a secret
+            p.append(f"Lines {e.first_line}-{e.last_line} ({e.kind} excerpt; {why}):\n\n")
             p.append(_fence(e.text))
             p.append("\n")
     return p
