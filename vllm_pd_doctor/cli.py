@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from vllm_pd_doctor import __version__
-from vllm_pd_doctor.commands import check_config, envs, matrix, report, repro
+from vllm_pd_doctor.commands import check_config, envs, hotfix, matrix, report, repro
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 not reproduced / nothing found, 1 reproduced / error-level finding, "
@@ -39,7 +39,7 @@ def _main(
     """pd-doctor: P/D disaggregation doctor for vLLM."""
 
 
-for _module in (repro, check_config, report, matrix, envs):
+for _module in (repro, check_config, report, matrix, envs, hotfix):
     _module.register(app)
 
 

@@ -115,6 +115,9 @@ def repro(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds before the run is "
                                            "stopped.")] = 600.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
+    hotfix: Annotated[bool, typer.Option(
+        "--hotfix", help="Apply pd-doctor's opt-in #53514 backport (pd-doctor hotfix) first; "
+                         "the verdict says whether it fixed the release.")] = False,
     debug: DebugOpt = False,
 ) -> None:
     progress = progress_printer(not quiet)
@@ -131,7 +134,10 @@ def repro(
         opts = inprocess.make_options(connector=connector, block_size=bs,
                                       prompt_len=prompt_len, mamba_cache_mode=mamba_cache_mode,
                                       kv_role=kv_role, model=None if is_live else model,
-                                      timeout=timeout)
+                                      timeout=timeout, hotfix=hotfix)
+        if hotfix and is_live:  # the live engine gets PD_DOCTOR_HOTFIX=53514 once live/ wires it
+            raise BadInput("--hotfix is not wired into --engine live yet",
+                           hint="use the in-process engine: pd-doctor repro --hotfix")
         interpreter = _interpreter(python, vllm, package, progress,
                                    nixl=is_live and prefill_url is None)
         if not is_live:

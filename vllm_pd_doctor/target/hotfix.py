@@ -41,6 +41,7 @@ GUARD_KEY = "_p_side_truncated"
 """Key of the guard pd-doctor adds where a release has none (the upstream fix's own key)."""
 
 log = logging.getLogger("vllm.pd_doctor_hotfix")
+_announced = False
 
 
 def enabled(environ: dict[str, str] | None = None) -> bool:
@@ -339,26 +340,33 @@ def _guarded_helper(original: Any) -> Any:
     return helper
 
 
+def patch_class(entry: dict[str, Any], cls: Any) -> None:
+    """Carry out one planned entry (status "patch") on `cls`; updates the entry's status."""
+    attr, half = _scheduler_half(cls)
+    current = getattr(cls, connectors.EARLY_HOOK)
+    if getattr(current, MARK, False):
+        entry["status"] = "already patched"
+        return
+    helper = entry["helper"]
+    if entry["guard_source"] == "added" and not getattr(getattr(half, helper), MARK, False):
+        setattr(half, helper, _guarded_helper(getattr(half, helper)))
+    cond = entry["condition"]
+    setattr(cls, connectors.EARLY_HOOK,
+            _early_wrapper(current, attr, half, helper, cond["keys"], cond["flags"]))
+    entry["status"] = "patched"
+
+
 def apply(names: list[str] | None = None, *, announce: bool = True) -> list[dict[str, Any]]:
     """Patch every late-truncating connector class (of `names`, default all). Idempotent."""
+    global _announced
     pairs = _plan(names)
     for e, cls in pairs:
-        if e["status"] != "patch":
-            continue
-        attr, half = _scheduler_half(cls)
-        current = getattr(cls, connectors.EARLY_HOOK)
-        if getattr(current, MARK, False):
-            e["status"] = "already patched"
-            continue
-        if e["guard_source"] == "added" and not getattr(getattr(half, e["helper"]), MARK, False):
-            setattr(half, e["helper"], _guarded_helper(getattr(half, e["helper"])))
-        cond = e["condition"]
-        setattr(cls, connectors.EARLY_HOOK,
-                _early_wrapper(current, attr, half, e["helper"], cond["keys"], cond["flags"]))
-        e["status"] = "patched"
+        if e["status"] == "patch":
+            patch_class(e, cls)
     entries = [e for e, _ in pairs]
-    if announce:
-        log.warning("%s", summary_line(entries))
+    if announce and (not _announced or any(e["status"] == "patched" for e in entries)):
+        log.warning("%s", summary_line(entries))  # one line per process (more if it patched)
+        _announced = True
     return entries
 
 
