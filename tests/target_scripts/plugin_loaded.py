@@ -21,14 +21,21 @@ def main() -> int:
 
     wrapped = bool(getattr(Scheduler.__init__, "_pd_doctor_hotfix", False))
     out = harness.run(json.loads(sys.argv[1]))
-    results = [{"connector": r.get("connector"), "fired": r.get("assertion", {}).get("fired"),
-                "hook": r.get("truncation", {}).get("hook"),
-                "before_lookup": r.get("truncation", {}).get("before_lookup"),
-                "tokens_removed": r.get("truncation", {}).get("tokens_removed"),
-                "error": r.get("error")} for r in out.get("results", [])]
+    results = [
+        {
+            "connector": r.get("connector"),
+            "fired": r.get("assertion", {}).get("fired"),
+            "hook": r.get("truncation", {}).get("hook"),
+            "before_lookup": r.get("truncation", {}).get("before_lookup"),
+            "tokens_removed": r.get("truncation", {}).get("tokens_removed"),
+            "error": r.get("error"),
+        }
+        for r in out.get("results", [])
+    ]
     mods = sorted(m for m in sys.modules if m.startswith("pd_doctor_hotfix"))
-    print(json.dumps({"init_wrapped": wrapped, "modules": mods, "results": results,
-                      "error": out.get("error")}))
+    print(
+        json.dumps({"init_wrapped": wrapped, "modules": mods, "results": results, "error": out.get("error")})
+    )
     return 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -16,21 +16,12 @@ from vllm_pd_doctor.commands._common import (
     FormatOpt,
     PythonOpt,
     hint,
-    out,
     progress_printer,
     run,
-    stdout_color,
-    stdout_width,
+    show,
 )
 from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.formats import json as fjson
-from vllm_pd_doctor.formats import markdown as fmd
-from vllm_pd_doctor.formats import table as ftable
-from vllm_pd_doctor.model import ReproReport
-
-if TYPE_CHECKING:
-    from vllm_pd_doctor.live import LiveOptions
 
 HELP = """Reproduce vLLM #53514 (P-side N-1 truncation -> `assert num_new_tokens > 0`).
 
@@ -75,8 +66,9 @@ def repro(
                                   "or all (every one this vLLM has).")] = "nixl",
     block_size: Annotated[int | None, typer.Option(
         "--block-size", help="KV cache block size in tokens (in-process default 16; live: "
-                             "passed to the engines, or the remote block size; default: read "
-                             "from the prefill engine's /metrics).", show_default=False)] = None,
+                             "passed to the engines, or the remote block size; the prefill "
+                             "engine's /metrics wins, with a warning when they differ).",
+        show_default=False)] = None,
     prompt_len: Annotated[int | None, typer.Option(
         "--prompt-len", help="Prompt length N (default 2 x block size + 1, so N-1 is block "
                              "aligned).", show_default=False)] = None,
@@ -128,28 +120,32 @@ def repro(
                             prefill_port or decode_port or device):
             raise BadInput("--prefill-url, --decode-url, --run-dir, --prefill-port, "
                            "--decode-port and --device are options of --engine live")
-        live_opts = _live_options(block_size, model, prefill_url, decode_url, confirm_remote,
-                                  run_dir, prefill_port, decode_port, device) if is_live else None
-        bs = block_size if block_size is not None else (1 if is_live else 16)
-        opts = inprocess.make_options(connector=connector, block_size=bs,
-                                      prompt_len=prompt_len, mamba_cache_mode=mamba_cache_mode,
-                                      kv_role=kv_role, model=None if is_live else model,
-                                      timeout=timeout, hotfix=hotfix)
         if hotfix and is_live:  # the live engine gets PD_DOCTOR_HOTFIX=53514 once live/ wires it
             raise BadInput("--hotfix is not wired into --engine live yet",
                            hint="use the in-process engine: pd-doctor repro --hotfix")
-        interpreter = _interpreter(python, vllm, package, progress,
-                                   nixl=is_live and prefill_url is None)
-        if not is_live:
-            for w in opts.warnings():
-                hint(w)
-        if live_opts is not None:
+        if is_live:
             from vllm_pd_doctor import live
 
-            report = live.run_live(interpreter, opts, progress, live_opts)
+            live_opts = live.from_repro_options(
+                connector=connector, block_size=block_size, prompt_len=prompt_len,
+                mamba_cache_mode=mamba_cache_mode, kv_role=kv_role, model=model,
+                prefill_url=prefill_url, decode_url=decode_url, confirm_remote=confirm_remote,
+                run_dir=run_dir, prefill_port=prefill_port, decode_port=decode_port,
+                device=device, timeout=timeout)
+            interpreter = _interpreter(python, vllm, package, progress, nixl=not live_opts.remote)
+            report = live.run_live(interpreter, live_opts, progress)
+            as_list = "all" in (k.strip().lower() for k in connector.split(","))
         else:
+            opts = inprocess.make_options(
+                connector=connector, block_size=block_size if block_size is not None else 16,
+                prompt_len=prompt_len, mamba_cache_mode=mamba_cache_mode, kv_role=kv_role,
+                model=model, timeout=timeout, hotfix=hotfix)
+            interpreter = _interpreter(python, vllm, package, progress)
+            for w in opts.warnings():
+                hint(w)
             report = inprocess.run_inprocess(interpreter, opts, progress)
-        _print(report, fmt, as_list=opts.connectors == ("all",) or len(opts.connectors) > 1)
+            as_list = opts.connectors == ("all",) or len(opts.connectors) > 1
+        show(report, fmt, as_list=as_list)
         for n in report.notes:
             hint(n)
         if report.reproduced:
@@ -159,35 +155,6 @@ def repro(
         return ExitCode.OK
 
     run(body, debug=debug)
-
-
-def _live_options(block_size: int | None, model: Path | None, prefill_url: str | None,
-                  decode_url: str | None, confirm_remote: bool, run_dir: Path | None,
-                  prefill_port: int | None, decode_port: int | None,
-                  device: str | None) -> LiveOptions:
-    from vllm_pd_doctor.live import LiveOptions
-
-    if decode_url and not prefill_url:
-        raise BadInput("--decode-url needs --prefill-url")
-    if prefill_url and (prefill_port or decode_port or model or device):
-        raise BadInput("--prefill-url probes existing engines: --model, --device and the port "
-                       "options do not apply")
-    if block_size is not None and block_size < 1:
-        raise BadInput(f"--block-size {block_size}: must be a positive number of tokens")
-    for flag, port in (("--prefill-port", prefill_port), ("--decode-port", decode_port)):
-        if port is not None and not 0 < port < 65536:
-            raise BadInput(f"{flag} {port}: not a TCP port")
-    if device not in (None, "cpu", "cuda"):
-        raise BadInput(f"--device {device}: use cpu or cuda")
-    if model is not None:
-        model = model.expanduser()
-        if not (model / "config.json").is_file():
-            raise BadInput(f"--model {model}: no config.json there",
-                           hint="give a local Hugging Face model directory (config + weights)")
-    return LiveOptions(model=model, block_size=block_size, prefill_url=prefill_url,
-                       decode_url=decode_url, confirm_remote=confirm_remote,
-                       run_dir=run_dir.expanduser() if run_dir else None,
-                       prefill_port=prefill_port, decode_port=decode_port, device=device)
 
 
 def _interpreter(python: Path | None, vllm: str | None, package: str | None,
@@ -202,11 +169,3 @@ def _interpreter(python: Path | None, vllm: str | None, package: str | None,
         raise BadInput("--package needs --vllm VERSION")
     return targetrun.resolve_python(str(python) if python is not None else None)
 
-
-def _print(report: ReproReport, fmt: OutputFormat, *, as_list: bool) -> None:
-    if fmt is OutputFormat.json:
-        out(fjson.dumps(fjson.repro_to_obj(report, as_list=as_list)))
-    elif fmt is OutputFormat.markdown:
-        out(fmd.repro_md(report))
-    else:
-        out(ftable.render(ftable.repro_table(report), width=stdout_width(), color=stdout_color()))

@@ -55,7 +55,7 @@ def enabled(environ: dict[str, str] | None = None) -> bool:
 def _rel(path: str | None) -> str:
     norm = (path or "?").replace("\\", "/")
     idx = norm.rfind("/vllm/")
-    return norm[idx + 1:] if idx >= 0 else norm
+    return norm[idx + 1 :] if idx >= 0 else norm
 
 
 def _where(fn: Any) -> str:
@@ -93,8 +93,13 @@ def _self_calls(fn: Any, name: str) -> list[tuple[ast.Call, list[ast.AST], int]]
     found: list[tuple[ast.Call, list[ast.AST], int]] = []
 
     def visit(n: ast.AST, parents: list[ast.AST]) -> None:
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name \
-                and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == name
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == "self"
+        ):
             found.append((n, parents, start + n.lineno - 1))
         for child in ast.iter_child_nodes(n):
             visit(child, [*parents, n])
@@ -111,8 +116,12 @@ def _delegates(fn: Any, attr: str, hook: str) -> bool:
     for n in ast.walk(parsed[0]):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == hook:
             v = n.func.value
-            if isinstance(v, ast.Attribute) and v.attr == attr and isinstance(v.value, ast.Name) \
-                    and v.value.id == "self":
+            if (
+                isinstance(v, ast.Attribute)
+                and v.attr == attr
+                and isinstance(v.value, ast.Name)
+                and v.value.id == "self"
+            ):
                 return True
     return False
 
@@ -125,12 +134,16 @@ def _condition(parents: list[ast.AST]) -> tuple[list[str], list[str]]:
         if not isinstance(p, ast.If):
             continue
         for n in ast.walk(p.test):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                    and n.func.attr == "get" and n.args and isinstance(n.args[0], ast.Constant) \
-                    and isinstance(n.args[0].value, str):
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "get"
+                and n.args
+                and isinstance(n.args[0], ast.Constant)
+                and isinstance(n.args[0].value, str)
+            ):
                 keys.append(n.args[0].value)
-            elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
-                    and n.value.id == "self":
+            elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
                 flags.append(n.attr)
     return list(dict.fromkeys(keys)), list(dict.fromkeys(flags))
 
@@ -143,11 +156,19 @@ def _guard(helper: Any) -> str | None:
     read: set[str] = set()
     written: set[str] = set()
     for n in ast.walk(parsed[0]):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get" \
-                and n.args and isinstance(n.args[0], ast.Constant):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "get"
+            and n.args
+            and isinstance(n.args[0], ast.Constant)
+        ):
             read.add(str(n.args[0].value))
-        elif isinstance(n, ast.Compare) and isinstance(n.left, ast.Constant) \
-                and any(isinstance(o, (ast.In, ast.NotIn)) for o in n.ops):
+        elif (
+            isinstance(n, ast.Compare)
+            and isinstance(n.left, ast.Constant)
+            and any(isinstance(o, (ast.In, ast.NotIn)) for o in n.ops)
+        ):
             read.add(str(n.left.value))
         elif isinstance(n, ast.Assign):
             for t in n.targets:
@@ -158,8 +179,7 @@ def _guard(helper: Any) -> str | None:
 
 
 def _helpers(cls: Any) -> list[str]:
-    return [n for n in dir(cls) if connectors.is_truncation_helper(n)
-            and callable(getattr(cls, n, None))]
+    return [n for n in dir(cls) if connectors.is_truncation_helper(n) and callable(getattr(cls, n, None))]
 
 
 def _scheduler_half(cls: Any) -> tuple[str | None, Any]:
@@ -174,12 +194,21 @@ def _scheduler_half(cls: Any) -> tuple[str | None, Any]:
             continue
         glb = getattr(sys.modules.get(klass.__module__), "__dict__", {})
         for n in ast.walk(parsed[0]):
-            target = n.targets[0] if isinstance(n, ast.Assign) and len(n.targets) == 1 else \
-                n.target if isinstance(n, ast.AnnAssign) else None
+            target = (
+                n.targets[0]
+                if isinstance(n, ast.Assign) and len(n.targets) == 1
+                else n.target
+                if isinstance(n, ast.AnnAssign)
+                else None
+            )
             value = getattr(n, "value", None)
-            if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
-                    and target.value.id == "self" and isinstance(value, ast.Call)
-                    and isinstance(value.func, ast.Name)):
+            if not (
+                isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == "self"
+                and isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+            ):
                 continue
             half = glb.get(value.func.id)
             if inspect.isclass(half) and _helpers(half):
@@ -192,8 +221,12 @@ def _scheduler_half(cls: Any) -> tuple[str | None, Any]:
 
 def plan_class(key: str, vllm_name: str, cls: Any) -> dict[str, Any]:
     """What the hotfix would do to one connector class (nothing is changed here)."""
-    entry: dict[str, Any] = {"connector": key, "kv_connector": vllm_name,
-                             "class": cls.__qualname__, "hook": connectors.EARLY_HOOK}
+    entry: dict[str, Any] = {
+        "connector": key,
+        "kv_connector": vllm_name,
+        "class": cls.__qualname__,
+        "hook": connectors.EARLY_HOOK,
+    }
 
     def out(status: str, reason: str) -> dict[str, Any]:
         entry.update(status=status, reason=reason)
@@ -215,38 +248,61 @@ def plan_class(key: str, vllm_name: str, cls: Any) -> dict[str, Any]:
         if early:
             where = early_fn if attr is None else getattr(half, connectors.EARLY_HOOK)
             entry.update(helper=helper, helper_at=_where(fn), early_call_at=_at(where, early[0][2]))
-            return out("not needed", f"{half.__qualname__}.{connectors.EARLY_HOOK} already "
-                                     f"calls {helper} before the lookup")
+            return out(
+                "not needed",
+                f"{half.__qualname__}.{connectors.EARLY_HOOK} already calls {helper} before the lookup",
+            )
         if not late:
             continue
         call, parents, line = late[0]
         entry.update(helper=helper, helper_at=_where(fn), late_call_at=_at(late_fn, line))
         sig_params = _params(fn)
         if sig_params is None or len(sig_params) != 2:
-            return out("refused", f"{helper} does not take exactly (self, request): "
-                                  f"{sig_params}")
+            return out("refused", f"{helper} does not take exactly (self, request): {sig_params}")
         late_params = _params(late_fn) or []
-        if len(call.args) != 1 or call.keywords or not isinstance(call.args[0], ast.Name) \
-                or len(late_params) < 2 or call.args[0].id != late_params[1]:
-            return out("refused", f"{connectors.LATE_HOOK} does not call {helper} with its "
-                                  "request alone")
+        if (
+            len(call.args) != 1
+            or call.keywords
+            or not isinstance(call.args[0], ast.Name)
+            or len(late_params) < 2
+            or call.args[0].id != late_params[1]
+        ):
+            return out("refused", f"{connectors.LATE_HOOK} does not call {helper} with its request alone")
         keys, flags = _condition(parents)
         if "do_remote_decode" not in keys or not flags:
-            return out("refused", f"cannot read which requests {connectors.LATE_HOOK} truncates "
-                                  f"(condition keys {keys}, flags {flags})")
-        others = [h for h in (connectors.EARLY_HOOK, "update_state_after_alloc",
-                              "request_finished", "build_connector_meta")
-                  if _self_calls(getattr(half, h, None), helper)]
+            return out(
+                "refused",
+                f"cannot read which requests {connectors.LATE_HOOK} truncates "
+                f"(condition keys {keys}, flags {flags})",
+            )
+        others = [
+            h
+            for h in (
+                connectors.EARLY_HOOK,
+                "update_state_after_alloc",
+                "request_finished",
+                "build_connector_meta",
+            )
+            if _self_calls(getattr(half, h, None), helper)
+        ]
         guard = _guard(fn)
         if guard is None and others:
-            return out("refused", f"{helper} has no guard and is also called from "
-                                  f"{', '.join(others)}: adding one could change those paths")
+            return out(
+                "refused",
+                f"{helper} has no guard and is also called from "
+                f"{', '.join(others)}: adding one could change those paths",
+            )
         if early_fn is None or (attr is not None and not hasattr(cls, connectors.EARLY_HOOK)):
             return out("refused", f"{cls.__qualname__} has no {connectors.EARLY_HOOK}")
-        entry.update(condition={"keys": keys, "flags": flags},
-                     guard=guard or GUARD_KEY, guard_source="release" if guard else "added")
-        return out("patch", f"{half.__qualname__}.{connectors.LATE_HOOK} calls {helper} "
-                            "after the local prefix-cache lookup")
+        entry.update(
+            condition={"keys": keys, "flags": flags},
+            guard=guard or GUARD_KEY,
+            guard_source="release" if guard else "added",
+        )
+        return out(
+            "patch",
+            f"{half.__qualname__}.{connectors.LATE_HOOK} calls {helper} after the local prefix-cache lookup",
+        )
     return out("no truncation", f"no hook of {half.__qualname__} calls a truncation helper")
 
 
@@ -262,7 +318,7 @@ def connector_classes(names: list[str] | None = None) -> list[tuple[str, str, An
     from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
 
     registry = getattr(KVConnectorFactory, "_registry", {})
-    found = []
+    found: list[tuple[str, str, Any, str | None]] = []
     for c in connectors.all_connectors():
         for name in c.vllm_names:
             if name not in registry or (names is not None and name not in names):
@@ -281,8 +337,18 @@ def _plan(names: list[str] | None) -> list[tuple[dict[str, Any], Any]]:
     seen: dict[int, dict[str, Any]] = {}
     for key, name, cls, why in connector_classes(names):
         if cls is None:
-            out.append(({"connector": key, "kv_connector": name, "kv_connectors": [name],
-                         "status": "unavailable", "reason": why}, None))
+            out.append(
+                (
+                    {
+                        "connector": key,
+                        "kv_connector": name,
+                        "kv_connectors": [name],
+                        "status": "unavailable",
+                        "reason": why,
+                    },
+                    None,
+                )
+            )
         elif id(cls) in seen:  # another name of the same class (NixlConnector, NixlPullConnector)
             seen[id(cls)]["kv_connectors"].append(name)
         else:
@@ -301,20 +367,29 @@ def plan(names: list[str] | None = None) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- patching
 
 
-def _early_wrapper(original: Any, attr: str | None, half_cls: Any, helper: str,
-                   keys: list[str], flags: list[str]) -> Any:
+def _early_wrapper(
+    original: Any, attr: str | None, half_cls: Any, helper: str, keys: list[str], flags: list[str]
+) -> Any:
     def on_new_request(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         half = getattr(self, attr, None) if attr else self
         if isinstance(half, half_cls):
             params = getattr(request, "kv_transfer_params", None)
-            if isinstance(params, dict) and all(params.get(k) for k in keys) \
-                    and all(getattr(half, f, False) for f in flags):
+            if (
+                isinstance(params, dict)
+                and all(params.get(k) for k in keys)
+                and all(getattr(half, f, False) for f in flags)
+            ):
                 try:
                     getattr(half, helper)(request)
                 except Exception as exc:  # never break the engine: the late call still runs
-                    log.warning("pd-doctor hotfix %s: %s failed in %s (%r); the request keeps "
-                                "the release's late truncation", ISSUE, helper,
-                                connectors.EARLY_HOOK, exc)
+                    log.warning(
+                        "pd-doctor hotfix %s: %s failed in %s (%r); the request keeps "
+                        "the release's late truncation",
+                        ISSUE,
+                        helper,
+                        connectors.EARLY_HOOK,
+                        exc,
+                    )
         return original(self, request, *args, **kwargs)
 
     setattr(on_new_request, MARK, True)
@@ -351,8 +426,9 @@ def patch_class(entry: dict[str, Any], cls: Any) -> None:
     if entry["guard_source"] == "added" and not getattr(getattr(half, helper), MARK, False):
         setattr(half, helper, _guarded_helper(getattr(half, helper)))
     cond = entry["condition"]
-    setattr(cls, connectors.EARLY_HOOK,
-            _early_wrapper(current, attr, half, helper, cond["keys"], cond["flags"]))
+    setattr(
+        cls, connectors.EARLY_HOOK, _early_wrapper(current, attr, half, helper, cond["keys"], cond["flags"])
+    )
     entry["status"] = "patched"
 
 
@@ -374,10 +450,12 @@ def summary_line(entries: list[dict[str, Any]]) -> str:
     parts = []
     for e in entries:
         if e["status"] in ("patched", "already patched"):
-            parts.append(f"{e['status']} {e['class']}.{e['hook']} -> "
-                         f"{e['scheduler_class']}.{e['helper']} ({e['helper_at']}, guard "
-                         f"{e['guard']} {e['guard_source']}; late call {e['late_call_at']} "
-                         "now a no-op)")
+            parts.append(
+                f"{e['status']} {e['class']}.{e['hook']} -> "
+                f"{e['scheduler_class']}.{e['helper']} ({e['helper_at']}, guard "
+                f"{e['guard']} {e['guard_source']}; late call {e['late_call_at']} "
+                "now a no-op)"
+            )
         elif e["status"] == "not needed":
             parts.append(f"not needed for {e['class']}: {e['reason']}")
         elif e["status"] == "refused":
@@ -437,8 +515,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import vllm
 
-        doc["vllm"] = {"version": str(getattr(vllm, "__version__", "?")),
-                       "path": os.path.dirname(os.path.abspath(vllm.__file__))}
+        doc["vllm"] = {
+            "version": str(getattr(vllm, "__version__", "?")),
+            "path": os.path.dirname(os.path.abspath(vllm.__file__)),
+        }
         doc["plan"] = plan()
     except Exception as exc:
         doc["error"] = f"{type(exc).__name__}: {exc}"
