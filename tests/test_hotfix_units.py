@@ -109,24 +109,25 @@ def test_helper_it_cannot_call_is_refused() -> None:
     assert "REFUSED _ConnOdd" in hotfix.summary_line([{**entry, "class": "_ConnOdd"}])
 
 
-def test_payload_is_the_target_module_and_an_entry_point() -> None:
+def test_payload_is_the_target_modules_and_an_entry_point() -> None:
     files = core._payload()
-    assert files["pd_doctor_hotfix/hotfix.py"] == (core._target_dir() / "hotfix.py").read_bytes()
-    assert files["pd_doctor_hotfix/connectors.py"] == (core._target_dir() / "connectors.py").read_bytes()
+    for name in core.SOURCES:
+        assert files[f"pd_doctor_hotfix/{name}"] == (core._target_dir() / name).read_bytes()
     di = core._dist_info_name()
     assert (
         b"[vllm.general_plugins]\npd_doctor_hotfix = pd_doctor_hotfix.hotfix:register"
         in files[f"{di}/entry_points.txt"]
     )
-    src = files["pd_doctor_hotfix/hotfix.py"].decode()
-    imports: set[str] = set()
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.Import):
-            imports.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            imports.add(str(node.module).split(".")[0])
-    stdlib = set(sys.stdlib_module_names)
-    assert {m for m in imports if m not in stdlib} <= {"vllm", "connectors"}, imports
+    siblings = {n.removesuffix(".py") for n in core.SOURCES}
+    for name in core.SOURCES:
+        imports: set[str] = set()
+        for node in ast.walk(ast.parse(files[f"pd_doctor_hotfix/{name}"].decode())):
+            if isinstance(node, ast.Import):
+                imports.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                imports.add(str(node.module).split(".")[0])
+        extra = {m for m in imports if m not in sys.stdlib_module_names}
+        assert extra <= {"vllm"} | siblings, (name, extra)  # stdlib + vLLM only
 
 
 def test_advice_names_the_exact_commands() -> None:

@@ -30,7 +30,7 @@ DIST = "pd-doctor-hotfix"
 PACKAGE = "pd_doctor_hotfix"
 INSTALLER = "pd-doctor"
 ENTRY_POINT = f"{PACKAGE}.hotfix:register"
-SOURCES = ("hotfix.py", "connectors.py")
+SOURCES = ("hotfix.py", "hotfix_plan.py", "connectors.py")
 """Files of `vllm_pd_doctor/target/` the installed plugin needs (stdlib + vLLM only)."""
 APPLIED = ("patched", "already patched")
 
