@@ -61,26 +61,30 @@ def enabled(environ: dict[str, str] | None = None) -> bool:
 def _early_wrapper(
     original: Any, attr: str | None, half_cls: Any, helper: str, keys: list[str], flags: list[str]
 ) -> Any:
+    keys_t, flags_t = tuple(keys), tuple(flags)
+
+    def wanted(half: Any, params: Any) -> bool:
+        if not isinstance(params, dict):
+            return False
+        for k in keys_t:  # plain loops: this runs for every request the engine admits
+            if not params.get(k):
+                return False
+        return all(getattr(half, f, False) for f in flags_t)
+
     def on_new_request(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         half = getattr(self, attr, None) if attr else self
-        if isinstance(half, half_cls):
-            params = getattr(request, "kv_transfer_params", None)
-            if (
-                isinstance(params, dict)
-                and all(params.get(k) for k in keys)
-                and all(getattr(half, f, False) for f in flags)
-            ):
-                try:
-                    getattr(half, helper)(request)
-                except Exception as exc:  # never break the engine: the late call still runs
-                    log.warning(
-                        "pd-doctor hotfix %s: %s failed in %s (%r); the request keeps "
-                        "the release's late truncation",
-                        ISSUE,
-                        helper,
-                        connectors.EARLY_HOOK,
-                        exc,
-                    )
+        if isinstance(half, half_cls) and wanted(half, getattr(request, "kv_transfer_params", None)):
+            try:
+                getattr(half, helper)(request)
+            except Exception as exc:  # never break the engine: the late call still runs
+                log.warning(
+                    "pd-doctor hotfix %s: %s failed in %s (%r); the request keeps "
+                    "the release's late truncation",
+                    ISSUE,
+                    helper,
+                    connectors.EARLY_HOOK,
+                    exc,
+                )
         return original(self, request, *args, **kwargs)
 
     setattr(on_new_request, MARK, True)
