@@ -129,9 +129,12 @@ def make_options(*, connector: str, block_size: int, prompt_len: int | None,
 
 
 def _check_hybrid_config(cfg: Path) -> None:
+    from vllm_pd_doctor import limits
+
+    text = limits.read_config_text(cfg, f"--model {cfg}")  # bounded, UTF-8 or BadInput
     try:
-        data = json.loads(cfg.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise BadInput(f"--model {cfg}: not valid JSON ({exc})") from None
     layers = data.get("layer_types") or data.get("layers_block_type") if isinstance(data, dict) \
         else None

@@ -10,9 +10,10 @@ from typing import Annotated
 
 import typer
 
-from vllm_pd_doctor import targetrun
+from vllm_pd_doctor import limits, targetrun
 from vllm_pd_doctor.commands._common import DebugOpt, PythonOpt, out, progress_printer, run
 from vllm_pd_doctor.errors import BadInput, ExitCode
+from vllm_pd_doctor.limits import positive_seconds
 
 HELP = """Build the bundle to attach to a vLLM bug report about P/D disaggregation.
 
@@ -33,7 +34,13 @@ def register(app: typer.Typer) -> None:
 
 
 def _check_dest(dest: Path) -> None:
+    part = dest.with_name(dest.name + ".part")
+    if dest.is_symlink() or part.is_symlink():  # never write through a link (issue 12)
+        raise BadInput(f"-o {dest}: {'it' if dest.is_symlink() else part.name} is a symlink",
+                       hint="give a real path; pd-doctor does not write through links")
     if dest.suffix.lower() == ".zip":
+        if dest.exists() and not dest.is_dir():
+            raise BadInput(f"-o {dest}: exists", hint="give a new FILE.zip, or remove it first")
         if dest.is_dir():
             raise BadInput(f"-o {dest}: is a directory", hint="give a new FILE.zip or a directory")
         parent = dest.parent
@@ -79,7 +86,8 @@ def report(
         "--redact-hosts/--no-redact-hosts", help="Redact host names and IP addresses other "
                                                  "than loopback.")] = True,
     timeout: Annotated[float, typer.Option(
-        "--timeout", help="Seconds each collector may take.")] = 300.0,
+        "--timeout", help="Seconds each collector may take.",
+        callback=positive_seconds("--timeout"))] = 300.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -91,8 +99,11 @@ def report(
         if config is not None and (prefill_cmd or decode_cmd):
             raise BadInput("--config and --prefill-cmd/--decode-cmd both given",
                            hint="give the commands one way")
-        if config is not None and not config.is_file():
-            raise BadInput(f"--config {config}: no such file")
+        if config is not None:  # exists, regular, bounded, UTF-8, no alias bomb
+            limits.check_input_file(config, f"--config {config}",
+                                    max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True)
+        for p in log or ():  # no devices, FIFOs, sockets, missing files (exit 2, no hang)
+            limits.check_input_file(p, f"--log {p}", max_bytes=limits.ANY_SIZE)
         if model is not None and not model.expanduser().exists():
             raise BadInput(f"--model {model}: no such directory")
         if timeout <= 0:

@@ -66,7 +66,7 @@ def run_local(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
     client = Client()
     progress(f"run directory {run_dir}; logs: {p_eng.log}, {d_eng.log}")
     try:
-        with engines.sigterm_as_interrupt(), engines.plugin_path() as pypath:
+        with engines.plugin_path() as pypath:
             t = time.perf_counter()
             for eng in pair:
                 engines.start_engine(engines.engine_command(python, eng, model, tiny, device, lo),
