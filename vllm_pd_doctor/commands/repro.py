@@ -109,6 +109,9 @@ def repro(
                                            help="Seconds before the run is "
                                            "stopped.")] = 600.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
+    hotfix: Annotated[bool, typer.Option(
+        "--hotfix", help="Apply pd-doctor's opt-in #53514 backport (pd-doctor hotfix) first; "
+                         "the verdict says whether it fixed the release.")] = False,
     debug: DebugOpt = False,
 ) -> None:
     progress = progress_printer(not quiet)
@@ -119,6 +122,9 @@ def repro(
                             prefill_port or decode_port or device):
             raise BadInput("--prefill-url, --decode-url, --run-dir, --prefill-port, "
                            "--decode-port and --device are options of --engine live")
+        if hotfix and is_live:  # the live engine gets PD_DOCTOR_HOTFIX=53514 once live/ wires it
+            raise BadInput("--hotfix is not wired into --engine live yet",
+                           hint="use the in-process engine: pd-doctor repro --hotfix")
         if is_live:
             from vllm_pd_doctor import live
 
@@ -135,7 +141,7 @@ def repro(
             opts = inprocess.make_options(
                 connector=connector, block_size=block_size if block_size is not None else 16,
                 prompt_len=prompt_len, mamba_cache_mode=mamba_cache_mode, kv_role=kv_role,
-                model=model, timeout=timeout)
+                model=model, timeout=timeout, hotfix=hotfix)
             interpreter = _interpreter(python, vllm, package, progress)
             for w in opts.warnings():
                 hint(w)
