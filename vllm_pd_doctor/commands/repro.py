@@ -122,9 +122,6 @@ def repro(
                             prefill_port or decode_port or device):
             raise BadInput("--prefill-url, --decode-url, --run-dir, --prefill-port, "
                            "--decode-port and --device are options of --engine live")
-        if hotfix and is_live:  # the live engine gets PD_DOCTOR_HOTFIX=53514 once live/ wires it
-            raise BadInput("--hotfix is not wired into --engine live yet",
-                           hint="use the in-process engine: pd-doctor repro --hotfix")
         if is_live:
             from vllm_pd_doctor import live
 
@@ -133,7 +130,7 @@ def repro(
                 mamba_cache_mode=mamba_cache_mode, kv_role=kv_role, model=model,
                 prefill_url=prefill_url, decode_url=decode_url, confirm_remote=confirm_remote,
                 run_dir=run_dir, prefill_port=prefill_port, decode_port=decode_port,
-                device=device, timeout=timeout)
+                device=device, timeout=timeout, hotfix=hotfix)
             interpreter = _interpreter(python, vllm, package, progress, nixl=not live_opts.remote)
             report = live.run_live(interpreter, live_opts, progress)
             as_list = "all" in (k.strip().lower() for k in connector.split(","))
