@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vllm_pd_doctor.formats import mermaid
 from vllm_pd_doctor.model import ConnectorVerdict, ReproReport
 
 
@@ -33,7 +34,8 @@ def verdict_md(report: ReproReport, r: ConnectorVerdict) -> str:
                               f"{'fired' if c.assertion_fired else 'did not fire'}"),
     ]
     table = "| | |\n|---|---|\n" + "".join(f"| {k} | {_cell(v)} |\n" for k, v in rows)
-    return head + verdict + "\n\n" + table
+    diagram = mermaid.fenced(r)
+    return head + verdict + "\n\n" + table + (f"\n{diagram}" if diagram else "")
 
 
 def repro_md(report: ReproReport) -> str:
