@@ -79,12 +79,23 @@ def test_family_does_not_fire_on_fixed_release(python_fixed, repro_json, family)
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_non_hybrid_model_is_not_affected(python_buggy, cli):
-    model = ROOT / "tests" / "fixtures" / "check_config" / "models" / "qwen3-dense"
-    proc = cli("repro", "--python", python_buggy, "--model", str(model), "--quiet")
+    proc = cli("repro", "--python", python_buggy, "--model", str(MODELS / "qwen3-dense"),
+               "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert "not affected: this model has no Mamba state" in proc.stdout
     assert "is_hybrid=False" in proc.stdout
     assert "Qwen3ForCausalLM" in proc.stdout
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_config_vllm_rejects_is_bad_input(python_buggy, cli):
+    # check-config's stub declares 2 layer_types for 28 layers: vLLM refuses it.
+    model = ROOT / "tests" / "fixtures" / "check_config" / "models" / "qwen3-dense"
+    proc = cli("repro", "--python", python_buggy, "--model", str(model), "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot read this config.json" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.vllm

@@ -229,6 +229,11 @@ def _raise_for(err: dict[str, Any], opts: ReproOptions, answer: dict[str, Any]) 
         version = (answer.get("vllm") or {}).get("version", "?")
         raise BadInput(f"--prefix-match-unit {opts.prefix_match_unit}: vLLM {version} has no "
                        "prefix_match_unit (its hash granularity is the block size)")
+    if stage == "build ModelConfig":
+        version = (answer.get("vllm") or {}).get("version", "?")
+        raise BadInput(f"--model {opts.model or default_model_dir()}: vLLM {version} cannot read "
+                       f"this config.json: {msg.split(' failed: ', 1)[-1]}",
+                       hint="fix the config.json (vLLM validates it with transformers)")
     if kind == "no_vllm":
         raise CouldNotRun(f"vLLM cannot be imported in this interpreter: {msg}",
                           hint="point --python at your vLLM environment's interpreter")

@@ -162,6 +162,16 @@ class TriggerRun:
     preempted_by: str | None = None
     events: tuple[Event, ...] = ()
 
+    @property
+    def summary(self) -> str:
+        """One line: prompt, hit, what fired, how often the prompt was truncated."""
+        a = self.assertion
+        fired = ("#53514 assert fired" if a.matches_53514 else
+                 f"{a.kind or 'error'} at {a.location}") if a.fired else "did not fire"
+        extra = f", preempted via {self.preempted_by}" if self.preempted_by else ""
+        return (f"prompt {self.prompt_len}, hit {self.hit_tokens}, {fired}, truncated "
+                f"{self.truncations}x by {self.truncation_hook}{extra}")
+
 
 @dataclass(frozen=True)
 class ConnectorVerdict:
@@ -199,18 +209,22 @@ class ConnectorVerdict:
 
     @property
     def reproduced(self) -> bool:
-        """#53514's assertion fired on a trigger or on the control (nothing else counts)."""
+        """#53514's assertion fired on a trigger or on the control (nothing else counts).
+
+        An assertion whose `kind` is unknown (a remote engine that died without a trace to
+        confirm what fired) keeps counting as fired: there is nothing more to tell it apart.
+        """
         if not self.ran:
             return False
         fired = [self.assertion] + [t.assertion for t in self.triggers]
-        return any(a is not None and a.fired and a.matches_53514 for a in fired) or \
-            (self.control is not None and self.control.matches_53514)
+        return any(a is not None and a.fired and (a.matches_53514 or a.kind is None)
+                   for a in fired) or (self.control is not None and self.control.matches_53514)
 
     @property
     def unexpected(self) -> Assertion | None:
         """Another assertion or exception inside vLLM (not #53514's), if one fired."""
         for a in [self.assertion] + [t.assertion for t in self.triggers]:
-            if a is not None and a.fired and not a.matches_53514:
+            if a is not None and a.fired and a.kind is not None and not a.matches_53514:
                 return a
         return None
 

@@ -16,8 +16,11 @@ def verdict_md(report: ReproReport, r: ConnectorVerdict) -> str:
         return head + f"Could not run: {r.error.stage}: {r.error.message}\n"
     a, t, c = r.assertion, r.truncation, r.control
     assert a is not None and t is not None and c is not None
-    if a.fired:
-        verdict = f"**Reproduced**: `{a.statement}` fired at `{a.location}`."
+    if r.reproduced:
+        verdict = (f"**Reproduced**: `{a.statement}` fired at `{a.location}`." if a.fired else
+                   f"**Reproduced** on the control: `{c.statement}` fired at `{c.location}`.")
+    elif a.fired:
+        verdict = f"**Not #53514**: another {a.kind} at `{a.location}`: `{a.statement}`."
     else:
         verdict = "**Not reproduced**: the trigger request was scheduled."
     order = "n/a" if t.before_lookup is None else (
@@ -33,6 +36,7 @@ def verdict_md(report: ReproReport, r: ConnectorVerdict) -> str:
         (c.label, f"prompt {c.prompt_len}, hit {c.hit_tokens}, "
                               f"{'fired' if c.assertion_fired else 'did not fire'}"),
     ]
+    rows += [(f"trigger `{x.name}`", x.summary) for x in r.triggers if len(r.triggers) > 1]
     table = "| | |\n|---|---|\n" + "".join(f"| {k} | {_cell(v)} |\n" for k, v in rows)
     diagram = mermaid.fenced(r)
     return head + verdict + "\n\n" + table + (f"\n{diagram}" if diagram else "")
