@@ -108,7 +108,8 @@ def test_control_that_fires_is_reproduced(python_buggy, repro_json):
     assert c["prompt_len"] == 33 and c["hit_tokens"] == 32
     assert c["assertion_fired"] is True and c["matches_53514"] is True
     assert c["label"] == "control (prompt 33, hit 32)"
-    assert "N = 33 or 65 would" in err
+    assert "N-1 = 31 is not a multiple of the prefix-cache hash granularity 32" in err
+    assert "N = 33 would" in err
 
 
 @pytest.mark.vllm

@@ -230,8 +230,7 @@ def _print_not_affected(report: ReproReport, fmt: OutputFormat) -> None:
     doc = {"schema_version": SCHEMA_VERSION, "engine": report.engine,
            "vllm": {"version": report.vllm.version, "path": report.vllm.path},
            "not_affected": True, "reproduced": False, "reason": na.get("reason"),
-           "evidence": na.get("evidence"),
-           "hybrid_architectures": na.get("hybrid_architectures")}
+           "evidence": na.get("evidence")}
     if fmt is OutputFormat.json:
         out(fjson.dumps(doc))
         return

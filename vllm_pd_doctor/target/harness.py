@@ -383,7 +383,6 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             out["not_affected"] = {
                 "reason": "this model has no Mamba state",
                 "evidence": setup.facts,
-                "hybrid_architectures": sizing.hybrid_architectures(),
             }
             out["timings"]["total_s"] = round(time.perf_counter() - t0, 3)
             return out

@@ -67,23 +67,6 @@ def model_facts(model_config: Any) -> dict[str, Any]:
     }
 
 
-def hybrid_architectures() -> list[str]:
-    """Architectures the installed vLLM's registry marks hybrid (is_hybrid in its model info)."""
-    from vllm.model_executor.models import ModelRegistry
-
-    found = []
-    models = getattr(ModelRegistry, "models", {}) or {}
-    for arch, entry in models.items():
-        info = None
-        try:
-            info = entry.inspect_model_cls()
-        except Exception:
-            continue
-        if getattr(info, "is_hybrid", False):
-            found.append(str(arch))
-    return sorted(found)
-
-
 def mamba_state(vllm_config: Any, cls: Any) -> tuple[Any, Any]:
     shapes = cls.get_mamba_state_shape_from_config(vllm_config)
     dtypes = cls.get_mamba_state_dtype_from_config(vllm_config)
