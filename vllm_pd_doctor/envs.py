@@ -24,12 +24,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.progress import Progress, phase, quiet
 
 MARKER = "pd-doctor-env.json"
 CACHE_DIR = ".vllm-cache"
@@ -40,13 +41,6 @@ NIXL_PACKAGES = ("nixl-cu12==1.5.1", "nixl==1.5.1")
 both CUDA variants, and newer meta releases ask for a nixl-cu12 that does not exist."""
 
 _VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z0-9.+-]*)$")
-
-Progress = Callable[[str], None]
-
-
-def _quiet(_: str) -> None:
-    pass
-
 
 @dataclass(frozen=True)
 class ManagedEnv:
@@ -126,6 +120,19 @@ def list_envs() -> list[ManagedEnv]:
         return []
     found = [_load(p) for p in sorted(root.iterdir()) if p.is_dir()]
     return [e for e in found if e is not None]
+
+
+@dataclass(frozen=True)
+class EnvListing:
+    """`pd-doctor envs list`: the complete environments under `home`."""
+
+    home: Path
+    envs_dir: Path
+    envs: tuple[ManagedEnv, ...]
+
+
+def listing() -> EnvListing:
+    return EnvListing(home=home(), envs_dir=envs_dir(), envs=tuple(list_envs()))
 
 
 def cache_root_for_python(python: str | os.PathLike[str]) -> Path | None:
@@ -253,7 +260,7 @@ def _keep_log(log: Path, name: str) -> Path:
 
 
 def ensure(package: str, version: str, *, nixl: bool = False,
-           progress: Progress = _quiet, timeout: float = 1800.0) -> ManagedEnv:
+           progress: Progress = quiet, timeout: float = 1800.0) -> ManagedEnv:
     """Return the environment for package==version, creating it if it is not there yet."""
     validate(package, version)
     path = envs_dir() / env_name(package, version)
@@ -262,14 +269,16 @@ def ensure(package: str, version: str, *, nixl: bool = False,
         if existing is not None and (not nixl or "nixl" in existing.extras):
             return existing
         if existing is not None:  # add NIXL to a complete environment
-            progress(f"adding NIXL to {existing.name}")
-            _install_nixl(existing.python, path)
+            with phase(progress, f"adding NIXL to {existing.name}"):
+                _install_nixl(existing.python, path)
             return _write_marker(path, package, version, (*existing.extras, "nixl"),
                                  existing.install_s)
         if path.exists():
             progress(f"removing incomplete environment {path}")
             shutil.rmtree(path)
-        return _create(path, package, version, nixl=nixl, progress=progress, timeout=timeout)
+        with phase(progress, f"provisioning {package} {version}"):
+            return _create(path, package, version, nixl=nixl, progress=progress,
+                           timeout=timeout)
 
 
 def _create(path: Path, package: str, version: str, *, nixl: bool, progress: Progress,
@@ -335,17 +344,6 @@ def _write_marker(path: Path, package: str, version: str, extras: tuple[str, ...
                       install_s=install_s, created=created)
 
 
-def size_bytes(env: ManagedEnv) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(env.path):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(root, f)).st_size
-            except OSError:
-                pass
-    return total
-
-
 MIN_FREE_BYTES = 4 * 1024**3
 """Free disk space a new environment needs (one takes about 2.5 to 3.5 GB)."""
 
@@ -357,7 +355,7 @@ def free_bytes() -> int:
     return shutil.disk_usage(probe).free
 
 
-def ensure_or_clean(package: str, version: str, *, progress: Progress = _quiet,
+def ensure_or_clean(package: str, version: str, *, progress: Progress = quiet,
                     timeout: float = 1800.0) -> ManagedEnv:
     """`ensure`, refusing when the disk is nearly full, and removing what a failed install left.
 

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import IntEnum
-from typing import TypeVar
-
-T = TypeVar("T")
 
 
 class ExitCode(IntEnum):
@@ -93,8 +90,3 @@ def boundary(*, debug: bool) -> Iterator[None]:
     except BaseException as exc:
         code = report_error(exc, debug=debug)
         raise SystemExit(int(code)) from None
-
-
-def guarded(fn: Callable[[], T], *, debug: bool) -> T:
-    with boundary(debug=debug):
-        return fn()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,6 @@ from vllm_pd_doctor.model import (
     ConnectorVerdict,
     Control,
     Event,
-    Frame,
     ReproReport,
     RunError,
     ScenarioConfig,
@@ -29,6 +27,7 @@ from vllm_pd_doctor.model import (
     Truncation,
     VllmInstall,
 )
+from vllm_pd_doctor.progress import Progress, phase, quiet
 from vllm_pd_doctor.target import connectors
 
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
@@ -156,8 +155,7 @@ def _check_json(cfg: Path) -> None:
                             "from its architectures)")
 
 
-def run_inprocess(python: str, opts: ReproOptions,
-                  progress: Callable[[str], None] = lambda _: None) -> ReproReport:
+def run_inprocess(python: str, opts: ReproOptions, progress: Progress = quiet) -> ReproReport:
     """Run the harness in `python` and return its typed verdicts."""
     interp = targetrun.probe_interpreter(python)
     targetrun.require_vllm(interp)
@@ -174,10 +172,10 @@ def run_inprocess(python: str, opts: ReproOptions,
         "kv_role": opts.kv_role,
         "model_dir": str(model),
     }
-    progress(f"running the in-process harness in {python} (vLLM {interp.vllm_version or '?'}); "
-             "importing vLLM takes a few seconds")
-    run = targetrun.run_module(python, "harness", ["--spec", json.dumps(spec)],
-                               timeout=opts.timeout, what="the in-process harness")
+    with phase(progress, f"running the in-process harness in {python} (vLLM "
+                         f"{interp.vllm_version or '?'}); importing vLLM takes a few seconds"):
+        run = targetrun.run_module(python, "harness", ["--spec", json.dumps(spec)],
+                                   timeout=opts.timeout, what="the in-process harness")
     report = parse_answer(run.answer, python, opts)
     progress(f"harness finished in {run.wall_s:.1f} s")
     return report
@@ -254,15 +252,6 @@ def _notes(results: tuple[ConnectorVerdict, ...]) -> list[str]:
     return notes
 
 
-def _frames(items: Any) -> tuple[Frame, ...]:
-    out = []
-    for d in items or ():
-        f = Frame.from_dict(d)
-        if f is not None:
-            out.append(f)
-    return tuple(out)
-
-
 def _assertion(a: dict[str, Any]) -> Assertion:
     return Assertion(fired=bool(a.get("fired")), location=a.get("location"),
                      statement=a.get("statement"),
@@ -321,13 +310,7 @@ def _verdict(r: dict[str, Any]) -> ConnectorVerdict:
                               platform=cfg.get("platform"),
                               max_num_batched_tokens=cfg.get("max_num_batched_tokens")),
         assertion=_assertion(r["assertion"]),
-        truncation=Truncation(hook=str(t.get("hook") or "none"),
-                              before_lookup=t.get("before_lookup"),
-                              tokens_removed=int(t.get("tokens_removed") or 0),
-                              operation=t.get("op"),
-                              statement=Frame.from_dict(t.get("statement")),
-                              call_site=Frame.from_dict(t.get("helper_call_site")),
-                              stack=_frames(t.get("stack"))),
+        truncation=Truncation.from_observed(t),
         hit_tokens=r["prefix_cache"].get("hit_tokens"),
         prompt_len_before=r["prompt"].get("len_before"),
         prompt_len_after=r["prompt"].get("len_after"),

@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from vllm_pd_doctor import envs, inprocess
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
 from vllm_pd_doctor.model import ConnectorVerdict, Frame, ReproReport
+from vllm_pd_doctor.progress import Progress, phase, quiet
 from vllm_pd_doctor.releases import version_key
 from vllm_pd_doctor.target import connectors
-
-Progress = Callable[[str], None]
 
 # Cell states
 FIRED = "fired"
@@ -33,10 +32,6 @@ RAN = "ran"
 NOT_PUBLISHED = "not_published"
 NOT_PROVISIONED = "could_not_provision"
 NOT_RUN = "could_not_run"
-
-
-def _quiet(_: str) -> None:
-    pass
 
 
 @dataclass(frozen=True)
@@ -157,10 +152,10 @@ class _Runner:
             return ReleaseRow(release, NOT_PROVISIONED, reason=_reason(exc), cached=False,
                               provision_s=round(time.perf_counter() - t0, 2))
         provision_s = round(time.perf_counter() - t0, 2)
-        with self._repro_lock:
+        with self._repro_lock, phase(self.progress, f"{release}: running the repro"):
             t1 = time.perf_counter()
             try:
-                report = inprocess.run_inprocess(str(env.python), self.opts, _quiet)
+                report = inprocess.run_inprocess(str(env.python), self.opts, quiet)
             except Exception as exc:
                 self.progress(f"{release}: could not run: {_reason(exc)}")
                 return ReleaseRow(release, NOT_RUN, reason=_reason(exc), python=str(env.python),
@@ -183,7 +178,7 @@ class _Runner:
 
 def run_matrix(package: str, releases: Sequence[str], *, unknown: Mapping[str, str] | None = None,
                jobs: int = 2, timeout: float = 600.0, releases_source: str | None = None,
-               progress: Progress = _quiet) -> MatrixReport:
+               progress: Progress = quiet) -> MatrixReport:
     """Run the repro in every release (provisioning as needed).
 
     `unknown` maps releases that are not published to the reason shown in their row.
@@ -226,6 +221,13 @@ class BisectResult:
     """Both endpoints give the same verdict: there is no change to find."""
     endpoint_failed: str | None = None
     """An endpoint that could not be tested (no answer then)."""
+
+    @property
+    def outcome(self) -> str:
+        """changed (the change is located), no_change (both ends agree) or endpoint_failed."""
+        if self.endpoint_failed:
+            return "endpoint_failed"
+        return "no_change" if self.same_verdict else "changed"
 
 
 def bisect_releases(candidates: Sequence[str], probe: Callable[[str], BisectStep],
@@ -292,7 +294,7 @@ class BisectReport:
 def run_bisect(package: str, good: str, bad: str, candidates: Sequence[str], *,
                connector: str = "nixl", timeout: float = 600.0,
                only_cached: bool = False, releases_source: str | None = None,
-               progress: Progress = _quiet) -> BisectReport:
+               progress: Progress = quiet) -> BisectReport:
     """Bisect `candidates` (published releases between good and bad) on `connector` firing."""
     if connector not in connectors.connector_keys():
         raise BadInput(f"--connector {connector}: unknown connector",

@@ -71,6 +71,21 @@ class Truncation:
     """Where the truncation helper was called from (inside the hook)."""
     stack: tuple[Frame, ...] = ()
 
+    @classmethod
+    def from_observed(cls, summary: dict[str, Any] | None, *, missing: str = "none") -> Truncation:
+        """From the watchers' summary of one request (`target/observe.py` `summarize`), as both
+        engines report it; `missing` is the hook named when there is no summary at all."""
+        if not summary:
+            return cls(hook=missing, before_lookup=None)
+        frames = (Frame.from_dict(d) for d in summary.get("stack") or ())
+        return cls(hook=str(summary.get("hook") or "none"),
+                   before_lookup=summary.get("before_lookup"),
+                   tokens_removed=int(summary.get("tokens_removed") or 0),
+                   operation=summary.get("op"),
+                   statement=Frame.from_dict(summary.get("statement")),
+                   call_site=Frame.from_dict(summary.get("helper_call_site")),
+                   stack=tuple(f for f in frames if f is not None))
+
 
 @dataclass(frozen=True)
 class Control:

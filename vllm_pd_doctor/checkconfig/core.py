@@ -4,7 +4,7 @@ in-process repro in the target interpreter, in its own process)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from vllm_pd_doctor import targetrun
@@ -17,28 +17,31 @@ from vllm_pd_doctor.checkconfig.types import (
     NixlInfo,
     ProbeResult,
     ServeConfig,
-    Severity,
     VllmSource,
 )
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
 
 
-def gather_sides(prefill_cmd: str | None, decode_cmd: str | None,
-                 config: Path | None) -> tuple[dict[str, ServeConfig], dict[str, str]]:
-    """Parse the commands; returns the parsed sides and the text each came from."""
+def gather_sides(prefill_cmd: str | None, decode_cmd: str | None, config: Path | None,
+                 variables: Mapping[str, str] | None = None, python: str | None = None
+                 ) -> tuple[dict[str, ServeConfig], dict[str, str]]:
+    """Parse the commands; returns the parsed sides and the text each came from.
+
+    A config file may start any number of servers: the first prefill and the first decode are
+    paired here (the rest are parsed, so their errors still show)."""
     sides: dict[str, ServeConfig] = {}
     given: dict[str, str] = {}
+    table = parse.for_python(python)
     if config is not None:
-        for role, launch in parse.load_config_file(config).items():
-            sides[role] = parse.parse_launch(launch)
-            given[role] = f"{config} ({role})"
+        for launch in parse.load_config_file(config, variables=variables or {}):
+            s = parse.parse_launch(launch, table=table)
+            if launch.role not in sides:
+                sides[launch.role] = s
+                given[launch.role] = f"{config} ({launch.name or launch.role})"
     for role, text in (("prefill", prefill_cmd), ("decode", decode_cmd)):
         if text is None:
             continue
-        if not text.strip():
-            raise BadInput(f"--{role}-cmd: empty command",
-                           hint="give the full launch command, e.g. \"vllm serve MODEL ...\"")
-        sides[role] = parse.parse_command(text, role=role)
+        sides[role] = parse.parse_command(text, role=role, variables=variables, table=table)
         given[role] = "--" + role + "-cmd"
     return {r: sides[r] for r in parse.ROLES if r in sides}, given
 
@@ -66,10 +69,11 @@ def resolve_model(model: Path | None, sides: dict[str, ServeConfig],
 def check(*, prefill_cmd: str | None = None, decode_cmd: str | None = None,
           config: Path | None = None, model: Path | None = None, python: str | None = None,
           probe: bool = False, import_nixl: bool = True,
+          variables: Mapping[str, str] | None = None,
           progress: Callable[[str], None] = lambda _: None,
           warn: Callable[[str], None] = lambda _: None) -> CheckReport:
     t0 = time.perf_counter()
-    sides, given = gather_sides(prefill_cmd, decode_cmd, config)
+    sides, given = gather_sides(prefill_cmd, decode_cmd, config, variables, python)
     warnings: list[str] = []
 
     def _warn(msg: str) -> None:
@@ -144,11 +148,4 @@ def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> 
                        detail="; ".join(parts))
 
 
-def severity_counts(report: CheckReport) -> dict[str, int]:
-    out = {s.value: 0 for s in Severity}
-    for f in report.findings:
-        out[f.severity.value] += 1
-    return out
-
-
-__all__ = ["VllmSource", "check", "severity_counts"]
+__all__ = ["VllmSource", "check"]

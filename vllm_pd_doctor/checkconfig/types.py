@@ -224,6 +224,13 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class RuleCatalogue:
+    """The rules check-config knows (`--list-rules`)."""
+
+    rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True)
 class Finding:
     id: str
     severity: Severity

@@ -12,15 +12,12 @@ from vllm_pd_doctor.commands._common import (
     FormatOpt,
     PythonOpt,
     hint,
-    out,
     progress_printer,
     run,
-    stdout_color,
-    stdout_width,
+    show,
 )
-from vllm_pd_doctor.errors import ExitCode
+from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.formats import table as ftable
 
 HELP = """Check a P/D launch (prefill + decode commands) for vLLM #53514 and known P/D pitfalls.
 
@@ -47,12 +44,16 @@ def check_config(
     decode_cmd: Annotated[str | None, typer.Option(
         "--decode-cmd", help="The decode engine's launch command.", show_default=False)] = None,
     config: Annotated[Path | None, typer.Option(
-        "--config", help="File with the commands: text (one per role) or YAML/JSON with "
-                         "prefill:/decode: entries carrying args and env.",
+        "--config", help="File with the deployment: a shell script or text with the launch "
+                         "commands, YAML/JSON with prefill:/decode: entries, Kubernetes "
+                         "manifests (Dynamo, llm-d, kthena ...) or docker compose.",
         show_default=False)] = None,
     model: Annotated[Path | None, typer.Option(
         "--model", help="Local model directory or its config.json (hybrid or not).",
         show_default=False)] = None,
+    set_vars: Annotated[list[str] | None, typer.Option(
+        "--set", help="VAR=VALUE for a shell variable the config file uses but does not set "
+                      "(repeatable).", show_default=False)] = None,
     python: PythonOpt = None,
     probe: Annotated[bool, typer.Option(
         "--probe", help="Also run the in-process repro in the target interpreter.")] = False,
@@ -65,31 +66,25 @@ def check_config(
     progress = progress_printer(not quiet)
 
     def body() -> int:
-        from vllm_pd_doctor.checkconfig import render
-
         if list_rules:
-            if fmt is OutputFormat.json:
-                import json
+            from vllm_pd_doctor.checkconfig.rules import RULES
+            from vllm_pd_doctor.checkconfig.types import RuleCatalogue
 
-                out(json.dumps(render.rules_obj(), indent=2) + "\n")
-            elif fmt is OutputFormat.markdown:
-                out(render.rules_markdown())
-            else:
-                out(ftable.render(render.rules_table(), width=stdout_width(),
-                                  color=stdout_color()))
+            show(RuleCatalogue(RULES), fmt)
             return ExitCode.OK
         from vllm_pd_doctor.checkconfig import core
 
+        variables: dict[str, str] = {}
+        for item in set_vars or []:
+            k, eq, v = item.partition("=")
+            if not eq or not k.strip():
+                raise BadInput(f"--set {item}: expected VAR=VALUE")
+            variables[k.strip()] = v
         report = core.check(prefill_cmd=prefill_cmd, decode_cmd=decode_cmd, config=config,
                             model=model, python=str(python) if python is not None else None,
-                            probe=probe, progress=progress,
+                            probe=probe, variables=variables, progress=progress,
                             warn=(lambda m: None) if quiet else hint)
-        if fmt is OutputFormat.json:
-            out(render.to_json(report))
-        elif fmt is OutputFormat.markdown:
-            out(render.markdown(report))
-        else:
-            out(ftable.render(render.table(report), width=stdout_width(), color=stdout_color()))
+        show(report, fmt)
         return ExitCode.FOUND if report.has_error else ExitCode.OK
 
     run(body, debug=debug)

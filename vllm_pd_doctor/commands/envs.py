@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from vllm_pd_doctor import envs as envs_mod
-from vllm_pd_doctor.commands._common import DebugOpt, FormatOpt, out, progress_printer, run
+from vllm_pd_doctor.commands._common import DebugOpt, FormatOpt, out, progress_printer, run, show
 from vllm_pd_doctor.errors import ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.formats import table as ftable
-from vllm_pd_doctor.model import SCHEMA_VERSION
 
 envs_app = typer.Typer(help="Create, list and remove pd-doctor's vLLM environments "
                             "(one per release, each with its own VLLM_CACHE_ROOT).",
@@ -53,21 +49,7 @@ def list_(fmt: FormatOpt = OutputFormat.table, debug: DebugOpt = False) -> None:
     """List the environments pd-doctor has provisioned."""
 
     def body() -> int:
-        found = envs_mod.list_envs()
-        if fmt is OutputFormat.json:
-            out(json.dumps({"schema_version": SCHEMA_VERSION, "home": str(envs_mod.home()),
-                            "envs": [{"name": e.name, "package": e.package,
-                                      "version": e.version, "python": str(e.python),
-                                      "extras": list(e.extras), "install_s": e.install_s,
-                                      "created": e.created} for e in found]}, indent=2) + "\n")
-            return ExitCode.OK
-        table = Table(title=f"environments in {envs_mod.envs_dir()}", title_justify="left")
-        for col in ("name", "package", "version", "extras", "installed in", "python"):
-            table.add_column(col)
-        for e in found:
-            table.add_row(e.name, e.package, e.version, ",".join(e.extras) or "-",
-                          f"{e.install_s:.0f} s" if e.install_s else "?", str(e.python))
-        out(ftable.render(table))
+        show(envs_mod.listing(), fmt)
         return ExitCode.OK
 
     run(body, debug=debug)

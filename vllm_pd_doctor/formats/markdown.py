@@ -1,13 +1,22 @@
-"""Markdown for issue comments and bug reports."""
+"""Markdown for issue comments and bug reports: one `*_md` function per result type."""
 
 from __future__ import annotations
 
+from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
+from vllm_pd_doctor.envs import EnvListing
 from vllm_pd_doctor.formats import mermaid
+from vllm_pd_doctor.formats._text import bisect_lines, cell_text, check_inputs_lines, row_reason
+from vllm_pd_doctor.matrix import BisectReport, MatrixReport
 from vllm_pd_doctor.model import ConnectorVerdict, ReproReport
 
 
 def _cell(v: object) -> str:
     return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _cell_br(v: object) -> str:
+    """A table cell whose line breaks stay visible."""
+    return str(v).replace("|", "\\|").replace("\n", "<br>")
 
 
 def verdict_md(report: ReproReport, r: ConnectorVerdict) -> str:
@@ -60,3 +69,84 @@ def repro_md(report: ReproReport) -> str:
     for n in report.notes:
         parts.append(f"- {n}\n")
     return "".join(parts)
+
+
+# --- check-config -----------------------------------------------------------------------------
+
+
+def check_md(r: CheckReport) -> str:
+    e = r.exposure
+    out = ["# pd-doctor check-config", "",
+           f"**vLLM #53514 (P-side N-1 truncation): {e.verdict}**", ""]
+    if e.sides:
+        out += ["| side | connector | verdict | why | where |", "|---|---|---|---|---|"]
+        for s in e.sides:
+            out.append(f"| {s.role} | {s.connector or '-'} | {s.verdict} | "
+                       f"{_cell_br('; '.join(s.reasons))} | {_cell_br('; '.join(s.evidence))} |")
+        out.append("")
+    if e.probe is not None:
+        out += [f"Probe: {e.probe.detail}", ""]
+    for fx in e.fixes:
+        out.append(f"- Fix: {fx}")
+    if e.fixes:
+        out.append("")
+    out += ["## Findings", ""]
+    if r.findings:
+        out += ["| severity | id | finding | evidence | fix | refs |", "|---|---|---|---|---|---|"]
+        for f in r.findings:
+            out.append(f"| {f.severity.value} | `{f.id}` | {_cell_br(f.title)} | "
+                       f"{_cell_br(f.evidence)} | {_cell_br(f.fix)} | {_cell_br(', '.join(f.refs))} |")
+    else:
+        out.append("No findings.")
+    out += ["", "## Inputs", ""] + [f"- {line}" for line in check_inputs_lines(r)] + [""]
+    return "\n".join(out)
+
+
+def rules_md(c: RuleCatalogue) -> str:
+    out = ["| id | severity | title | fix | refs |", "|---|---|---|---|---|"]
+    for r in c.rules:
+        out.append(f"| `{r.id}` | {r.severity.value} | {_cell_br(r.title)} | {_cell_br(r.fix)} | "
+                   f"{_cell_br(', '.join(r.refs))} |")
+    return "\n".join(out) + "\n"
+
+
+# --- matrix and bisect ------------------------------------------------------------------------
+
+
+def matrix_md(m: MatrixReport) -> str:
+    head = ("| release | " + " | ".join(m.connectors) + " |\n|---|"
+            + "---|" * len(m.connectors) + "\n")
+    body = ""
+    for r in m.rows:
+        if r.status != "ran":
+            body += f"| {r.release} | {_cell(row_reason(r))} |" + " |" * (len(m.connectors) - 1) + "\n"
+            continue
+        cells = []
+        for key in m.connectors:
+            c = r.cell(key)
+            text = cell_text(c)
+            if c is not None and c.call_site is not None:
+                text = text.replace(c.call_site.location, f"`{c.call_site.location}`")
+            cells.append(_cell(text))
+        body += f"| {r.release} | " + " | ".join(cells) + " |\n"
+    return (f"## vLLM #53514 (P-side N-1 truncation): {m.package} release matrix\n\n"
+            f"In-process repro (real Scheduler + connector scheduler half, hybrid model, block 16, "
+            f"N = 33) per release. `FIRED`: `assert num_new_tokens > 0` fired; the hook that "
+            f"truncated the prompt and its call site follow.\n\n" + head + body)
+
+
+def bisect_md(b: BisectReport) -> str:
+    return (f"## pd-doctor bisect: {b.package}, {b.connector}\n\n"
+            + "".join(f"- {_cell(line.strip())}\n" for line in bisect_lines(b)))
+
+
+# --- envs -------------------------------------------------------------------------------------
+
+
+def envs_md(e: EnvListing) -> str:
+    rows = "".join(f"| {m.name} | {m.package} | {m.version} | {','.join(m.extras) or '-'} | "
+                   f"{f'{m.install_s:.0f} s' if m.install_s else '?'} | `{m.python}` |\n"
+                   for m in e.envs)
+    return (f"## pd-doctor environments in `{e.envs_dir}`\n\n"
+            "| name | package | version | extras | installed in | python |\n"
+            "|---|---|---|---|---|---|\n" + rows)

@@ -1,4 +1,8 @@
-"""Rich rendering for people (not for parsing: use --format json)."""
+"""Rich rendering for people (not for parsing: use --format json).
+
+One function per result type returns a rich renderable (or plain text); `render` turns it into
+a string.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,16 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue, Severity
+from vllm_pd_doctor.envs import EnvListing
+from vllm_pd_doctor.formats._text import (
+    CONNECTOR_PREFIX,
+    bisect_lines,
+    cell_text,
+    check_inputs_lines,
+    row_reason,
+)
+from vllm_pd_doctor.matrix import FIRED, NOT_FIRED, BisectReport, MatrixReport
 from vllm_pd_doctor.model import ConnectorVerdict, ReproReport
 
 TIMELINE_KINDS = ("add_request", "hook_enter", "lookup", "truncate", "scheduled", "assertion",
@@ -19,7 +33,7 @@ def render(renderable: RenderableType, *, width: int = 110, color: bool = False)
     """Render to a string (formatters are pure functions returning text)."""
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=color, no_color=not color,
-                      highlight=False, soft_wrap=False)
+                      highlight=False, soft_wrap=False, markup=False)
     console.print(renderable)
     return buf.getvalue()
 
@@ -120,3 +134,102 @@ def repro_table(report: ReproReport) -> RenderableType:
         if r.error is None and len(report.results) == 1:
             parts.append(timeline(r))
     return Group(*parts)
+
+
+# --- check-config -----------------------------------------------------------------------------
+
+_SEVERITY_STYLE = {Severity.error: "bold red", Severity.warning: "yellow", Severity.info: "cyan"}
+_VERDICT_STYLE = {"exposed": "bold red", "not exposed": "bold green", "unknown": "bold yellow"}
+
+
+def check_table(r: CheckReport) -> RenderableType:
+    e = r.exposure
+    head = Text.assemble(("vLLM #53514 (P-side N-1 truncation): ", "bold"),
+                         (e.verdict.upper(), _VERDICT_STYLE.get(e.verdict, "bold")))
+    side = Table(show_header=True, header_style="bold", expand=False, box=None, padding=(0, 2))
+    side.add_column("side")
+    side.add_column("connector")
+    side.add_column("verdict")
+    side.add_column("why / where", overflow="fold")
+    for s in e.sides:
+        why = "; ".join(s.reasons) + ("\n" + "\n".join(s.evidence) if s.evidence else "")
+        side.add_row(s.role, s.connector or "-", Text(s.verdict, _VERDICT_STYLE.get(s.verdict,
+                                                                                      "")), why)
+    parts: list[RenderableType] = [head]
+    if e.sides:
+        parts.append(side)
+    if e.probe is not None:
+        parts.append(Text(f"probe: {e.probe.detail}"))
+    for fx in e.fixes:
+        parts.append(Text(f"fix: {fx}"))
+    t = Table(title="findings", show_lines=True, expand=True)
+    t.add_column("severity", no_wrap=True)
+    t.add_column("id", no_wrap=True)
+    t.add_column("finding / evidence", ratio=3, overflow="fold")
+    t.add_column("fix", ratio=2, overflow="fold")
+    t.add_column("refs", ratio=1, overflow="fold")
+    for f in r.findings:
+        t.add_row(Text(f.severity.value, _SEVERITY_STYLE[f.severity]), f.id,
+                  Text(f"{f.title}\n{f.evidence}"), Text(f.fix), Text(", ".join(f.refs)))
+    if not r.findings:
+        t.add_row("-", "-", "no findings", "", "")
+    parts.append(t)
+    parts.append(Text("\n".join(check_inputs_lines(r)), style="dim"))
+    parts.append(Text("(for people; use --format json to parse)", style="dim"))
+    return Group(*parts)
+
+
+def rules_table(c: RuleCatalogue) -> RenderableType:
+    t = Table(title=f"check-config rules ({len(c.rules)})", show_lines=False, expand=True)
+    t.add_column("id", no_wrap=True)
+    t.add_column("severity", no_wrap=True)
+    t.add_column("title", ratio=3, overflow="fold")
+    t.add_column("fix", ratio=2, overflow="fold")
+    t.add_column("refs", ratio=1, overflow="fold")
+    for r in c.rules:
+        t.add_row(r.id, Text(r.severity.value, _SEVERITY_STYLE[r.severity]), Text(r.title),
+                  Text(r.fix), Text(", ".join(r.refs)))
+    return t
+
+
+# --- matrix and bisect ------------------------------------------------------------------------
+
+
+def matrix_table(m: MatrixReport) -> RenderableType:
+    t = Table(title=f"{m.package}: P-side N-1 truncation (#53514), release x connector",
+              title_justify="left")
+    t.add_column("release", no_wrap=True)
+    for key in m.connectors:
+        t.add_column(key, overflow="fold")
+    for r in m.rows:
+        if r.status != "ran":
+            t.add_row(r.release, Text(row_reason(r), style="yellow"),
+                      *([""] * (len(m.connectors) - 1)), end_section=True)
+            continue
+        cells: list[Text] = []
+        for key in m.connectors:
+            c = r.cell(key)
+            style = {FIRED: "bold red", NOT_FIRED: "green"}.get(c.status if c else "", "dim")
+            cells.append(Text(cell_text(c, short=True), style=style))
+        t.add_row(r.release, *cells)
+    foot = Text(f"call sites under {CONNECTOR_PREFIX}; "
+                f"wall {m.wall_s:.1f} s; repro total {m.repro_s_total:.1f} s; "
+                f"releases from {m.releases_source or 'the command line'}", style="dim")
+    return Group(t, foot)
+
+
+def bisect_text(b: BisectReport) -> str:
+    return "\n".join(bisect_lines(b)) + "\n"
+
+
+# --- envs -------------------------------------------------------------------------------------
+
+
+def envs_table(e: EnvListing) -> RenderableType:
+    table = Table(title=f"environments in {e.envs_dir}", title_justify="left")
+    for col in ("name", "package", "version", "extras", "installed in", "python"):
+        table.add_column(col)
+    for m in e.envs:
+        table.add_row(m.name, m.package, m.version, ",".join(m.extras) or "-",
+                      f"{m.install_s:.0f} s" if m.install_s else "?", str(m.python))
+    return table

@@ -1,19 +1,15 @@
 """Find the lines of a vLLM log that matter for a P/D bug report (pure functions).
 
 vLLM prefixes lines from its engine process (`(EngineCore_DP0 pid=123) `) and its logger
-(`ERROR 11-30 22:31:39 [core.py:711] `); both are stripped before matching, the excerpts keep
-the lines as written, with their line numbers.
+(`ERROR 11-30 22:31:39 [core.py:711] `); both are stripped before matching (see
+`vllm_pd_doctor.tracebacks`), the excerpts keep the lines as written, with their line numbers.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-_PREFIX = re.compile(
-    r"^(?:\x1b\[[0-9;]*m)*(?:\((?:[A-Za-z0-9_]+)(?: pid=\d+)?\)\s*)?"
-    r"(?:(?:\x1b\[[0-9;]*m)*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?:\x1b\[[0-9;]*m)*\s+"
-    r"\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\]\s?)?")
+from vllm_pd_doctor.tracebacks import TB_START, strip_prefix, traceback_end
 
 
 @dataclass(frozen=True)
@@ -45,8 +41,6 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("kv_load_failed", "Failed to load KV", "a KV load failed on the decode side"),
 )
 
-_TB_START = "Traceback (most recent call last):"
-_EXC_LINE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure)\b")
 _CONTEXT = 2
 MAX_EXCERPT_LINES = 80
 MAX_DUMP_LINES = 60
@@ -81,54 +75,6 @@ class LogFindings:
         return tuple(k for k, _ in self.signatures)
 
 
-def strip_prefix(line: str) -> str:
-    return _PREFIX.sub("", line, count=1)
-
-
-def _traceback_end(body: list[str], start: int) -> int:
-    """Index of the last line of the traceback that starts at `start`."""
-    i = start + 1
-    n = len(body)
-    last = start
-    while i < n:
-        s = body[i]
-        if not s.strip():
-            i += 1
-            continue
-        if s.startswith((" ", "\t")) or s.startswith(("During handling", "The above exception",
-                                                       _TB_START)):
-            last = i
-            i += 1
-            continue
-        if _EXC_LINE.match(s) or s.startswith("AssertionError"):
-            last = i
-            # chained exceptions continue after a blank line with "During handling ..."
-            j = i + 1
-            while j < n and not body[j].strip():
-                j += 1
-            if j < n and body[j].startswith(("During handling", "The above exception")):
-                i = j
-                continue
-            break
-        break
-    return last
-
-
-def tracebacks(text: str) -> tuple[tuple[str, ...], ...]:
-    """Each traceback of a log, prefixes stripped, from its first line to its exception line."""
-    body = [strip_prefix(line) for line in text.splitlines()]
-    out: list[tuple[str, ...]] = []
-    i = 0
-    while i < len(body):
-        if body[i].lstrip().startswith(_TB_START):
-            end = _traceback_end(body, i)
-            out.append(tuple(body[i:end + 1]))
-            i = end + 1
-        else:
-            i += 1
-    return tuple(out)
-
-
 def find(text: str) -> LogFindings:
     """Excerpt a log: tracebacks (with the lines just before), dump_input runs, signatures."""
     raw = text.splitlines()
@@ -143,8 +89,8 @@ def find(text: str) -> LogFindings:
     spans: list[tuple[int, int, str]] = []
     i = 0
     while i < len(body):
-        if body[i].startswith(_TB_START) or body[i].lstrip().startswith(_TB_START):
-            end = _traceback_end(body, i)
+        if body[i].startswith(TB_START) or body[i].lstrip().startswith(TB_START):
+            end = traceback_end(body, i)
             spans.append((max(0, i - 3), min(end, i + MAX_EXCERPT_LINES), "traceback"))
             i = end + 1
             continue

@@ -27,10 +27,10 @@ if __package__:
 else:  # pragma: no cover - run as a plain script
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import connectors  # type: ignore[no-redef]
-    import drive  # type: ignore[no-redef]
+    import drive  # type: ignore[no-redef,import-not-found]
     import observe  # type: ignore[no-redef]
-    import sizing  # type: ignore[no-redef]
-    import triggers  # type: ignore[no-redef]
+    import sizing  # type: ignore[no-redef,import-not-found]
+    import triggers  # type: ignore[no-redef,import-not-found]
 
 SCHEMA_VERSION = 1
 NUM_BLOCKS = 256

@@ -16,7 +16,7 @@ from typing import Any
 if __package__:
     from .drive import construct
 else:  # pragma: no cover - run as a plain script
-    from drive import construct  # type: ignore[no-redef]
+    from drive import construct  # type: ignore[no-redef,import-not-found]
 
 # Which attention backend a platform's engine picks for a plain decoder model (our only
 # choice here: the engine picks it from the model's layers, which we do not build).
@@ -143,7 +143,7 @@ def align_block_size(vllm_config: Any, platform: str, requested: int | None) -> 
         raise SizingError("size the KV cache blocks",
                           "the platform has no update_block_size_for_backend / backend finder")
     found: Any = [backend] if finder.endswith("s") else backend
-    sized = type("PdDoctorPlatform", (pcls,), {finder: classmethod(lambda cls, _vc: found)})
+    sized: Any = type("PdDoctorPlatform", (pcls,), {finder: classmethod(lambda cls, _vc: found)})
     sized.update_block_size_for_backend(vllm_config)
     return {
         "platform": platform,

@@ -13,7 +13,7 @@ from typing import Any
 if __package__:
     from . import drive, observe
 else:  # pragma: no cover - run as a plain script
-    import drive  # type: ignore[no-redef]
+    import drive  # type: ignore[no-redef,import-not-found]
     import observe  # type: ignore[no-redef]
 
 TRIGGERS: dict[str, str] = {
@@ -83,7 +83,8 @@ def run_variant(name: str, build: Callable[[int], tuple[Any, Any]], n: int, bloc
                                    "the KV cache manager has none of "
                                    + ", ".join(observe.LOOKUP_METHODS))
     # Each request gets its own kv_transfer_params (vLLM marks them, e.g. _p_side_truncated).
-    params = lambda: {"do_remote_decode": True}  # noqa: E731
+    def params() -> dict[str, Any]:
+        return {"do_remote_decode": True}
     prompt = prompt_tokens(n, vocab)
     warm_len: int | None = n
     preempt_after = None
@@ -98,7 +99,8 @@ def run_variant(name: str, build: Callable[[int], tuple[Any, Any]], n: int, bloc
         preempt_after = 1
     else:
         raise drive.InternalsError("choose the trigger", f"unknown trigger {name!r}")
-    steps = lambda m: -(-m // budget) + 8  # noqa: E731
+    def steps(m: int) -> int:
+        return -(-m // budget) + 8
     warm_res = None
     if warm_len is not None:
         rec.phase = f"{phase_prefix}warmup"

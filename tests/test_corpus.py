@@ -1,0 +1,167 @@
+"""check-config on public P/D setups as people have them (tests/fixtures/check_config/corpus).
+
+Each fixture names its source in `<name>.expect.yaml` beside it, with what a P/D expert concludes:
+how many servers and which roles, the model, whether the setup works (no error-level finding) or
+not, whether it is exposed to #53514, and findings that must (not) be there. Expectations that
+need rules not in this branch yet carry `pending: <what>` and run as non-strict xfail, so the lead
+can flip them after merging.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from vllm_pd_doctor import hfmodel
+from vllm_pd_doctor.checkconfig import core, parse
+from vllm_pd_doctor.checkconfig.types import CheckReport, Severity
+from vllm_pd_doctor.errors import BadInput
+
+CORPUS = Path(__file__).parent / "fixtures" / "check_config" / "corpus"
+HF_CACHE = Path(__file__).parent / "fixtures" / "hf-cache"
+MIN_PARSE_RATE = 0.95
+
+
+def _cases() -> list[tuple[Path, dict[str, Any]]]:
+    out = []
+    for p in sorted(CORPUS.iterdir()):
+        if p.name.endswith(".expect.yaml"):
+            continue
+        side = p.with_name(p.name + ".expect.yaml")
+        assert side.is_file(), f"{p.name} has no sidecar {side.name}"
+        out.append((p, yaml.safe_load(side.read_text(encoding="utf-8"))))
+    return out
+
+
+CASES = _cases()
+IDS = [p.name for p, _ in CASES]
+
+
+def _vars(exp: dict[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (exp.get("variables") or {}).items()}
+
+
+def _load(path: Path, exp: dict[str, Any]) -> list[Any]:
+    cmds = parse.load_config_file(path, variables=_vars(exp))
+    return [(c, parse.parse_launch(c)) for c in cmds]
+
+
+def test_corpus_is_large_and_sourced():
+    assert len(CASES) >= 22
+    for path, exp in CASES:
+        src = exp["source"]
+        assert src.get("url") or (src.get("repo") and src.get("path") and src.get("commit")), path
+        assert isinstance(exp["parses"], bool)
+
+
+@pytest.mark.parametrize(("path", "exp"), CASES, ids=IDS)
+def test_parses_as_expected(path: Path, exp: dict[str, Any]):
+    if not exp["parses"]:
+        with pytest.raises(BadInput) as ei:
+            _load(path, exp)
+        assert exp["error_contains"] in ei.value.message
+        assert "\n" not in ei.value.message
+        return
+    got = _load(path, exp)
+    assert [c.role for c, _ in got] == exp["servers"]["roles"]
+    assert len(got) == exp["servers"]["count"]
+    names = [c.name for c, _ in got]
+    assert len(set(names)) == len(names), names
+    for c, s in got:
+        assert c.role_source, c
+        assert s.model == exp["model"], (c.name, s.model)
+
+
+def test_parse_rate(capsys: pytest.CaptureFixture[str]):
+    working = [(p, e) for p, e in CASES if e["parses"]]
+    failed: list[str] = []
+    for path, exp in working:
+        try:
+            _load(path, exp)
+        except BadInput as exc:
+            failed.append(f"{path.name}: {exc.message}")
+    broken = [p.name for p, e in CASES if not e["parses"]]
+    rate = (len(working) - len(failed)) / len(working)
+    with capsys.disabled():
+        print(f"\ncorpus: {len(working) - len(failed)}/{len(working)} setups parsed as written "
+              f"({rate:.0%}); {len(broken)} genuinely broken, exit 2: {', '.join(broken)}")
+    assert rate >= MIN_PARSE_RATE, failed
+
+
+_REPORTS: dict[str, CheckReport | BadInput] = {}
+
+
+def _check(path: Path, exp: dict[str, Any], python: str) -> CheckReport:
+    key = f"{path}:{python}"
+    if key not in _REPORTS:
+        try:
+            _REPORTS[key] = core.check(config=path, python=python, import_nixl=False,
+                                       variables=_vars(exp))
+        except BadInput as exc:
+            _REPORTS[key] = exc
+    got = _REPORTS[key]
+    if isinstance(got, BadInput):
+        raise got
+    return got
+
+
+@pytest.fixture
+def hf_cache(monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HF_HUB_CACHE", str(HF_CACHE))
+    return HF_CACHE
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize(("path", "exp"), CASES, ids=IDS)
+def test_findings_now(path: Path, exp: dict[str, Any], python_buggy: str, hf_cache: Path):
+    """What holds on this branch already: exit 2 for broken setups, listed findings."""
+    if not exp["parses"]:
+        with pytest.raises(BadInput, match=exp["error_contains"]):
+            _check(path, exp, python_buggy)
+        return
+    r = _check(path, exp, python_buggy)
+    ids = {f.id for f in r.findings}
+    assert set(exp.get("findings_present") or []) <= ids, ids
+    assert not set(exp.get("findings_absent") or []) & ids, ids
+    if exp.get("exposed") is False:
+        assert r.exposure.verdict != "exposed"
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize(("path", "exp"), [c for c in CASES if c[1]["parses"]],
+                         ids=[p.name for p, e in CASES if e["parses"]])
+def test_expert_verdict(path: Path, exp: dict[str, Any], python_buggy: str, hf_cache: Path,
+                        request: pytest.FixtureRequest):
+    """What a P/D expert concludes; `pending` ones wait for rules outside this branch."""
+    if exp.get("pending"):
+        request.applymarker(pytest.mark.xfail(
+            strict=False, reason=f"{exp['pending']}: {exp.get('pending_reason', '')}"))
+    r = _check(path, exp, python_buggy)
+    errors = [f"{f.id}: {f.evidence}" for f in r.findings if f.severity is Severity.error]
+    if exp.get("max_severity_on_working_setup") == "warning":
+        assert not errors, errors
+        assert r.exposure.verdict != "exposed"
+    if exp.get("max_severity") == "error":
+        assert r.has_error
+    if exp.get("exposed") is not None:
+        assert (r.exposure.verdict == "exposed") is exp["exposed"], r.exposure
+    ids = {f.id for f in r.findings}
+    assert set(exp.get("expert_findings_present") or []) <= ids, ids
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize(("path", "exp"), [c for c in CASES if c[1].get("model_from_hf_cache")],
+                         ids=[p.name for p, e in CASES if e.get("model_from_hf_cache")])
+def test_hybrid_setup_exposed_when_model_given(path: Path, exp: dict[str, Any],
+                                               python_buggy: str, hf_cache: Path):
+    """With the model's config.json (here from the fake HF cache), vLLM's own Mamba P/D script
+    is exposed on 0.28.0: the exact #53514 deployment."""
+    resolved = hfmodel.resolve(exp["model"])
+    r = core.check(config=path, model=resolved.config_path, python=python_buggy,
+                   import_nixl=False, variables=_vars(exp))
+    assert r.model is not None and r.model.hybrid
+    assert r.exposure.verdict == "exposed", r.exposure
+    assert r.findings[0].id == "n1-truncation"

@@ -1,0 +1,176 @@
+"""`pd-doctor repro --engine live`: a real prefill/decode pair, or the user's endpoints.
+
+Local mode starts a prefill (P) and a decode (D) vLLM API server as children of the target
+interpreter (own process groups, free ports on 127.0.0.1, logs in a run directory), serving a
+connector the registry marks `live` (today NIXL), with pd-doctor's vLLM plugin (target/plugin.py)
+made visible through a private dist-info on their PYTHONPATH and switched on by PD_DOCTOR_TRACE.
+Remote mode runs the same probe against existing endpoints. Nothing here imports vLLM or torch.
+
+Where things are: `options` (what was asked, checked), `engines` (every process started and
+stopped), `client` (HTTP), `probe` (warm-up, P->D, trigger), `evidence` (/metrics, logs,
+traces), `verdict` (the typed result).
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.markup import escape
+
+from vllm_pd_doctor import targetrun
+from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.live import engines, evidence
+from vllm_pd_doctor.live.client import Client
+from vllm_pd_doctor.live.options import (
+    CONFIRM_FLAG,
+    LiveOptions,
+    Progress,
+    from_repro_options,
+    is_loopback,
+    live_connectors,
+)
+from vllm_pd_doctor.live.probe import ProbeResult, run_probe
+from vllm_pd_doctor.live.verdict import build_verdict, notes, write_result
+from vllm_pd_doctor.model import ReproReport, VllmInstall
+
+__all__ = ["LiveOptions", "from_repro_options", "run_live", "run_local", "run_remote"]
+
+
+def run_live(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
+    """A local pair (no `prefill_url`) or the user's endpoints."""
+    if lo.remote:
+        return run_remote(python, lo, progress)
+    return run_local(python, lo, progress)
+
+
+def _available() -> tuple[str, ...]:
+    return tuple(c.key for c in live_connectors())
+
+
+def run_local(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
+    engines.check_ports(lo)
+    t_total = time.perf_counter()
+    interp = targetrun.probe_interpreter(python)
+    targetrun.require_vllm(interp)
+    device = engines.device_for(interp, lo)
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    model, tiny = engines.model_dir(python, lo, progress)
+    timings["model_s"] = round(time.perf_counter() - t, 3)
+    run_dir = engines.new_run_dir(lo)
+    pair = engines.plan(lo, run_dir)
+    p_eng, d_eng = pair
+    client = Client()
+    progress(f"run directory {run_dir}; logs: {p_eng.log}, {d_eng.log}")
+    try:
+        with engines.sigterm_as_interrupt(), engines.plugin_path() as pypath:
+            t = time.perf_counter()
+            for eng in pair:
+                engines.start_engine(engines.engine_command(python, eng, model, tiny, device, lo),
+                                     engines.engine_env(python, eng, pypath, device, run_dir),
+                                     eng, run_dir)
+                progress(f"starting the {eng.role} engine (vLLM {interp.vllm_version}, {device}, "
+                         f"{lo.entry.label}, HTTP {eng.port}, side channel {eng.side_port}, pid "
+                         f"{eng.proc.pid if eng.proc else '?'})")
+            engines.write_pids(run_dir, pair)
+            engines.wait_healthy(client, pair, min(lo.startup_timeout, lo.timeout), progress)
+            timings["engines_healthy_s"] = round(time.perf_counter() - t, 3)
+            try:
+                res = run_probe(client, p_eng.url, d_eng.url, None, lo.prompt_len, progress,
+                                p_alive=lambda: p_eng.alive)
+            except (CouldNotRun, httpx.HTTPError) as exc:
+                engines.say_tail(progress, "the prefill engine's log", p_eng.log)
+                engines.say_tail(progress, "the decode engine's log", d_eng.log)
+                if isinstance(exc, CouldNotRun):
+                    raise
+                raise CouldNotRun(f"the probe failed: {exc}", hint=f"logs: {run_dir}") from None
+            time.sleep(0.3)  # let the engine finish writing its traceback
+            log_text = evidence.read_log(p_eng.log)
+            if res.p_dead:
+                _say_traceback(progress, log_text, p_eng)
+            if "compatibility check passed" in evidence.read_log(d_eng.log):
+                res.transfer["nixl_handshake_logged"] = True
+    finally:
+        timings["shutdown_s"] = round(engines.stop_all(pair), 3)
+        client.close()
+        progress(f"engines stopped ({timings['shutdown_s']:.1f} s)")
+    events = evidence.read_trace(p_eng.trace)
+    verdict = build_verdict(res, events, log_text, str(model), lo)
+    timings.update(res.timings)
+    for eng in pair:
+        if eng.healthy_s is not None:
+            timings[f"{eng.role}_healthy_s"] = round(eng.healthy_s, 3)
+    timings["total_s"] = round(time.perf_counter() - t_total, 3)
+    write_result(run_dir, res, verdict, timings)
+    return ReproReport(engine="live",
+                       vllm=VllmInstall(version=interp.vllm_version or "?",
+                                        path=interp.vllm_path or "?", python=python),
+                       results=(verdict,), available_connectors=_available(), timings=timings,
+                       notes=tuple(_local_notes(res, events, p_eng, d_eng, run_dir)))
+
+
+def _local_notes(res: ProbeResult, events: list[dict[str, Any]], p_eng: engines.Engine,
+                 d_eng: engines.Engine, run_dir: Path) -> list[str]:
+    out = notes(res)
+    for frm, to in evidence.conv_layout_restored(events):
+        out.append(f"this vLLM's CPU platform set VLLM_SSM_CONV_STATE_LAYOUT={frm} (it does so "
+                   f"on CPUs with AMX), which NIXL cannot transfer for Mamba; pd-doctor's plugin "
+                   f"kept the explicit {to} in the engine processes (later releases keep it)")
+    if not events:
+        out.append("the plugin recorded no events: which truncation path ran is unknown "
+                   f"(trace {p_eng.trace})")
+    out += [f"prefill log: {p_eng.log}", f"decode log: {d_eng.log}",
+            f"prefill trace: {p_eng.trace}", f"run directory: {run_dir}"]
+    return out
+
+
+def _say_traceback(progress: Progress, log_text: str, p_eng: engines.Engine,
+                   n: int = 14) -> None:
+    """The end of the fatal traceback in P's log (its tail is often shutdown noise)."""
+    tb = (evidence.assertion_from_log(log_text) or {}).get("traceback")
+    if not tb:
+        engines.say_tail(progress, "the prefill engine's log", p_eng.log, n)
+        return
+    excerpt = "\n".join(tb.splitlines()[-n:])
+    progress(f"the prefill engine's traceback ({p_eng.log}):\n" + escape(excerpt))
+
+
+def run_remote(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
+    """Probe existing engines: W from P's /metrics (`lo.block_size` only when it cannot say)."""
+    assert lo.prefill_url is not None
+    for u in (lo.prefill_url, lo.decode_url):
+        if u and not urllib.parse.urlparse(u).scheme.startswith("http"):
+            raise BadInput(f"{u}: not an http(s) URL", hint="e.g. http://10.0.0.5:8000")
+    if not is_loopback(lo.prefill_url) and not lo.confirm_remote:
+        raise BadInput(f"--prefill-url {lo.prefill_url}: this probe can kill the prefill engine "
+                       "there (vLLM #53514)",
+                       hint=f"add {CONFIRM_FLAG} to run it against a non-local engine")
+    p_url = lo.prefill_url.rstrip("/")
+    d_url = lo.decode_url.rstrip("/") if lo.decode_url else None
+    progress(f"remote probe against prefill {p_url}" + (f", decode {d_url}" if d_url else "")
+             + ": THIS MAY KILL THE PREFILL ENGINE")
+    client = Client()
+    t0 = time.perf_counter()
+    try:
+        if not client.healthy(p_url):
+            raise CouldNotRun(f"the prefill engine at {p_url} is not healthy (/health)")
+        res = run_probe(client, p_url, d_url, lo.block_size, lo.prompt_len, progress)
+    except httpx.HTTPError as exc:
+        raise CouldNotRun(f"the remote probe failed: {exc}") from None
+    finally:
+        client.close()
+    verdict = build_verdict(res, [], None, res.model, lo)
+    timings = {**res.timings, "total_s": round(time.perf_counter() - t0, 3)}
+    out = [*notes(res),
+           f"remote run against {p_url}: the prefill engine "
+           f"{'was killed by this probe' if res.p_dead else 'survived'}",
+           "which truncation path ran is not visible remotely (it needs pd-doctor's vLLM "
+           "plugin in the server's environment and PD_DOCTOR_TRACE set)"]
+    return ReproReport(engine="live-remote",
+                       vllm=VllmInstall(version="remote", path=p_url, python=python),
+                       results=(verdict,), available_connectors=_available(), timings=timings,
+                       notes=tuple(out))

@@ -1,0 +1,157 @@
+"""What the user asked `repro --engine live` for (validated), and which connectors it can serve.
+
+`from_repro_options` is the one adapter from the repro command's options to `LiveOptions`: every
+check of a live option happens there, so the engine code trusts what it is given.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.inprocess import KV_ROLES, MAMBA_CACHE_MODES
+from vllm_pd_doctor.target import connectors
+
+Progress = Callable[[str], None]
+
+CONFIRM_FLAG = "--i-understand-this-may-kill-prefill"
+DEVICES = ("cpu", "cuda")
+MAX_MODEL_LEN = 1024
+"""`--max-model-len` of the engines pd-doctor starts (the trigger needs N + 1 tokens)."""
+
+
+def live_connectors() -> tuple[connectors.Connector, ...]:
+    """The registry's connectors the live engine can start a P/D pair with (`live=True`)."""
+    return tuple(c for c in connectors.all_connectors() if c.live)
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """A live run: a local P/D pair pd-doctor starts, or the user's endpoints (`prefill_url`)."""
+
+    connector: str = "nixl"
+    """Registry key of the connector the pair runs (one with `live=True`)."""
+    prompt_len: int | None = None
+    """N; None: W + 1, with W the effective block size read from the prefill engine."""
+    mamba_cache_mode: str | None = None
+    """Passed to the engines; None: align."""
+    model: Path | None = None
+    """The user's model directory (weights); None: the tiny hybrid model, made on first use."""
+    block_size: int | None = None
+    """Passed to the engines (local); remote: W when /metrics does not say (it wins)."""
+    prefill_url: str | None = None
+    decode_url: str | None = None
+    confirm_remote: bool = False
+    run_dir: Path | None = None
+    prefill_port: int | None = None
+    decode_port: int | None = None
+    device: str | None = None
+    """cpu or cuda; None: cuda for a CUDA vLLM build with a visible GPU, else cpu."""
+    timeout: float = 600.0
+    """Seconds for the whole run (the engines' start-up gets at most `startup_timeout`)."""
+    startup_timeout: float = 420.0
+
+    @property
+    def remote(self) -> bool:
+        return self.prefill_url is not None
+
+    @property
+    def entry(self) -> connectors.Connector:
+        """The registry entry of `connector`."""
+        c = connectors.get(self.connector)
+        if c is None or not c.live:
+            raise BadInput(f"--connector {self.connector}: the live engine cannot serve it",
+                           hint=_live_hint())
+        return c
+
+    @property
+    def effective_mamba_cache_mode(self) -> str:
+        return self.mamba_cache_mode or "align"
+
+
+def is_loopback(url: str) -> bool:
+    host = urllib.parse.urlparse(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _live_hint() -> str:
+    return "use --connector " + " or ".join(c.key for c in live_connectors())
+
+
+def parse_connector(value: str) -> str:
+    """The one registry key a live run serves, from `--connector` (a key, a list, or all)."""
+    known = connectors.connector_keys()
+    keys = tuple(dict.fromkeys(k.strip().lower() for k in value.split(",") if k.strip()))
+    if not keys:
+        raise BadInput("--connector: empty", hint=f"use one of {', '.join(known)}, all")
+    for k in keys:
+        if k != "all" and k not in known:
+            raise BadInput(f"--connector {k}: unknown connector",
+                           hint=f"use one of {', '.join(known)}, or all")
+    served = live_connectors()
+    if "all" in keys:
+        keys = tuple(c.key for c in served)
+    if not served or any(k not in {c.key for c in served} for k in keys):
+        labels = ", ".join(c.label for c in served) or "no"
+        raise BadInput(f"--engine live supports the {labels} connector only", hint=_live_hint())
+    if len(keys) > 1:
+        raise BadInput("--engine live runs one connector at a time",
+                       hint=f"give one of {', '.join(keys)}")
+    return keys[0]
+
+
+def from_repro_options(*, connector: str, block_size: int | None, prompt_len: int | None,
+                       mamba_cache_mode: str | None, kv_role: str, model: Path | None,
+                       prefill_url: str | None, decode_url: str | None, confirm_remote: bool,
+                       run_dir: Path | None, prefill_port: int | None, decode_port: int | None,
+                       device: str | None, timeout: float) -> LiveOptions:
+    """The repro command's options, checked, as a live run's (BadInput on a bad one).
+
+    `kv_role` is checked like the in-process engine checks it; the live pair is always a
+    producer (P) and a consumer (D).
+    """
+    key = parse_connector(connector)
+    if decode_url and not prefill_url:
+        raise BadInput("--decode-url needs --prefill-url")
+    if prefill_url and (prefill_port or decode_port or model or device):
+        raise BadInput("--prefill-url probes existing engines: --model, --device and the port "
+                       "options do not apply")
+    if block_size is not None and block_size < 1:
+        raise BadInput(f"--block-size {block_size}: must be a positive number of tokens")
+    if prompt_len is not None and prompt_len < 2:
+        raise BadInput(f"--prompt-len {prompt_len}: must be at least 2 (the prefill side keeps "
+                       "N-1 tokens, and at least one of them must be cached)",
+                       hint="omit it for the default: the effective block size + 1")
+    if prompt_len is not None and not prefill_url and prompt_len + 1 > MAX_MODEL_LEN:
+        raise BadInput(f"--prompt-len {prompt_len}: longer than the live engines' max model "
+                       f"length {MAX_MODEL_LEN} allows (N + 1 tokens)", hint="use a shorter prompt")
+    for flag, port in (("--prefill-port", prefill_port), ("--decode-port", decode_port)):
+        if port is not None and not 0 < port < 65536:
+            raise BadInput(f"{flag} {port}: not a TCP port")
+    if device not in (None, *DEVICES):
+        raise BadInput(f"--device {device}: use cpu or cuda")
+    if kv_role not in KV_ROLES:
+        raise BadInput(f"--kv-role {kv_role}: unknown role", hint=f"use one of {', '.join(KV_ROLES)}")
+    if mamba_cache_mode is not None and mamba_cache_mode not in MAMBA_CACHE_MODES:
+        raise BadInput(f"--mamba-cache-mode {mamba_cache_mode}: unknown mode",
+                       hint=f"use one of {', '.join(MAMBA_CACHE_MODES)}")
+    if model is not None:
+        model = model.expanduser()
+        if not (model / "config.json").is_file():
+            raise BadInput(f"--model {model}: no config.json there",
+                           hint="give a local Hugging Face model directory (config + weights)")
+    return LiveOptions(connector=key, prompt_len=prompt_len, mamba_cache_mode=mamba_cache_mode,
+                       model=model, block_size=block_size, prefill_url=prefill_url,
+                       decode_url=decode_url, confirm_remote=confirm_remote,
+                       run_dir=run_dir.expanduser() if run_dir else None,
+                       prefill_port=prefill_port, decode_port=decode_port, device=device,
+                       timeout=timeout)
