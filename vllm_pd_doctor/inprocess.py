@@ -134,7 +134,7 @@ def make_options(*, connector: str, block_size: int | None, prompt_len: int | No
     if model is not None:
         resolved = hfmodel.resolve(str(model))
         _check_json(resolved.config_path)
-        model_dir = resolved.directory
+        model_dir = resolved.directory.resolve()
     if timeout <= 0:
         raise BadInput(f"--timeout {timeout}: must be positive")
     return ReproOptions(connectors=conns, block_size=block_size, prompt_len=prompt_len,
