@@ -175,7 +175,9 @@ class Setup:
             shapes, dtypes = sizing.mamba_state(vllm_config, cls)
             specs = sizing.kv_cache_specs(vllm_config, cls, counts, self.platform)
             layout = sizing.resolve_layout(vllm_config, specs, self.platform)
-            kv, sched_bs, hash_bs = sizing.kv_cache_config(vllm_config, specs, NUM_BLOCKS)
+            # Enough blocks for one request of max_model_len (vLLM checks that it fits).
+            blocks = max(NUM_BLOCKS, -(-max_len // int(cache.block_size)) + 16)
+            kv, sched_bs, hash_bs = sizing.kv_cache_config(vllm_config, specs, blocks)
         except sizing.SizingError as exc:
             raise InternalsError(exc.stage, exc.message) from exc
         built = {
