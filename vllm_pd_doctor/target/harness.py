@@ -175,9 +175,13 @@ class Setup:
             shapes, dtypes = sizing.mamba_state(vllm_config, cls)
             specs = sizing.kv_cache_specs(vllm_config, cls, counts, self.platform)
             layout = sizing.resolve_layout(vllm_config, specs, self.platform)
-            # Enough blocks for one request of max_model_len (vLLM checks that it fits).
-            blocks = max(NUM_BLOCKS, -(-max_len // int(cache.block_size)) + 16)
-            kv, sched_bs, hash_bs = sizing.kv_cache_config(vllm_config, specs, blocks)
+            # max_model_len follows N (vLLM checks one request of it fits the KV cache).
+            w = int(cache.block_size)
+            n = int(spec.get("prompt_len") or (int(spec.get("blocks") or 1) * w + 1))
+            used_len = min(max_len, n + w + 2)
+            vllm_config.model_config.max_model_len = used_len
+            vllm_config.scheduler_config.max_model_len = used_len
+            kv, sched_bs, hash_bs = sizing.kv_cache_config(vllm_config, specs, NUM_BLOCKS)
         except sizing.SizingError as exc:
             raise InternalsError(exc.stage, exc.message) from exc
         built = {
@@ -193,7 +197,8 @@ class Setup:
                 "requested_mamba_cache_mode": spec.get("mamba_cache_mode"),
                 "config_mamba_cache_mode": requested_mode,
                 "mamba_cache_mode": cache.mamba_cache_mode,
-                "max_model_len": max_len,
+                "max_model_len": used_len,
+                "model_max_model_len": max_len,
                 "layers": counts,
                 "mamba_state": {"shapes": [list(s) for s in shapes],
                                 "dtypes": [str(d).replace("torch.", "") for d in dtypes],
@@ -243,10 +248,10 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
     w = int(sz["effective_block_size"])
     hash_bs = int(sz["hash_block_size"])
     n = int(spec.get("prompt_len") or (int(spec.get("blocks") or 1) * w + 1))
-    if n + w + 1 > int(sz["max_model_len"]):
+    if n + w + 1 > int(sz["model_max_model_len"]):
         raise InternalsError("size the prompt", f"N = {n} (+ one block for the preempt "
                              f"trigger) is longer than the model's max_model_len "
-                             f"{sz['max_model_len']}")
+                             f"{sz['model_max_model_len']}")
     budget = max(2048, n + w + 1)
     vocab = int(setup.hf_config.get("vocab_size") or 512)
     factory = setup.scheduler_factory(vllm_name)
