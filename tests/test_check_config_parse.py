@@ -315,9 +315,10 @@ def test_xpyd_text_and_pairing(tmp_path):
         ("prefill-0", "prefill"), ("prefill-1", "prefill"), ("decode", "decode")]
     from vllm_pd_doctor.checkconfig import core
 
-    sides, given = core.gather_sides(None, None, f)
-    assert sides["prefill"].port == 8100 and sides["decode"].port == 8200
-    assert given["prefill"].endswith("(prefill-0)")
+    servers, given = core.gather_servers(None, None, f)
+    assert [(s.name, s.config.port) for s in servers] == [
+        ("prefill-0", 8100), ("prefill-1", 8101), ("decode", 8200)]
+    assert given["prefill-0"].endswith("(prefill-0)")
 
 
 def test_kubernetes_multidoc_podip_and_env_refs(tmp_path):

@@ -108,13 +108,14 @@ def test_version_facts_read_from_installed_code(python_fixed):
 
 def test_cpu_platform_conv_layout_override_read_from_source(python_buggy, python_fixed):
     buggy = nixl_info.probe(python_buggy, import_nixl=False)
-    o = inspect_vllm.read_source(python_buggy, buggy.vllm_path,
-                                 buggy.vllm_version).cpu_conv_layout_override
+    o = inspect_vllm.read_source(python_buggy, buggy.vllm_path, buggy.vllm_version).cpu_conv_layout_override
     assert o is not None and o.value == "SD" and o.file == "vllm/platforms/cpu.py"
     assert o.condition is not None and "amx" in o.condition
     fixed = nixl_info.probe(python_fixed, import_nixl=False)
-    assert inspect_vllm.read_source(python_fixed, fixed.vllm_path,
-                                    fixed.vllm_version).cpu_conv_layout_override is None
+    assert (
+        inspect_vllm.read_source(python_fixed, fixed.vllm_path, fixed.vllm_version).cpu_conv_layout_override
+        is None
+    )
 
 
 def test_nixl_packages_read_from_metadata(python_buggy_nixl):
@@ -128,10 +129,85 @@ def test_nixl_packages_read_from_metadata(python_buggy_nixl):
 
 @pytest.mark.slow
 def test_probe_confirms_on_buggy(cli, python_buggy):
-    code, doc, err = _run(cli, python_buggy, "--config", str(FIX / "accuracy_test_hybrid.yaml"),
-                          "--probe")
+    code, doc, err = _run(cli, python_buggy, "--config", str(FIX / "accuracy_test_hybrid.yaml"), "--probe")
     assert code == 1, err
     probe = doc["exposure"]["probe"]
     assert probe["ran"] is True and probe["reproduced"] is True, probe
     assert "get_num_new_matched_tokens" in probe["detail"]
     assert doc["inputs"]["given"]["probe"] is True
+
+
+# --- rules derived from the installed release (issue 11, item 4), in process ----------------
+
+
+def _check(python: str, **kw):
+    from vllm_pd_doctor.checkconfig import core
+
+    return core.check(python=python, import_nixl=False, **kw)
+
+
+KTC_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
+KTC_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'
+HYB_ENV = "VLLM_SSM_CONV_STATE_LAYOUT=DS "
+
+
+def test_worker_facts_read_from_installed_source(python_buggy, python_fixed):
+    for py in (python_buggy, python_fixed):
+        facts = nixl_info.probe(py, import_nixl=False)
+        src = inspect_vllm.read_source(py, facts.vllm_path, facts.vllm_version)
+        assert src.mamba_hetero_tp is not None and src.mamba_hetero_tp.supported is True
+        assert "nixl/base_worker.py" in src.mamba_hetero_tp.location
+        assert src.p_tp_above_d_tp is not None and src.p_tp_above_d_tp.supported is True
+        assert src.attention_backend_env is False  # envs.py no longer reads it
+        assert src.mamba_hetero_block is not None
+        assert src.mamba_hetero_block.detail.startswith("Prefix caching with heterogeneous")
+
+
+def test_hybrid_hetero_tp_not_flagged_on_028(python_buggy):
+    r = _check(
+        python_buggy,
+        prefill_cmd=f"{HYB_ENV}vllm serve {HYB} -tp 1 --kv-transfer-config '{KTC_P}'",
+        decode_cmd=f"{HYB_ENV}vllm serve {HYB} -tp 2 --no-async-scheduling --kv-transfer-config '{KTC_D}'",
+    )
+    assert r.model is not None and r.model.hybrid
+    assert "tp-mismatch" not in [f.id for f in r.findings]
+    assert r.exposure.verdict == "exposed"
+
+
+def test_connector_not_registered_in_028(python_buggy):
+    p2p = '{"kv_connector":"P2pConnector","kv_role":"kv_producer"}'
+    r = _check(python_buggy, prefill_cmd=f"vllm serve {DENSE} --kv-transfer-config '{p2p}'")
+    (f,) = [f for f in r.findings if f.id == "connector-unregistered"]
+    assert "P2pConnector" in f.evidence and "0.28.0" in f.evidence
+    r = _check(python_buggy, prefill_cmd=f"vllm serve {DENSE} --kv-transfer-config '{KTC_P}'")
+    assert "connector-unregistered" not in [f.id for f in r.findings]
+
+
+GRANITE_ID = "ibm-granite/granite-4.0-h-tiny"
+
+
+def _fake_hf_cache(root: Path) -> None:
+    repo = root / ("models--" + GRANITE_ID.replace("/", "--"))
+    snap = repo / "snapshots" / ("0" * 40)
+    snap.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    (snap / "config.json").write_text((Path(HYB) / "config.json").read_text())
+
+
+def test_hf_id_resolved_offline_then_unknown_with_the_fix(python_buggy, tmp_path, monkeypatch, cli):
+    cmd = f"vllm serve {GRANITE_ID} --kv-transfer-config '{KTC_P}'"
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    _fake_hf_cache(tmp_path / "hub")
+    r = _check(python_buggy, prefill_cmd=cmd)
+    assert r.exposure.verdict == "exposed" and r.inputs.model_source is not None
+    assert "HF cache" in r.inputs.model_source
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    r = _check(python_buggy, prefill_cmd=cmd)
+    assert r.exposure.verdict == "unknown"
+    (f,) = [f for f in r.findings if f.id == "n1-truncation-unknown"]
+    assert f.severity.value == "warning"
+    assert f"huggingface-cli download {GRANITE_ID} config.json" in f.fix and "--model" in f.fix
+    assert not r.has_error
+    code, doc, _ = _run(cli, python_buggy, "--prefill-cmd", cmd, "--strict")
+    assert code == 1 and doc["exposure"]["verdict"] == "unknown"

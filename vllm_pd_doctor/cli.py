@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
+from typing import Any
+
 import typer
 
-from vllm_pd_doctor import __version__
+from vllm_pd_doctor import __version__, procs
 from vllm_pd_doctor.commands import check_config, envs, matrix, report, repro
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 not reproduced / nothing found, 1 reproduced / error-level finding, "
-    "2 bad input, 3 could not run, 4 internal error, 130 interrupted."
+    "2 bad input, 3 could not run, 4 internal error, 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM."
 )
 
 app = typer.Typer(
     name="pd-doctor",
     help="Diagnose and reproduce vLLM prefill/decode (P/D) disaggregation failures over the NIXL "
-    "KV connector, starting with the P-side N-1 truncation crash (vLLM #53514).\n\n"
-    + EXIT_CODES_HELP,
+    "KV connector, starting with the P-side N-1 truncation crash (vLLM #53514).\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -33,8 +36,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print pd-doctor's version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print pd-doctor's version and exit."
+    ),
 ) -> None:
     """pd-doctor: P/D disaggregation doctor for vLLM."""
 
@@ -43,5 +47,45 @@ for _module in (repro, check_config, report, matrix, envs):
     _module.register(app)
 
 
-def main() -> None:
-    app(prog_name="pd-doctor")
+# click's exceptions, wherever this typer keeps them (typer >= 0.17 vendors click as typer._click)
+_click_exc = sys.modules[typer.BadParameter.__module__]
+_UsageError: type[Exception] = _click_exc.UsageError
+_ClickException: type[Exception] = _click_exc.ClickException
+_NoArgsIsHelp: type[Exception] = getattr(_click_exc, "NoArgsIsHelpError", _UsageError)
+_Abort: type[BaseException] = getattr(_click_exc, "Abort", typer.Abort)
+
+
+def _usage_error(exc: Any) -> int:
+    """A usage error (typer's and click's own included) as one line plus a hint, exit 2."""
+    ctx = exc.ctx
+    where = ctx.command_path if ctx is not None else "pd-doctor"
+    message = " ".join(exc.format_message().split()).replace(": Value error, ", ": ")
+    print(f"pd-doctor: error: {message}", file=sys.stderr)
+    print(f"  hint: see `{where} --help`", file=sys.stderr, flush=True)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The console script: one signal policy, one line per usage error, then the command."""
+    procs.install()
+    command = typer.main.get_command(app)
+    try:
+        rc = command.main(
+            args=list(argv) if argv is not None else None, prog_name="pd-doctor", standalone_mode=False
+        )
+    except _NoArgsIsHelp as exc:  # typer has printed the help already
+        rc = _usage_error(exc) if _NoArgsIsHelp is _UsageError else 0
+    except _UsageError as exc:
+        rc = _usage_error(exc)
+    except _ClickException as exc:  # e.g. a file option that cannot be opened
+        message = " ".join(exc.format_message().split()).replace(": Value error, ", ": ")  # type: ignore[attr-defined]
+        print(f"pd-doctor: error: {message}", file=sys.stderr)
+        rc = int(getattr(exc, "exit_code", 2))
+    except _Abort:
+        rc = 130
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    signum = procs.stopped_by()
+    if signum is not None:
+        procs.finish(procs.EXIT_CODES.get(signum, 128 + signum))
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -29,6 +29,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_pd_doctor import procs
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.progress import Progress, phase, quiet
 
@@ -145,11 +146,22 @@ def cache_root_for_python(python: str | os.PathLike[str]) -> Path | None:
 
 
 def remove(name: str) -> Path:
+    """Remove one environment (a symlinked one: the link only), and its lock file."""
     path = envs_dir() / name
-    if not path.is_dir() or name in ("", ".", "..") or "/" in name:
+    if name in ("", ".", "..") or "/" in name or not (path.is_dir() or path.is_symlink()):
         raise BadInput(f"no environment named {name!r}", hint="see `pd-doctor envs list`")
+    lock = Path(str(path) + ".lock")
     with _lock(path):
-        shutil.rmtree(path)
+        try:
+            if path.is_symlink():
+                path.unlink()  # never follow it into what it points at
+            else:
+                shutil.rmtree(path)
+        except OSError as exc:
+            raise CouldNotRun(f"cannot remove {path}: {exc.strerror or exc}") from None
+        finally:
+            with suppress(OSError):
+                lock.unlink()
     return path
 
 
@@ -223,12 +235,14 @@ def _run(cmd: list[str], log: Path, what: str, timeout: float) -> None:
     with open(log, "a", encoding="utf-8") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
+        proc = procs.spawn(cmd, stdout=fh, stderr=subprocess.STDOUT)  # registered: a signal stops uv
         try:
-            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout,
-                                  stdin=subprocess.DEVNULL, start_new_session=True)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             raise CouldNotRun(f"{what}: timed out after {timeout:.0f} s",
                               detail=log.read_text(errors="replace")[-3000:]) from None
+        finally:
+            procs.release(proc)
     if proc.returncode != 0:
         text = log.read_text(errors="replace")
         raise CouldNotRun(f"{what} failed: {_reason(text)}", hint=f"full log: {log}",

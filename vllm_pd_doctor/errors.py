@@ -23,8 +23,12 @@ class ExitCode(IntEnum):
     would not start."""
     INTERNAL = 4
     """A bug in pd-doctor itself (rerun with --debug and report it)."""
+    HANGUP = 129
+    """Stopped by SIGHUP (the terminal went away); everything pd-doctor started was stopped."""
     INTERRUPTED = 130
-    """Stopped by Ctrl-C; everything pd-doctor started was stopped."""
+    """Stopped by Ctrl-C (SIGINT); everything pd-doctor started was stopped."""
+    TERMINATED = 143
+    """Stopped by SIGTERM; everything pd-doctor started was stopped."""
 
 
 class PdDoctorError(Exception):
@@ -70,6 +74,11 @@ def report_error(exc: BaseException, *, debug: bool) -> ExitCode:
             _say("  (run with --debug for details)")
         return exc.exit_code
     if isinstance(exc, KeyboardInterrupt):
+        from vllm_pd_doctor import procs
+
+        if isinstance(exc, procs.Interrupted):
+            _say(f"pd-doctor: stopped by {exc}")
+            return ExitCode(exc.exit_code)
         _say("pd-doctor: interrupted")
         return ExitCode.INTERRUPTED
     _say(f"pd-doctor: internal error: {type(exc).__name__}: {exc}")

@@ -145,9 +145,12 @@ def make_options(*, connector: str, block_size: int | None, prompt_len: int | No
 
 def _check_json(cfg: Path) -> None:
     """vLLM decides whether the model is hybrid; here only: is it a JSON object at all."""
+    from vllm_pd_doctor import limits
+
+    text = limits.read_config_text(cfg, f"--model {cfg}")  # bounded, UTF-8 or BadInput
     try:
-        data = json.loads(cfg.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise BadInput(f"--model {cfg}: not valid JSON ({exc})") from None
     if not isinstance(data, dict) or not data.get("architectures"):
         raise BadInput(f"--model {cfg}: no `architectures` list in this config.json",

@@ -3,7 +3,9 @@
 The target modules need only the stdlib and vLLM. They are made importable in the child as
 the package `vllm_pd_doctor_target` through a private temporary directory on PYTHONPATH that
 holds nothing else, so none of pd-doctor's own dependencies leak into the vLLM environment.
-The child runs in its own process group and is always stopped by PID (TERM, then KILL).
+The child runs in its own process group, registered with `procs` (the one signal policy) from
+the moment it starts, and is always stopped by PID (TERM, then KILL); the temporary directories
+are registered too, so a SIGTERM/SIGHUP/SIGINT leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -11,10 +13,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_pd_doctor import procs
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 
 TARGET_PACKAGE = "vllm_pd_doctor_target"
@@ -58,8 +59,9 @@ _PROBE = (
 )
 
 
-def child_env(extra: Mapping[str, str] | None = None, *, pythonpath: str | None = None,
-              python: str | None = None) -> dict[str, str]:
+def child_env(
+    extra: Mapping[str, str] | None = None, *, pythonpath: str | None = None, python: str | None = None
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
@@ -82,20 +84,26 @@ def resolve_python(python: str | None) -> str:
     if not p.exists():
         found = shutil.which(python)
         if found is None:
-            raise BadInput(f"--python {python}: no such file",
-                           hint="give the path of a Python interpreter that has vLLM installed, "
-                                "e.g. /path/to/venv/bin/python")
+            raise BadInput(
+                f"--python {python}: no such file",
+                hint="give the path of a Python interpreter that has vLLM installed, "
+                "e.g. /path/to/venv/bin/python",
+            )
         p = Path(found)
     if p.is_dir():
         cand = p / "bin" / "python"
         if cand.exists():
             p = cand
         else:
-            raise BadInput(f"--python {python}: is a directory, not a Python interpreter",
-                           hint="give the interpreter itself, e.g. /path/to/venv/bin/python")
+            raise BadInput(
+                f"--python {python}: is a directory, not a Python interpreter",
+                hint="give the interpreter itself, e.g. /path/to/venv/bin/python",
+            )
     if not os.access(p, os.X_OK):
-        raise BadInput(f"--python {python}: not executable",
-                       hint="give the path of a Python interpreter (bin/python of a venv)")
+        raise BadInput(
+            f"--python {python}: not executable",
+            hint="give the path of a Python interpreter (bin/python of a venv)",
+        )
     return str(p.absolute())
 
 
@@ -106,12 +114,12 @@ def ask(python: str, script: str, *, timeout: float) -> dict[str, Any]:
     not answer in time could not run.
     """
     try:
-        proc = subprocess.run([python, "-c", script], capture_output=True, text=True,
-                              timeout=timeout, env=child_env(), stdin=subprocess.DEVNULL)
+        proc = procs.run([python, "-c", script], text=True, timeout=timeout, env=child_env())
     except OSError as exc:
-        raise BadInput(f"--python {python}: cannot be run ({exc.strerror or exc})",
-                       hint="give the path of a Python interpreter (bin/python of a venv)"
-                       ) from None
+        raise BadInput(
+            f"--python {python}: cannot be run ({exc.strerror or exc})",
+            hint="give the path of a Python interpreter (bin/python of a venv)",
+        ) from None
     except subprocess.TimeoutExpired:
         raise CouldNotRun(f"--python {python}: did not answer within {timeout:.0f} s") from None
     try:
@@ -119,19 +127,23 @@ def ask(python: str, script: str, *, timeout: float) -> dict[str, Any]:
         if not isinstance(info, dict):
             raise ValueError(info)
     except (IndexError, ValueError):
-        raise BadInput(f"--python {python}: is not a Python interpreter "
-                       f"(exit {proc.returncode})",
-                       hint="give the path of a Python >= 3.9 interpreter that has vLLM",
-                       detail=(proc.stdout + proc.stderr)[-2000:]) from None
+        raise BadInput(
+            f"--python {python}: is not a Python interpreter (exit {proc.returncode})",
+            hint="give the path of a Python >= 3.9 interpreter that has vLLM",
+            detail=(proc.stdout + proc.stderr)[-2000:],
+        ) from None
     return info
 
 
 def probe_interpreter(python: str, *, timeout: float = 30.0) -> Interpreter:
     """Ask the interpreter its version and where vLLM is, without importing vLLM."""
     info = ask(python, _PROBE, timeout=timeout)
-    return Interpreter(path=python, version=str(info.get("python")),
-                       vllm_version=info.get("vllm"),
-                       vllm_path=info.get("vllm_path") if info.get("found") else None)
+    return Interpreter(
+        path=python,
+        version=str(info.get("python")),
+        vllm_version=info.get("vllm"),
+        vllm_path=info.get("vllm_path") if info.get("found") else None,
+    )
 
 
 def require_vllm(interp: Interpreter) -> None:
@@ -139,43 +151,20 @@ def require_vllm(interp: Interpreter) -> None:
         raise CouldNotRun(
             f"no vLLM in {interp.path} (Python {interp.version}): `import vllm` would fail",
             hint="point --python at the interpreter of your vLLM environment, or use "
-                 "--vllm VERSION to let pd-doctor provision one",
+            "--vllm VERSION to let pd-doctor provision one",
         )
 
 
 @contextmanager
 def target_path() -> Iterator[str]:
     """A private directory that makes the target modules importable as one package."""
-    tmp = tempfile.mkdtemp(prefix="pd-doctor-target-")
-    try:
+    with procs.tempdir("pd-doctor-target-") as tmp:
         os.symlink(TARGET_DIR, os.path.join(tmp, TARGET_PACKAGE))
         yield tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
-def stop_process_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
-    """TERM the child's process group, then KILL it after `grace` seconds. By PID only."""
-    if proc.poll() is not None:
-        _kill_group(proc.pid, signal.SIGKILL)  # orphans of a dead leader
-        return
-    _kill_group(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
-    _kill_group(proc.pid, signal.SIGKILL)
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:  # pragma: no cover - kernel did not reap
-        pass
-
-
-def _kill_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+stop_process_group = procs.stop_group
+"""TERM the child's process group, then KILL it after a grace. By PID only (kept name)."""
 
 
 @dataclass(frozen=True)
@@ -188,41 +177,52 @@ class TargetRun:
     returncode: int
 
 
-def run_module(python: str, module: str, args: list[str], *, timeout: float,
-               extra_env: Mapping[str, str] | None = None, what: str = "the harness") -> TargetRun:
+def run_module(
+    python: str,
+    module: str,
+    args: list[str],
+    *,
+    timeout: float,
+    extra_env: Mapping[str, str] | None = None,
+    what: str = "the harness",
+) -> TargetRun:
     """Run `python -m vllm_pd_doctor_target.<module> <args> --out FILE`; return its JSON."""
-    with target_path() as path, tempfile.TemporaryDirectory(prefix="pd-doctor-run-") as work:
+    with target_path() as path, procs.tempdir("pd-doctor-run-") as work:
         out = os.path.join(work, "answer.json")
         log_path = os.path.join(work, "target.log")
         cmd = [python, "-m", f"{TARGET_PACKAGE}.{module}", *args, "--out", out]
         t0 = time.perf_counter()
         with open(log_path, "w", encoding="utf-8", errors="replace") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, cwd=work, start_new_session=True,
-                                    env=child_env(extra_env, pythonpath=path, python=python))
+            proc = procs.spawn(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=work,
+                env=child_env(extra_env, pythonpath=path, python=python),
+            )
             try:
                 rc = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                stop_process_group(proc)
-                raise CouldNotRun(f"{what} did not finish within {timeout:.0f} s",
-                                  hint="raise --timeout, or check the machine's load",
-                                  detail=_tail(log_path)) from None
-            except BaseException:
-                stop_process_group(proc)
-                raise
+                procs.release(proc)
+                raise CouldNotRun(
+                    f"{what} did not finish within {timeout:.0f} s",
+                    hint="raise --timeout, or check the machine's load",
+                    detail=_tail(log_path),
+                ) from None
             finally:
-                if proc.poll() is None:
-                    stop_process_group(proc)
+                procs.release(proc)  # what is left of its group, on any way out
         wall = time.perf_counter() - t0
         logtext = Path(log_path).read_text(encoding="utf-8", errors="replace")
         if not os.path.exists(out):
-            raise CouldNotRun(f"{what} exited with code {rc} without an answer",
-                              hint="rerun with --debug to see its log", detail=logtext[-4000:])
+            raise CouldNotRun(
+                f"{what} exited with code {rc} without an answer",
+                hint="rerun with --debug to see its log",
+                detail=logtext[-4000:],
+            )
         try:
             answer = json.loads(Path(out).read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise CouldNotRun(f"{what} wrote an unreadable answer ({exc})",
-                              detail=logtext[-4000:]) from None
+            raise CouldNotRun(f"{what} wrote an unreadable answer ({exc})", detail=logtext[-4000:]) from None
         return TargetRun(answer=answer, log=logtext, wall_s=wall, returncode=rc)
 
 

@@ -4,14 +4,27 @@ Runs in the target vLLM interpreter (torch, transformers and safetensors come wi
 The architecture comes from CONFIG_DIR/config.json (repro/models/tiny-hybrid: GraniteMoeHybrid,
 layers mamba + attention, hidden 128, vocab 512); weights are random (seed 0), bf16, saved as
 safetensors. No tokenizer: the engines run with --skip-tokenizer-init and token-id prompts.
-The directory is written under a temporary name and renamed when complete.
+The directory is written under a temporary name and renamed when complete; a SIGTERM, SIGHUP
+or SIGINT (pd-doctor stopping its process group) removes the temporary directory first.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
+
+
+def _remove_on_signal(tmp: str) -> None:
+    """Remove the half-written directory when stopped, then exit 128 + the signal."""
+
+    def handler(signum: int, frame: object) -> None:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, handler)
 
 
 def main() -> int:
@@ -20,6 +33,7 @@ def main() -> int:
     from transformers import AutoConfig, AutoModelForCausalLM
 
     tmp = f"{out}.tmp-{os.getpid()}"
+    _remove_on_signal(tmp)
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     torch.manual_seed(0)

@@ -5,133 +5,225 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
-from vllm_pd_doctor import targetrun
+from vllm_pd_doctor import hfmodel, targetrun
 from vllm_pd_doctor.checkconfig import inspect_vllm, nixl_info, parse, rules
+from vllm_pd_doctor.checkconfig.exposure import exposure as compute_exposure
 from vllm_pd_doctor.checkconfig.model_info import load_model
+from vllm_pd_doctor.checkconfig.parse.flags import BUILTIN, FlagTable
+from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
+from vllm_pd_doctor.checkconfig.rules.context import PRODUCING
 from vllm_pd_doctor.checkconfig.types import (
     CheckReport,
     Inputs,
+    LaunchCommand,
     ModelInfo,
+    ModelProblem,
     NixlInfo,
     ProbeResult,
-    ServeConfig,
+    Server,
     VllmSource,
 )
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
 
 
-def gather_sides(prefill_cmd: str | None, decode_cmd: str | None, config: Path | None,
-                 variables: Mapping[str, str] | None = None, python: str | None = None
-                 ) -> tuple[dict[str, ServeConfig], dict[str, str]]:
-    """Parse the commands; returns the parsed sides and the text each came from.
+def server_from(
+    cmd: LaunchCommand, name: str | None = None, *, table: FlagTable = BUILTIN, what: str | None = None
+) -> Server:
+    """A parsed server, keeping where the parser says it runs."""
+    if what is None:
+        cfg = parse.parse_launch(cmd, table=table)
+    else:
+        cfg = parse.parse_args(
+            list(cmd.args),
+            dict(cmd.env),
+            role=cmd.role,
+            what=what,
+            machine=cmd.host,
+            source=cmd.source,
+            table=table,
+        )
+    return Server(
+        name=name or cmd.name or cmd.role,
+        config=cfg,
+        network=cmd.network,
+        network_evidence=cmd.network_evidence,
+        role_source=cmd.role_source,
+        launcher=cmd.launcher,
+    )
 
-    A config file may start any number of servers: the first prefill and the first decode are
-    paired here (the rest are parsed, so their errors still show)."""
-    sides: dict[str, ServeConfig] = {}
-    given: dict[str, str] = {}
+
+def _unique(names: list[str]) -> list[str]:
+    out: list[str] = []
+    for n in names:
+        cand, i = n, 1
+        while cand in out:
+            cand, i = f"{n}-{i}", i + 1
+        out.append(cand)
+    return out
+
+
+def gather_servers(
+    prefill_cmd: str | None,
+    decode_cmd: str | None,
+    config: Path | None,
+    variables: Mapping[str, str] | None = None,
+    python: str | None = None,
+) -> tuple[tuple[Server, ...], dict[str, str]]:
+    """Parse every server of the deployment (any number: xPyD); returns them and the text each
+    came from. A --prefill-cmd / --decode-cmd replaces the config file's server of that name."""
+    variables = variables or {}
     table = parse.for_python(python)
-    if config is not None:
-        for launch in parse.load_config_file(config, variables=variables or {}):
-            s = parse.parse_launch(launch, table=table)
-            if launch.role not in sides:
-                sides[launch.role] = s
-                given[launch.role] = f"{config} ({launch.name or launch.role})"
+    launches = list(parse.load_config_file(config, variables=variables)) if config else []
+    names = _unique([c.name or c.role for c in launches])
+    servers = [server_from(c, n, table=table) for c, n in zip(launches, names, strict=True)]
+    given = {s.name: f"{config} ({s.name})" for s in servers}
     for role, text in (("prefill", prefill_cmd), ("decode", decode_cmd)):
         if text is None:
             continue
-        sides[role] = parse.parse_command(text, role=role, variables=variables, table=table)
-        given[role] = "--" + role + "-cmd"
-    return {r: sides[r] for r in parse.ROLES if r in sides}, given
+        what = f"--{role}-cmd"
+        launch = launch_from_command(text, what=what, role=role, variables=variables)
+        servers = [s for s in servers if s.name != role]
+        servers.append(server_from(launch, role, table=table, what=what))
+        given[role] = what
+    order = {"prefill": 0, "decode": 1}
+    servers.sort(key=lambda s: order.get(s.role, 2))
+    return tuple(servers), given
 
 
-def resolve_model(model: Path | None, sides: dict[str, ServeConfig],
-                  warn: Callable[[str], None]) -> tuple[ModelInfo | None, str | None]:
+def resolve_model(
+    model: Path | None, servers: tuple[Server, ...], warn: Callable[[str], None]
+) -> tuple[ModelInfo | None, str | None, ModelProblem | None]:
+    """--model, else the first server model found offline (dir, config.json, HF cache)."""
     if model is not None:
-        return load_model(model), "--model"
-    for role, s in sides.items():
-        if not s.model:
+        found = hfmodel.resolve(str(model), what="--model")
+        return load_model(found.config_path), "--model", None
+    problem: ModelProblem | None = None
+    seen: set[str] = set()
+    for s in servers:
+        name = s.config.model
+        if not name or name in seen:
             continue
-        p = Path(s.model).expanduser()
+        seen.add(name)
         try:
-            cand = p / "config.json" if p.is_dir() else p
-            if cand.is_file() and cand.name.endswith(".json"):
-                return load_model(p, what=f"{role} model"), f"{role} command"
-        except OSError:
-            continue
+            found = hfmodel.resolve(name, what=f"{s.name} model")
+            return (
+                load_model(found.config_path, what=f"{s.name} model"),
+                f"{s.name} command" + (" (offline HF cache)" if found.hf_id else ""),
+                None,
+            )
+        except hfmodel.ModelNotResolved as exc:
+            hint = exc.hint or ""
+            if "--model" not in hint:
+                hint = (hint + "; " if hint else "") + (
+                    "or pass --model DIR holding a copy of its config.json"
+                )
+            problem = problem or ModelProblem(given=name, message=exc.message, hint=hint)
         except BadInput as exc:
-            warn(f"{role} model {s.model}: {exc.message}; hybrid or not is unknown")
-            continue
-    return None, None
+            warn(f"{s.name} model {name}: {exc.message}; hybrid or not is unknown")
+            problem = problem or ModelProblem(
+                given=name, message=exc.message, hint=exc.hint or "pass --model DIR"
+            )
+    return None, None, problem
 
 
-def check(*, prefill_cmd: str | None = None, decode_cmd: str | None = None,
-          config: Path | None = None, model: Path | None = None, python: str | None = None,
-          probe: bool = False, import_nixl: bool = True,
-          variables: Mapping[str, str] | None = None,
-          progress: Callable[[str], None] = lambda _: None,
-          warn: Callable[[str], None] = lambda _: None) -> CheckReport:
+def check(
+    *,
+    prefill_cmd: str | None = None,
+    decode_cmd: str | None = None,
+    config: Path | None = None,
+    model: Path | None = None,
+    python: str | None = None,
+    probe: bool = False,
+    import_nixl: bool = True,
+    variables: Mapping[str, str] | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+    warn: Callable[[str], None] = lambda _: None,
+) -> CheckReport:
     t0 = time.perf_counter()
-    sides, given = gather_sides(prefill_cmd, decode_cmd, config, variables, python)
+    servers, given = gather_servers(prefill_cmd, decode_cmd, config, variables, python)
     warnings: list[str] = []
 
     def _warn(msg: str) -> None:
         warnings.append(msg)
         warn(msg)
 
-    for role, s in sides.items():
-        if s.unknown_flags:
-            _warn(f"{role}: unknown flag(s) {', '.join(s.unknown_flags)} (not checked)")
-    minfo, msource = resolve_model(model, sides, _warn)
+    for s in servers:
+        if s.config.unknown_flags:
+            _warn(f"{s.name}: unknown flag(s) {', '.join(s.config.unknown_flags)} (not checked)")
+    minfo, msource, mproblem = resolve_model(model, servers, _warn)
+    if mproblem is not None:
+        _warn(f"{mproblem.message}; hybrid or not is unknown ({mproblem.hint})")
     interp = targetrun.resolve_python(python)
     facts = nixl_info.probe(interp, import_nixl=import_nixl)
     vsrc = inspect_vllm.read_source(interp, facts.vllm_path, facts.vllm_version)
     nixl: NixlInfo | None = facts.nixl
-    ctx = rules.Context(sides=sides, model=minfo, vllm=vsrc, nixl=nixl)
+    ctx = rules.Context(servers=servers, model=minfo, vllm=vsrc, nixl=nixl, model_problem=mproblem)
     probe_result = _probe(ctx, interp, progress) if probe else None
-    exposure = rules.exposure(ctx, probe_result)
+    ctx = replace(ctx, exposure=compute_exposure(ctx, probe_result))
+    assert ctx.exposure is not None
     findings = list(rules.run_checks(ctx))
-    if exposure.verdict == "exposed":
-        ev = "; ".join(f"{x.role}/{x.connector}: " + ", ".join(x.evidence or x.reasons)
-                       for x in exposure.sides if x.verdict == "exposed")
-        findings.insert(0, rules.finding("n1-truncation", ev, fix=" ".join(exposure.fixes)))
-    elif exposure.verdict == "unknown" and sides:
-        ev = "; ".join(f"{x.role}/{x.connector}: " + ", ".join(
-            r for r in x.reasons if "unknown" in r or "not found" in r or "give" in r)
-            for x in exposure.sides if x.verdict == "unknown")
-        findings.insert(0, rules.finding("n1-truncation-unknown", ev))
     findings.sort(key=lambda f: (f.severity.rank, 0 if f.id.startswith("n1-") else 1))
+
+    def joined(role: str) -> str | None:
+        got = [given[s.name] for s in servers if s.role == role and s.name in given]
+        return ", ".join(got) if got else None
+
     inputs = Inputs(
-        prefill=given.get("prefill"), decode=given.get("decode"),
+        prefill=joined("prefill"),
+        decode=joined("decode"),
         config_file=str(config) if config is not None else None,
-        model=minfo.path if minfo else None, model_source=msource, python=interp,
-        vllm_found=vsrc.path is not None, nixl_checked=nixl is not None and nixl.error is None,
-        probe=probe, warnings=tuple(warnings))
-    return CheckReport(inputs=inputs, exposure=exposure, findings=tuple(findings), vllm=vsrc,
-                       nixl=nixl, model=minfo, elapsed_s=time.perf_counter() - t0)
+        model=minfo.path if minfo else None,
+        model_source=msource,
+        python=interp,
+        vllm_found=vsrc.path is not None,
+        nixl_checked=nixl is not None and nixl.error is None,
+        probe=probe,
+        warnings=tuple(warnings),
+        servers=tuple(
+            f"{s.name} ({s.role}" + (f", from {s.role_source}" if s.role_source else "") + ")"
+            for s in servers
+        ),
+        variables=tuple(sorted((variables or {}).items())),
+    )
+    return CheckReport(
+        inputs=inputs,
+        exposure=ctx.exposure,
+        findings=tuple(findings),
+        vllm=vsrc,
+        nixl=nixl,
+        model=minfo,
+        elapsed_s=time.perf_counter() - t0,
+        servers=servers,
+    )
 
 
 def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> ProbeResult:
     from vllm_pd_doctor import inprocess
 
     keys: list[str] = []
-    for s in ctx.sides.values():
-        if s.kv_role in ("kv_producer", "kv_both"):
-            for n in rules.connector_names(s):
-                k = rules.connector_key(n)
-                if k and k not in keys:
-                    keys.append(k)
+    for s in ctx.servers:
+        for e in rules.connector_entries(s.config):
+            k = rules.connector_key(e.name) if e.kv_role in PRODUCING else None
+            if k and k not in keys:
+                keys.append(k)
     keys = keys or ["nixl"]
-    p = ctx.sides.get("prefill")
+    p = ctx.prefills[0].config if ctx.prefills else None
     model_dir = None
     if ctx.model is not None and ctx.model.hybrid:
         model_dir = Path(ctx.model.path).resolve().parent
     try:
-        opts = inprocess.make_options(connector=",".join(keys),
-                                      block_size=(p.block_size if p and p.block_size else 16),
-                                      prompt_len=None, mamba_cache_mode=None,
-                                      kv_role="kv_producer", model=model_dir, timeout=600.0)
+        opts = inprocess.make_options(
+            connector=",".join(keys),
+            block_size=(p.block_size if p and p.block_size else 16),
+            prompt_len=None,
+            mamba_cache_mode=None,
+            kv_role="kv_producer",
+            model=model_dir,
+            timeout=600.0,
+        )
         report = inprocess.run_inprocess(python, opts, progress)
     except PdDoctorError as exc:
         return ProbeResult(ran=False, reproduced=None, detail=f"probe could not run: {exc.message}")
@@ -142,10 +234,13 @@ def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> 
         else:
             where = r.assertion.location if r.assertion and r.assertion.location else ""
             hook = r.truncation.hook if r.truncation else "?"
-            parts.append(f"{r.connector}: {'REPRODUCED' if r.reproduced else 'not reproduced'}"
-                         f" (truncated by {hook}{', assert at ' + where if where else ''})")
-    return ProbeResult(ran=report.any_ran, reproduced=report.reproduced if report.any_ran else None,
-                       detail="; ".join(parts))
+            parts.append(
+                f"{r.connector}: {'REPRODUCED' if r.reproduced else 'not reproduced'}"
+                f" (truncated by {hook}{', assert at ' + where if where else ''})"
+            )
+    return ProbeResult(
+        ran=report.any_ran, reproduced=report.reproduced if report.any_ran else None, detail="; ".join(parts)
+    )
 
 
 __all__ = ["VllmSource", "check"]

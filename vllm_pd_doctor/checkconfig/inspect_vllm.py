@@ -13,7 +13,12 @@ import os
 import re
 from pathlib import Path
 
-from vllm_pd_doctor.checkconfig.types import ConvLayoutOverride, TruncationSite, VllmSource
+from vllm_pd_doctor.checkconfig.types import (
+    ConvLayoutOverride,
+    SourceFact,
+    TruncationSite,
+    VllmSource,
+)
 from vllm_pd_doctor.target import connectors
 
 CONNECTOR_DIRS = ("distributed/kv_transfer/kv_connector",)
@@ -99,8 +104,11 @@ def find_sites(vllm_path: Path) -> tuple[TruncationSite, ...]:
         for helper, caller, cls, line in v.found:
             if _is_helper(caller):
                 continue  # a helper calling a helper; its own callers are what count
-            sites.append(TruncationSite(connector=fam, helper=helper, caller=caller,
-                                        caller_class=cls, file=rel, line=line))
+            sites.append(
+                TruncationSite(
+                    connector=fam, helper=helper, caller=caller, caller_class=cls, file=rel, line=line
+                )
+            )
     return tuple(sites)
 
 
@@ -156,11 +164,15 @@ def _is_environ(node: ast.AST) -> bool:
 def _guards_explicit_setting(test: ast.AST, names: set[str]) -> bool:
     """`X not in os.environ` (X the variable's name or a name bound to it)."""
     for node in ast.walk(test):
-        if isinstance(node, ast.Compare) and any(isinstance(op, ast.NotIn) for op in node.ops) \
-                and any(_is_environ(c) for c in node.comparators):
+        if (
+            isinstance(node, ast.Compare)
+            and any(isinstance(op, ast.NotIn) for op in node.ops)
+            and any(_is_environ(c) for c in node.comparators)
+        ):
             left = node.left
-            if (isinstance(left, ast.Constant) and left.value == CONV_LAYOUT_ENV) or \
-                    (isinstance(left, ast.Name) and left.id in names):
+            if (isinstance(left, ast.Constant) and left.value == CONV_LAYOUT_ENV) or (
+                isinstance(left, ast.Name) and left.id in names
+            ):
                 return True
     return False
 
@@ -172,9 +184,15 @@ def cpu_conv_layout_override(vllm_path: Path) -> ConvLayoutOverride | None:
         tree = ast.parse(f.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, SyntaxError):
         return None
-    names = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign)
-             and isinstance(n.value, ast.Constant) and n.value.value == CONV_LAYOUT_ENV
-             for t in n.targets if isinstance(t, ast.Name)}
+    names = {
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Constant)
+        and n.value.value == CONV_LAYOUT_ENV
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
 
     def visit(node: ast.AST, ifs: tuple[ast.If, ...]) -> ConvLayoutOverride | None:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
@@ -182,14 +200,19 @@ def cpu_conv_layout_override(vllm_path: Path) -> ConvLayoutOverride | None:
                 if not (isinstance(t, ast.Subscript) and _is_environ(t.value)):
                     continue
                 key = t.slice
-                if not ((isinstance(key, ast.Constant) and key.value == CONV_LAYOUT_ENV) or
-                        (isinstance(key, ast.Name) and key.id in names)):
+                if not (
+                    (isinstance(key, ast.Constant) and key.value == CONV_LAYOUT_ENV)
+                    or (isinstance(key, ast.Name) and key.id in names)
+                ):
                     continue
                 if any(_guards_explicit_setting(i.test, names) for i in ifs):
                     continue
                 return ConvLayoutOverride(
-                    file="vllm/platforms/cpu.py", line=node.lineno, value=str(node.value.value),
-                    condition=ast.unparse(ifs[-1].test) if ifs else None)
+                    file="vllm/platforms/cpu.py",
+                    line=node.lineno,
+                    value=str(node.value.value),
+                    condition=ast.unparse(ifs[-1].test) if ifs else None,
+                )
         for child in ast.iter_child_nodes(node):
             found = visit(child, (*ifs, node) if isinstance(node, ast.If) else ifs)
             if found is not None:
@@ -199,18 +222,147 @@ def cpu_conv_layout_override(vllm_path: Path) -> ConvLayoutOverride | None:
     return visit(tree, ())
 
 
+def _nixl_worker_trees(vllm_path: Path) -> list[tuple[str, ast.Module]]:
+    """The NIXL connector's worker-side modules (`nixl/*worker*.py`, or `nixl_connector.py`)."""
+    root = vllm_path.parent
+    out: list[tuple[str, ast.Module]] = []
+    for sub in CONNECTOR_DIRS:
+        base = vllm_path / sub
+        if not base.is_dir():
+            continue
+        for p in sorted(base.rglob("*.py")):
+            rel = p.relative_to(root).as_posix()
+            low = rel.lower()
+            if "nixl" not in low or not ("worker" in p.name or p.name == "nixl_connector.py"):
+                continue
+            try:
+                src = p.read_text(encoding="utf-8")
+                if "mamba" in src.lower() or "P_TP" in src:
+                    out.append((rel, ast.parse(src, filename=rel)))
+            except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+                continue
+    return out
+
+
+def _message(node: ast.AST) -> str:
+    """The string constants of a raise / assert message, joined."""
+    return " ".join(
+        n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    )
+
+
+_MAMBA_WORDS = ("mamba", "ssm", "hybrid")
+
+
+def mamba_hetero_tp(trees: list[tuple[str, ast.Module]]) -> SourceFact | None:
+    """Does the NIXL worker move Mamba state between different TP sizes?
+
+    Yes: a Mamba method takes the TP ratio / remote TP size (it maps sub-projections across
+    ranks, e.g. `_build_mamba_remote(self, meta, tp_ratio, ...)`). No: a raise or assert whose
+    message ties Mamba/SSM/hybrid to tensor parallelism and "not supported"/"equal"/"same".
+    """
+    refusal: SourceFact | None = None
+    for rel, tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "mamba" in node.name.lower():
+                tp_args = [
+                    a.arg for a in node.args.args + node.args.kwonlyargs if "tp" in a.arg.lower().split("_")
+                ]
+                if tp_args:
+                    return SourceFact(
+                        True,
+                        f"{rel}:{node.lineno}",
+                        f"{node.name}() takes {', '.join(tp_args)}: Mamba state is "
+                        "split across different prefill/decode TP sizes",
+                    )
+            if refusal is None and isinstance(node, (ast.Raise, ast.Assert)):
+                msg = _message(
+                    node.exc
+                    if isinstance(node, ast.Raise) and node.exc
+                    else node.msg
+                    if isinstance(node, ast.Assert) and node.msg
+                    else node
+                )
+                low = msg.lower()
+                if (
+                    any(w in low for w in _MAMBA_WORDS)
+                    and re.search(r"\btp\b|tensor.parallel|tp_size", low)
+                    and re.search(r"not supported|unsupported|must (be )?(equal|match)|same", low)
+                ):
+                    refusal = SourceFact(False, f"{rel}:{node.lineno}", msg.strip()[:160])
+    return refusal
+
+
+def mamba_hetero_block(trees: list[tuple[str, ast.Module]]) -> SourceFact | None:
+    """A raise tying heterogeneous blocks + prefix caching to Mamba: the worker handles Mamba
+    across block sizes, except with prefix caching (0.28.0: "Prefix caching with heterogeneous
+    physical_blocks_per_logical is not supported for Mamba hybrid models")."""
+    for rel, tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                msg = _message(node.exc)
+                low = msg.lower()
+                if "prefix caching" in low and "heterogeneous" in low and any(w in low for w in _MAMBA_WORDS):
+                    text = " ".join(msg.split()).split(" Local:")[0]
+                    return SourceFact(True, f"{rel}:{node.lineno}", text[:200])
+    return None
+
+
+def p_tp_above_d_tp(trees: list[tuple[str, ast.Module]]) -> SourceFact | None:
+    """Does the NIXL worker read from a prefill with more TP ranks (a P_TP > D_TP path)?"""
+    for rel, tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node) or ""
+                if re.search(r"P_TP\s*>\s*D_TP", doc):
+                    return SourceFact(
+                        True, f"{rel}:{node.lineno}", f"{node.name}(): {doc.splitlines()[0].strip()}"
+                    )
+    return None
+
+
+def attention_backend_env(vllm_path: Path) -> bool | None:
+    """vllm/envs.py still defines VLLM_ATTENTION_BACKEND (later releases dropped it)."""
+    try:
+        src = (vllm_path / "envs.py").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return '"VLLM_ATTENTION_BACKEND"' in src
+
+
 def read_source(python: str, vllm_path: str | None, version: str | None) -> VllmSource:
+    """Everything check-config reads from the installed vLLM (cached per install)."""
     if vllm_path is None:
-        return VllmSource(python=python, version=version, path=None,
-                          error="no vLLM installed in this interpreter")
+        return VllmSource(
+            python=python, version=version, path=None, error="no vLLM installed in this interpreter"
+        )
+    from vllm_pd_doctor.checkconfig import source_cache
+
+    p = Path(vllm_path)
+    key = source_cache.stamp(p, ("envs.py", "config/kv_transfer.py", "platforms/cpu.py"), CONNECTOR_DIRS)
+    return source_cache.cached(python, p, version, key, lambda: _read_source(python, vllm_path, version))
+
+
+def _read_source(python: str, vllm_path: str, version: str | None) -> VllmSource:
     p = Path(vllm_path)
     try:
         sites = find_sites(p)
+        workers = _nixl_worker_trees(p)
     except OSError as exc:
-        return VllmSource(python=python, version=version, path=vllm_path,
-                          error=f"cannot read vLLM's sources: {exc}")
-    return VllmSource(python=python, version=version, path=vllm_path, sites=sites,
-                      connectors=registered_connectors(p),
-                      side_channel_port_default=side_channel_port_default(p),
-                      kv_roles=kv_roles(p),
-                      cpu_conv_layout_override=cpu_conv_layout_override(p))
+        return VllmSource(
+            python=python, version=version, path=vllm_path, error=f"cannot read vLLM's sources: {exc}"
+        )
+    return VllmSource(
+        python=python,
+        version=version,
+        path=vllm_path,
+        sites=sites,
+        connectors=registered_connectors(p),
+        side_channel_port_default=side_channel_port_default(p),
+        kv_roles=kv_roles(p),
+        cpu_conv_layout_override=cpu_conv_layout_override(p),
+        mamba_hetero_tp=mamba_hetero_tp(workers),
+        p_tp_above_d_tp=p_tp_above_d_tp(workers),
+        mamba_hetero_block=mamba_hetero_block(workers),
+        attention_backend_env=attention_backend_env(p),
+    )

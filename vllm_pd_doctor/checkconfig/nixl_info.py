@@ -7,6 +7,7 @@ package) and importlib.metadata. `import nixl` happens only in a grandchild with
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,7 @@ try:
     out['stamp'] = [os.stat(p).st_mtime for p in locs[:3]]
 except Exception:
     pass
+out['sys_path'] = [p for p in sys.path if p]
 print(json.dumps(out))
 """
 
@@ -82,14 +84,15 @@ class TargetFacts:
     nixl: NixlInfo
 
 
-def probe(python: str, *, import_nixl: bool = True, import_timeout: float = 20.0,
-          timeout: float = 60.0) -> TargetFacts:
+def probe(
+    python: str, *, import_nixl: bool = True, import_timeout: float = 20.0, timeout: float = 60.0
+) -> TargetFacts:
     """Run the stdlib-only script in `python`; never imports vLLM.
 
     `import nixl` (seconds: it loads its native libraries) runs in a separate child with a
     timeout, and its outcome is cached per interpreter and installed NIXL files.
     """
-    info = targetrun.ask(python, _SCRIPT, timeout=timeout)
+    info = _ask_cached(python, timeout)
     plugins = tuple(str(p) for p in info.get("plugins") or ())
     dists = tuple((str(n), str(v)) for n, v in info.get("dists") or ())
     ucx: bool | None = None
@@ -100,13 +103,73 @@ def probe(python: str, *, import_nixl: bool = True, import_timeout: float = 20.0
     if import_nixl and dists and info.get("namespace"):
         key = json.dumps([python, dists, info.get("stamp")])
         import_ok, import_error = _import_check(python, key, import_timeout)
-    nixl = NixlInfo(dists=dists, namespace_found=bool(info.get("namespace")),
-                    import_ok=import_ok, import_error=import_error,
-                    ucx_plugin=ucx, plugin_files=plugins,
-                    vllm_requirement=info.get("vllm_requirement"))
-    return TargetFacts(python=python, python_version=str(info.get("python")),
-                       vllm_path=info.get("vllm_path"), vllm_version=info.get("vllm_version"),
-                       nixl=nixl)
+    nixl = NixlInfo(
+        dists=dists,
+        namespace_found=bool(info.get("namespace")),
+        import_ok=import_ok,
+        import_error=import_error,
+        ucx_plugin=ucx,
+        plugin_files=plugins,
+        vllm_requirement=info.get("vllm_requirement"),
+    )
+    return TargetFacts(
+        python=python,
+        python_version=str(info.get("python")),
+        vllm_path=info.get("vllm_path"),
+        vllm_version=info.get("vllm_version"),
+        nixl=nixl,
+    )
+
+
+def _dir_stamps(paths: list[str]) -> list[int]:
+    out: list[int] = []
+    for p in paths:
+        try:
+            out.append(os.stat(p).st_mtime_ns)
+        except OSError:
+            out.append(0)
+    return out
+
+
+def _ask_cached(python: str, timeout: float) -> dict[str, Any]:
+    """The script's answer, reused while the interpreter and every directory on its sys.path
+    are unchanged (installing or removing a package changes its directory's mtime)."""
+    from vllm_pd_doctor import envs
+
+    path = envs.home() / "check-config" / "target-facts.json"
+    try:
+        exe = os.path.realpath(python)
+        st = os.stat(exe)
+        ident = json.dumps([python, exe, st.st_mtime_ns, st.st_size])
+    except OSError:
+        return targetrun.ask(python, _SCRIPT, timeout=timeout)
+    cache: dict[str, Any] = {}
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(loaded, dict):
+            cache = loaded
+    except (OSError, ValueError):
+        pass
+    hit = cache.get(ident)
+    if (
+        isinstance(hit, dict)
+        and isinstance(hit.get("info"), dict)
+        and isinstance(hit.get("dirs"), list)
+        and hit.get("stamps") == _dir_stamps([str(d) for d in hit["dirs"]])
+    ):
+        return dict(hit["info"])
+    info = targetrun.ask(python, _SCRIPT, timeout=timeout)
+    dirs = [str(d) for d in info.get("sys_path") or [] if isinstance(d, str)]
+    cache.pop(ident, None)
+    cache[ident] = {"info": info, "dirs": dirs, "stamps": _dir_stamps(dirs)}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(dict(list(cache.items())[-32:])), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass
+    return info
 
 
 def _cache_file() -> Path:
@@ -132,9 +195,15 @@ def _import_check(python: str, key: str, timeout: float) -> tuple[bool, str | No
     ok: bool
     err_s: str | None = None
     try:
-        proc = subprocess.run([python, "-c", "import nixl, nixl._api"], capture_output=True,
-                              text=True, timeout=timeout, env=targetrun.child_env(),
-                              stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.run(
+            [python, "-c", "import nixl, nixl._api"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=targetrun.child_env(),
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         ok = proc.returncode == 0
         if not ok:
             lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]

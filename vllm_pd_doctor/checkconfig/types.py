@@ -76,6 +76,8 @@ class ServeConfig:
     source: str = "command line"
     values: dict[str, Any] = field(default_factory=dict)
     """Every known flag given, by its long name without dashes prefix (e.g. block-size)."""
+    argv: tuple[str, ...] = ()
+    """The arguments as given (after `vllm serve`), unknown flags included."""
 
     @property
     def kv_connector(self) -> str | None:
@@ -97,6 +99,28 @@ class ServeConfig:
         if self.enable_prefix_caching is False:
             return False
         return self.mamba_cache_mode != "none"
+
+
+@dataclass(frozen=True)
+class Server:
+    """One server of a deployment: its parsed command line and where it runs.
+
+    A deployment has any number of these (xPyD); pair rules look at every prefill x decode pair.
+    """
+
+    name: str
+    """Unique within the input (`prefill`, `decode`, `decode-1`, `pod vllm-prefill`, ...)."""
+    config: ServeConfig
+    network: str | None = None
+    """Network identity from the input (`host:NAME`, `pod:NAME`, `container:NAME`, `loopback`);
+    None when the input does not tell."""
+    network_evidence: str = ""
+    role_source: str = ""
+    launcher: str = ""
+
+    @property
+    def role(self) -> str:
+        return self.config.role
 
 
 @dataclass(frozen=True)
@@ -153,7 +177,26 @@ class VllmSource:
     """kv_role values config/kv_transfer.py accepts."""
     cpu_conv_layout_override: ConvLayoutOverride | None = None
     """Where platforms/cpu.py replaces an explicit VLLM_SSM_CONV_STATE_LAYOUT (None: it does not)."""
+    mamba_hetero_tp: SourceFact | None = None
+    """Whether the NIXL worker transfers Mamba state between different TP sizes (None: not read)."""
+    mamba_hetero_block: SourceFact | None = None
+    """The NIXL worker transfers Mamba models between different block sizes and refuses prefix
+    caching with it (detail: the message it raises); None: not found."""
+    p_tp_above_d_tp: SourceFact | None = None
+    """Whether the NIXL worker reads from a prefill with more TP ranks than decode."""
+    attention_backend_env: bool | None = None
+    """vllm/envs.py still reads VLLM_ATTENTION_BACKEND (None: not read)."""
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class SourceFact:
+    """A yes/no fact read from the installed vLLM's source, with where it was read."""
+
+    supported: bool
+    location: str
+    """file:line (relative to the vllm package's parent)."""
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -185,16 +228,70 @@ class NixlInfo:
     error: str | None = None
 
 
+class Verdict(str, Enum):
+    """Exposure to vLLM #53514."""
+
+    exposed = "exposed"
+    not_exposed = "not exposed"
+    unknown = "unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ReasonKind(str, Enum):
+    """What one exposure reason is about (so callers never search the text)."""
+
+    no_connector = "no-connector"
+    connector_not_truncating = "connector-not-truncating"
+    producer = "producer"
+    not_producer = "not-producer"
+    hybrid = "hybrid"
+    not_hybrid = "not-hybrid"
+    unknown_model = "unknown-model"
+    prefix_caching = "prefix-caching"
+    no_prefix_caching = "no-prefix-caching"
+    late_truncation = "late-truncation"
+    early_truncation = "early-truncation"
+    unknown_order = "unknown-order"
+    no_truncation = "no-truncation"
+    unknown_vllm = "unknown-vllm"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def unknown(self) -> bool:
+        """This reason leaves the verdict undecided."""
+        return self in (ReasonKind.unknown_model, ReasonKind.unknown_vllm, ReasonKind.unknown_order)
+
+
+@dataclass(frozen=True)
+class Reason:
+    kind: ReasonKind
+    text: str
+    fix: str | None = None
+    """For unknown kinds: the input that would decide it (e.g. the model resolver's hint)."""
+
+    def __str__(self) -> str:
+        return self.text
+
+
 @dataclass(frozen=True)
 class SideExposure:
-    """#53514 exposure of one engine (one role and connector)."""
+    """#53514 exposure of one engine (one server and connector)."""
 
     role: str
     connector: str | None
-    verdict: str
-    """exposed, not exposed or unknown."""
-    reasons: tuple[str, ...]
+    verdict: Verdict
+    why: tuple[Reason, ...]
     evidence: tuple[str, ...] = ()
+    server: str = ""
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """The reasons as text (what the formats render)."""
+        return tuple(r.text for r in self.why)
 
 
 @dataclass(frozen=True)
@@ -206,10 +303,19 @@ class ProbeResult:
 
 @dataclass(frozen=True)
 class Exposure:
-    verdict: str
+    verdict: Verdict
     sides: tuple[SideExposure, ...]
     fixes: tuple[str, ...]
     probe: ProbeResult | None = None
+
+
+@dataclass(frozen=True)
+class ModelProblem:
+    """The model named in the commands could not be read (offline resolver's message + hint)."""
+
+    given: str
+    message: str
+    hint: str
 
 
 @dataclass(frozen=True)
@@ -252,12 +358,21 @@ class Inputs:
     nixl_checked: bool
     probe: bool
     warnings: tuple[str, ...] = ()
+    servers: tuple[str, ...] = ()
+    """Every server checked, as `name (role, from role_source)`."""
+    variables: tuple[tuple[str, str], ...] = ()
+    """--set VAR=value given for what the input cannot tell."""
 
     def given(self) -> dict[str, bool]:
-        return {"prefill_cmd": self.prefill is not None, "decode_cmd": self.decode is not None,
-                "config_file": self.config_file is not None, "model": self.model is not None,
-                "installed_vllm": self.vllm_found, "nixl": self.nixl_checked,
-                "probe": self.probe}
+        return {
+            "prefill_cmd": self.prefill is not None,
+            "decode_cmd": self.decode is not None,
+            "config_file": self.config_file is not None,
+            "model": self.model is not None,
+            "installed_vllm": self.vllm_found,
+            "nixl": self.nixl_checked,
+            "probe": self.probe,
+        }
 
 
 @dataclass(frozen=True)
@@ -269,8 +384,10 @@ class CheckReport:
     nixl: NixlInfo | None
     model: ModelInfo | None
     elapsed_s: float = 0.0
+    servers: tuple[Server, ...] = ()
 
     @property
     def has_error(self) -> bool:
-        return self.exposure.verdict == "exposed" or any(
-            f.severity is Severity.error for f in self.findings)
+        return self.exposure.verdict is Verdict.exposed or any(
+            f.severity is Severity.error for f in self.findings
+        )

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from vllm_pd_doctor import limits
 from vllm_pd_doctor.commands._common import (
     DebugOpt,
     FormatOpt,
@@ -27,8 +28,8 @@ and NIXL packages (--python, default this interpreter) without importing vLLM or
 The exposure verdict comes from where the installed vLLM calls its P-side truncation helper
 (file:line). --probe also runs the in-process repro (imports vLLM in a child; seconds).
 
-Exit codes: 0 no error-level finding, 1 at least one (exposure counts), 2 bad input,
-3 could not run.
+Exit codes: 0 no error-level finding, 1 at least one (exposure counts; with --strict an
+unknown exposure too), 2 bad input, 3 could not run.
 """
 
 
@@ -57,6 +58,9 @@ def check_config(
     python: PythonOpt = None,
     probe: Annotated[bool, typer.Option(
         "--probe", help="Also run the in-process repro in the target interpreter.")] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Exit 1 when the #53514 exposure is unknown (e.g. model not resolvable)."
+    )] = False,
     list_rules: Annotated[bool, typer.Option(
         "--list-rules", help="Print the rule catalogue and exit.")] = False,
     fmt: FormatOpt = OutputFormat.table,
@@ -74,6 +78,14 @@ def check_config(
             return ExitCode.OK
         from vllm_pd_doctor.checkconfig import core
 
+        if config is not None:  # exists, regular, bounded, UTF-8, no alias bomb
+            limits.check_input_file(config, f"--config {config}",
+                                    max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True)
+        if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model,
+                                                      python)):
+            raise BadInput("nothing to check",
+                           hint="give --prefill-cmd/--decode-cmd, --config FILE, --model DIR "
+                                "or --python (see --help)")
         variables: dict[str, str] = {}
         for item in set_vars or []:
             k, eq, v = item.partition("=")
@@ -85,6 +97,7 @@ def check_config(
                             probe=probe, variables=variables, progress=progress,
                             warn=(lambda m: None) if quiet else hint)
         show(report, fmt)
-        return ExitCode.FOUND if report.has_error else ExitCode.OK
+        unknown = strict and report.exposure.verdict == "unknown"
+        return ExitCode.FOUND if report.has_error or unknown else ExitCode.OK
 
     run(body, debug=debug)

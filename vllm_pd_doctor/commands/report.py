@@ -10,9 +10,10 @@ from typing import Annotated
 
 import typer
 
-from vllm_pd_doctor import targetrun
+from vllm_pd_doctor import limits, targetrun
 from vllm_pd_doctor.commands._common import DebugOpt, PythonOpt, out, progress_printer, run
 from vllm_pd_doctor.errors import BadInput, ExitCode
+from vllm_pd_doctor.limits import positive_seconds
 
 HELP = """Build the bundle to attach to a vLLM bug report about P/D disaggregation.
 
@@ -33,53 +34,96 @@ def register(app: typer.Typer) -> None:
 
 
 def _check_dest(dest: Path) -> None:
+    part = dest.with_name(dest.name + ".part")
+    if dest.is_symlink() or part.is_symlink():  # never write through a link (issue 12)
+        raise BadInput(
+            f"-o {dest}: {'it' if dest.is_symlink() else part.name} is a symlink",
+            hint="give a real path; pd-doctor does not write through links",
+        )
     if dest.suffix.lower() == ".zip":
+        if dest.exists() and not dest.is_dir():
+            raise BadInput(f"-o {dest}: exists", hint="give a new FILE.zip, or remove it first")
         if dest.is_dir():
             raise BadInput(f"-o {dest}: is a directory", hint="give a new FILE.zip or a directory")
         parent = dest.parent
     else:
         if dest.exists() and not dest.is_dir():
-            raise BadInput(f"-o {dest}: exists and is not a directory",
-                           hint="give a new directory or a FILE.zip")
+            raise BadInput(
+                f"-o {dest}: exists and is not a directory", hint="give a new directory or a FILE.zip"
+            )
         if dest.is_dir() and any(dest.iterdir()):
-            raise BadInput(f"-o {dest}: directory is not empty",
-                           hint="give a new or empty directory, or a FILE.zip")
+            raise BadInput(
+                f"-o {dest}: directory is not empty", hint="give a new or empty directory, or a FILE.zip"
+            )
         parent = dest if dest.is_dir() else dest.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=parent):
             pass
     except OSError as exc:
-        raise BadInput(f"-o {dest}: {parent} is not a writable directory "
-                       f"({exc.strerror or exc})",
-                       hint="choose an output path you can write to") from None
+        raise BadInput(
+            f"-o {dest}: {parent} is not a writable directory ({exc.strerror or exc})",
+            hint="choose an output path you can write to",
+        ) from None
+
 
 def report(
-    prefill_cmd: Annotated[str | None, typer.Option(
-        "--prefill-cmd", help="The prefill instance's launch command (one string).",
-        show_default=False)] = None,
-    decode_cmd: Annotated[str | None, typer.Option(
-        "--decode-cmd", help="The decode instance's launch command (one string).",
-        show_default=False)] = None,
-    config: Annotated[Path | None, typer.Option(
-        "--config", help="A YAML/JSON file with both launch commands (as check-config takes).",
-        show_default=False)] = None,
-    model: Annotated[Path | None, typer.Option(
-        "--model", help="Directory with the model's config.json.", show_default=False)] = None,
+    prefill_cmd: Annotated[
+        str | None,
+        typer.Option(
+            "--prefill-cmd", help="The prefill instance's launch command (one string).", show_default=False
+        ),
+    ] = None,
+    decode_cmd: Annotated[
+        str | None,
+        typer.Option(
+            "--decode-cmd", help="The decode instance's launch command (one string).", show_default=False
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="A file with the launch commands, in any form check-config --config "
+            "reads (text, YAML/JSON, shell script, manifests).",
+            show_default=False,
+        ),
+    ] = None,
+    model: Annotated[
+        Path | None,
+        typer.Option("--model", help="Directory with the model's config.json.", show_default=False),
+    ] = None,
     python: PythonOpt = None,
-    log: Annotated[list[Path] | None, typer.Option(
-        "--log", help="A log of the prefill or decode instance (repeatable).",
-        show_default=False)] = None,
-    repro: Annotated[bool, typer.Option(
-        "--repro/--no-repro", help="Run the in-process #53514 repro (about 7 s).")] = True,
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Bundle directory, or FILE.zip (default: "
-                               "./pd-doctor-report-<time>).", show_default=False)] = None,
-    redact_hosts: Annotated[bool, typer.Option(
-        "--redact-hosts/--no-redact-hosts", help="Redact host names and IP addresses other "
-                                                 "than loopback.")] = True,
-    timeout: Annotated[float, typer.Option(
-        "--timeout", help="Seconds each collector may take.")] = 300.0,
+    log: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--log", help="A log of the prefill or decode instance (repeatable).", show_default=False
+        ),
+    ] = None,
+    repro: Annotated[
+        bool, typer.Option("--repro/--no-repro", help="Run the in-process #53514 repro (about 7 s).")
+    ] = True,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Bundle directory, or FILE.zip (default: ./pd-doctor-report-<time>).",
+            show_default=False,
+        ),
+    ] = None,
+    redact_hosts: Annotated[
+        bool,
+        typer.Option(
+            "--redact-hosts/--no-redact-hosts", help="Redact host names and IP addresses other than loopback."
+        ),
+    ] = True,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout", help="Seconds each collector may take.", callback=positive_seconds("--timeout")
+        ),
+    ] = 300.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -89,33 +133,46 @@ def report(
         from vllm_pd_doctor.report import bundle
 
         if config is not None and (prefill_cmd or decode_cmd):
-            raise BadInput("--config and --prefill-cmd/--decode-cmd both given",
-                           hint="give the commands one way")
-        if config is not None and not config.is_file():
-            raise BadInput(f"--config {config}: no such file")
+            raise BadInput(
+                "--config and --prefill-cmd/--decode-cmd both given", hint="give the commands one way"
+            )
+        if config is not None:  # exists, regular, bounded, UTF-8, no alias bomb
+            limits.check_input_file(
+                config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
+            )
+        for p in log or ():  # no devices, FIFOs, sockets, missing files (exit 2, no hang)
+            limits.check_input_file(p, f"--log {p}", max_bytes=limits.ANY_SIZE)
         if model is not None and not model.expanduser().exists():
             raise BadInput(f"--model {model}: no such directory")
         if timeout <= 0:
             raise BadInput(f"--timeout {timeout}: must be positive")
-        dest = output if output is not None else \
-            Path(f"pd-doctor-report-{time.strftime('%Y%m%d-%H%M%S')}")
+        dest = output if output is not None else Path(f"pd-doctor-report-{time.strftime('%Y%m%d-%H%M%S')}")
         dest = dest.expanduser()
         _check_dest(dest)
         interpreter = targetrun.resolve_python(str(python) if python is not None else None)
         inputs = bundle.ReportInputs(
-            python=interpreter, prefill_cmd=prefill_cmd, decode_cmd=decode_cmd,
+            python=interpreter,
+            prefill_cmd=prefill_cmd,
+            decode_cmd=decode_cmd,
             config=config.expanduser() if config else None,
-            model=model.expanduser() if model else None, logs=tuple(log or ()), repro=repro,
-            redact_hosts=redact_hosts, timeout=timeout, environ=dict(os.environ),
-            home=os.environ.get("HOME") or str(Path.home()))
+            model=model.expanduser() if model else None,
+            logs=tuple(log or ()),
+            repro=repro,
+            redact_hosts=redact_hosts,
+            timeout=timeout,
+            environ=dict(os.environ),
+            home=os.environ.get("HOME") or str(Path.home()),
+        )
         gathered = bundle.gather(inputs, progress)
         doc, files = bundle.build(inputs, gathered)
         try:
             written = bundle.write(dest, files)
         except OSError as exc:
             raise BadInput(f"-o {dest}: cannot write ({exc.strerror or exc})") from None
-        progress(f"wrote {len(files)} files; "
-                 + "; ".join(f"{c.name}: could not collect" for c in doc.collectors if not c.ok))
+        progress(
+            f"wrote {len(files)} files; "
+            + "; ".join(f"{c.name}: could not collect" for c in doc.collectors if not c.ok)
+        )
         out(f"{written}\n")
         return ExitCode.FOUND if doc.exit_code == 1 else ExitCode.OK
 

@@ -24,6 +24,7 @@ from vllm_pd_doctor.commands._common import (
 from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.formats import json as fjson
+from vllm_pd_doctor.limits import positive_seconds
 from vllm_pd_doctor.model import SCHEMA_VERSION, ReproReport
 
 HELP = """Reproduce vLLM #53514 (P-side N-1 truncation -> `assert num_new_tokens > 0`).
@@ -122,7 +123,8 @@ def repro(
         "--device", help="Live: cpu or cuda (default: cuda for a CUDA vLLM with a visible "
                          "GPU).", show_default=False)] = None,
     fmt: FormatOpt = OutputFormat.table,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds before the run is "
+    timeout: Annotated[float, typer.Option("--timeout", callback=positive_seconds("--timeout"),
+                                           help="Seconds before the run is "
                                            "stopped.")] = 600.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
     debug: DebugOpt = False,

@@ -93,8 +93,10 @@ def exposure_obj(e: Exposure) -> dict[str, Any]:
     return {
         "issue": "vllm#53514",
         "verdict": e.verdict,
-        "sides": [{"role": s.role, "connector": s.connector, "verdict": s.verdict,
-                   "reasons": list(s.reasons), "evidence": list(s.evidence)} for s in e.sides],
+        "sides": [{"role": s.role, "server": s.server, "connector": s.connector,
+                   "verdict": s.verdict, "reasons": list(s.reasons),
+                   "reason_kinds": [r.kind.value for r in s.why],
+                   "evidence": list(s.evidence)} for s in e.sides],
         "fixes": list(e.fixes),
         "probe": None if e.probe is None else {"ran": e.probe.ran,
                                                "reproduced": e.probe.reproduced,
@@ -123,7 +125,13 @@ def check_obj(r: CheckReport) -> dict[str, Any]:
             "model_hybrid": r.model.hybrid if r.model else None,
             "python": i.python, "warnings": list(i.warnings),
             "not_given": [k for k, v in i.given().items() if not v],
+            "variables": dict(i.variables),
         },
+        "servers": [{"name": sv.name, "role": sv.config.role, "role_source": sv.role_source,
+                     "launcher": sv.launcher, "network": sv.network,
+                     "network_evidence": sv.network_evidence, "model": sv.config.model,
+                     "kv_connector": sv.config.kv_connector, "kv_role": sv.config.kv_role}
+                    for sv in r.servers],
         "vllm": None if r.vllm is None else {
             "version": r.vllm.version, "path": r.vllm.path, "error": r.vllm.error,
             "side_channel_port_default": r.vllm.side_channel_port_default,

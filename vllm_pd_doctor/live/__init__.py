@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from rich.markup import escape
 
 from vllm_pd_doctor import targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
@@ -28,7 +27,6 @@ from vllm_pd_doctor.live.client import Client
 from vllm_pd_doctor.live.options import (
     CONFIRM_FLAG,
     LiveOptions,
-    Progress,
     from_repro_options,
     is_loopback,
     live_connectors,
@@ -36,6 +34,7 @@ from vllm_pd_doctor.live.options import (
 from vllm_pd_doctor.live.probe import ProbeResult, run_probe
 from vllm_pd_doctor.live.verdict import build_verdict, notes, write_result
 from vllm_pd_doctor.model import ReproReport, VllmInstall
+from vllm_pd_doctor.progress import Progress, phase
 
 __all__ = ["LiveOptions", "from_repro_options", "run_live", "run_local", "run_remote"]
 
@@ -67,7 +66,7 @@ def run_local(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
     client = Client()
     progress(f"run directory {run_dir}; logs: {p_eng.log}, {d_eng.log}")
     try:
-        with engines.sigterm_as_interrupt(), engines.plugin_path() as pypath:
+        with engines.plugin_path() as pypath:
             t = time.perf_counter()
             for eng in pair:
                 engines.start_engine(engines.engine_command(python, eng, model, tiny, device, lo),
@@ -77,7 +76,8 @@ def run_local(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
                          f"{lo.entry.label}, HTTP {eng.port}, side channel {eng.side_port}, pid "
                          f"{eng.proc.pid if eng.proc else '?'})")
             engines.write_pids(run_dir, pair)
-            engines.wait_healthy(client, pair, min(lo.startup_timeout, lo.timeout), progress)
+            with phase(progress, "booting the prefill and decode engines"):
+                engines.wait_healthy(client, pair, min(lo.startup_timeout, lo.timeout), progress)
             timings["engines_healthy_s"] = round(time.perf_counter() - t, 3)
             try:
                 res = run_probe(client, p_eng.url, d_eng.url, None, lo.prompt_len, progress,
@@ -136,7 +136,7 @@ def _say_traceback(progress: Progress, log_text: str, p_eng: engines.Engine,
         engines.say_tail(progress, "the prefill engine's log", p_eng.log, n)
         return
     excerpt = "\n".join(tb.splitlines()[-n:])
-    progress(f"the prefill engine's traceback ({p_eng.log}):\n" + escape(excerpt))
+    progress(f"the prefill engine's traceback ({p_eng.log}):\n" + excerpt)
 
 
 def run_remote(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:

@@ -11,25 +11,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-
-from vllm_pd_doctor import envs, targetrun
+from vllm_pd_doctor import envs, procs, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.inprocess import repro_dir
 from vllm_pd_doctor.live.client import Client
 from vllm_pd_doctor.live.evidence import tail
-from vllm_pd_doctor.live.options import MAX_MODEL_LEN, LiveOptions, Progress
+from vllm_pd_doctor.live.options import MAX_MODEL_LEN, LiveOptions
+from vllm_pd_doctor.progress import Progress
 
 TRACE_ENV = "PD_DOCTOR_TRACE"
 RUN_ENV = "PD_DOCTOR_RUN_DIR"
@@ -124,7 +121,7 @@ def plan(lo: LiveOptions, run_dir: Path) -> list[Engine]:
 def say_tail(progress: Progress, what: str, path: Path, n: int = 25) -> None:
     text = tail(path, n)
     if text:
-        progress(f"last lines of {what} ({path}):\n" + escape(text))
+        progress(f"last lines of {what} ({path}):\n" + text)
 
 
 # --- model and device ----------------------------------------------------------------------
@@ -160,9 +157,8 @@ def model_dir(python: str, lo: LiveOptions, progress: Progress) -> tuple[Path, b
     src = repro_dir() / "models" / "tiny-hybrid"
     progress(f"model: generating the tiny hybrid model (random weights) at {out}")
     try:
-        proc = subprocess.run([python, str(script), str(src), str(out)], capture_output=True,
-                              text=True, timeout=300, env=targetrun.child_env(python=python),
-                              stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = procs.run([python, str(script), str(src), str(out)], text=True, timeout=300,
+                         env=targetrun.child_env(python=python))
     except subprocess.TimeoutExpired:
         raise CouldNotRun("generating the tiny model took more than 300 s") from None
     if proc.returncode != 0 or not (out / "config.json").is_file():
@@ -248,9 +244,7 @@ def start_engine(cmd: list[str], env: dict[str, str], eng: Engine, cwd: Path) ->
     """Start one engine in its own process group, its output in `eng.log`."""
     eng.started = time.perf_counter()
     with open(eng.log, "wb") as log:
-        eng.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=env, cwd=str(cwd),
-                                    start_new_session=True)
+        eng.proc = procs.spawn(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(cwd))
 
 
 def write_pids(run_dir: Path, engines: list[Engine]) -> None:
@@ -260,13 +254,12 @@ def write_pids(run_dir: Path, engines: list[Engine]) -> None:
 
 
 def stop_all(engines: list[Engine]) -> float:
-    """Stop every engine's process group (TERM, then KILL), ignoring a second Ctrl-C / TERM
-    meanwhile. Returns the seconds it took."""
+    """Stop every engine's process group (TERM, then KILL) through the one signal policy
+    (`procs`: a signal meanwhile stops everything pd-doctor started). Returns the seconds it took."""
     t = time.perf_counter()
-    with _signals_held():
-        for eng in engines:
-            if eng.proc is not None:
-                targetrun.stop_process_group(eng.proc)
+    for eng in engines:
+        if eng.proc is not None:
+            procs.release(eng.proc)
     return time.perf_counter() - t
 
 
@@ -317,34 +310,3 @@ def wait_healthy(client: Client, engines: list[Engine], timeout: float,
                      f"{', '.join(e.role for e in pending)}")
         if pending:
             time.sleep(0.5)
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Make SIGTERM run the same cleanup as Ctrl-C (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Ignore a second Ctrl-C / TERM while the engines are being stopped (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)

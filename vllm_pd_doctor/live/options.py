@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import ipaddress
 import urllib.parse
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_pd_doctor.errors import BadInput
 from vllm_pd_doctor.inprocess import KV_ROLES, MAMBA_CACHE_MODES
 from vllm_pd_doctor.target import connectors
-
-Progress = Callable[[str], None]
 
 CONFIRM_FLAG = "--i-understand-this-may-kill-prefill"
 DEVICES = ("cpu", "cuda")

@@ -24,7 +24,7 @@ import httpx
 from vllm_pd_doctor.errors import CouldNotRun
 from vllm_pd_doctor.live.client import Client, Outcome
 from vllm_pd_doctor.live.evidence import block_size_from_metrics, nixl_metrics, transfer_summary
-from vllm_pd_doctor.live.options import Progress
+from vllm_pd_doctor.progress import Progress
 
 TAGS = ("warm", "decode", "reference", "control-warm", "control", "trigger")
 """The requests of one probe; each request id is `pdd-<run>-<tag>`."""

@@ -2,17 +2,17 @@
 
 A collector never raises: a missing tool, a failing or slow child, an unreadable file all
 become `Collected(ok=False, why=...)`, which the report shows as "could not collect: why".
-Children run in their own process group and are stopped by PID on timeout.
+Children run in their own process group and are stopped by PID on timeout. check-config and
+the repro run through their own cores in this process (typed results, no child pd-doctor); the
+repro's core starts the target interpreter as its child, as `pd-doctor repro` does.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -22,6 +22,7 @@ from typing import Any
 
 from vllm_pd_doctor import targetrun
 from vllm_pd_doctor.errors import PdDoctorError
+from vllm_pd_doctor.model import ReproReport
 
 ENV_PREFIXES = ("UCX_", "NIXL_", "VLLM_NIXL_", "VLLM_SSM_", "VLLM_KV_", "VLLM_MAMBA_")
 ENV_NAMES = ("VLLM_ATTENTION_BACKEND", "VLLM_KV_CACHE_LAYOUT", "VLLM_USE_V1")
@@ -58,18 +59,26 @@ _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()
 
 
-def run_child(cmd: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
-              cwd: str | None = None) -> ChildResult:
+def run_child(
+    cmd: list[str], *, timeout: float, env: Mapping[str, str] | None = None, cwd: str | None = None
+) -> ChildResult:
     """Run a command in its own process group; stop the group on timeout. Raises OSError
     when it cannot start, ChildTimeout when it overruns."""
     t0 = time.perf_counter()
     with _LIVE_LOCK:  # start and register atomically, so stop_all_children misses none
         if _STOPPING.is_set():
             raise ChildTimeout("stopped (interrupted)")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, text=True, errors="replace",
-                                start_new_session=True,
-                                env=dict(env) if env is not None else None, cwd=cwd)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+        )
         _LIVE.add(proc)
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -125,26 +134,41 @@ def guarded(fn: Callable[[], Collected]) -> Collected:
 
 # --- the target interpreter ------------------------------------------------------------------
 
+
 def probe(python: str, timeout: float) -> Collected:
     """Python and vLLM versions of the target interpreter (vLLM is not imported)."""
+
     def go() -> Collected:
         interp = targetrun.probe_interpreter(python, timeout=timeout)
-        return Collected(True, {"python": interp.version, "vllm_version": interp.vllm_version,
-                                "vllm_path": interp.vllm_path, "interpreter": python})
+        return Collected(
+            True,
+            {
+                "python": interp.version,
+                "vllm_version": interp.vllm_version,
+                "vllm_path": interp.vllm_path,
+                "interpreter": python,
+            },
+        )
+
     return guarded(go)
 
 
 def vllm_collect_env(python: str, has_vllm: bool, timeout: float) -> Collected:
     """`python -m vllm.collect_env` in the target interpreter."""
+
     def go() -> Collected:
         if not has_vllm:
             return Collected.fail(f"no vLLM in {python}: `python -m vllm.collect_env` needs it")
-        res = run_child([python, "-m", "vllm.collect_env"], timeout=timeout,
-                        env=targetrun.child_env(python=python))
+        res = run_child(
+            [python, "-m", "vllm.collect_env"], timeout=timeout, env=targetrun.child_env(python=python)
+        )
         if res.returncode != 0 or not res.stdout.strip():
-            return Collected.fail(f"`python -m vllm.collect_env` exited with code "
-                                  f"{res.returncode}: {_last_line(res.stderr) or 'no output'}")
+            return Collected.fail(
+                f"`python -m vllm.collect_env` exited with code "
+                f"{res.returncode}: {_last_line(res.stderr) or 'no output'}"
+            )
         return Collected(True, res.stdout.rstrip() + "\n")
+
     return guarded(go)
 
 
@@ -190,19 +214,22 @@ print(json.dumps({'dists': sorted(dists.values(), key=lambda d: d['name'].lower(
 
 def nixl_info(python: str, timeout: float) -> Collected:
     """NIXL/UCX distributions and versions, NIXL plugins (stdlib script, no imports of them)."""
+
     def go() -> Collected:
-        res = run_child([python, "-c", _NIXL_SCRIPT], timeout=timeout,
-                        env=targetrun.child_env())
+        res = run_child([python, "-c", _NIXL_SCRIPT], timeout=timeout, env=targetrun.child_env())
         if res.returncode != 0:
-            return Collected.fail(f"the package scan exited with code {res.returncode}: "
-                                  f"{_last_line(res.stderr)}")
+            return Collected.fail(
+                f"the package scan exited with code {res.returncode}: {_last_line(res.stderr)}"
+            )
         data = json.loads(res.stdout.strip().splitlines()[-1])
         return Collected(True, data)
+
     return guarded(go)
 
 
 def ucx_version(python: str | None, timeout: float, path: str | None = None) -> Collected:
     """`ucx_info -v`, where `ucx_info` is on PATH or beside the target interpreter."""
+
     def go() -> Collected:
         search = path if path is not None else os.environ.get("PATH", "")
         if python:
@@ -212,158 +239,89 @@ def ucx_version(python: str | None, timeout: float, path: str | None = None) -> 
             return Collected.fail("`ucx_info` not found on PATH (UCX tools not installed)")
         res = run_child([exe, "-v"], timeout=timeout)
         if res.returncode != 0:
-            return Collected.fail(f"`ucx_info -v` exited with code {res.returncode}: "
-                                  f"{_last_line(res.stderr)}")
+            return Collected.fail(
+                f"`ucx_info -v` exited with code {res.returncode}: {_last_line(res.stderr)}"
+            )
         return Collected(True, res.stdout.strip())
+
     return guarded(go)
 
 
 def interesting_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The UCX/NIXL/KV-layout variables of an environment, sorted by name."""
-    return {k: environ[k] for k in sorted(environ)
-            if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+    return {k: environ[k] for k in sorted(environ) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
 
 
-# --- the user's commands ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class LaunchCommand:
-    """One side's launch command, split, with its inline environment and kv-transfer-config."""
-
-    role: str
-    command: str
-    env: tuple[tuple[str, str], ...] = ()
-    kv_transfer_config: Any = None
-    """The parsed JSON object, the raw text when it is not JSON, or None when absent."""
-    parse_error: str | None = None
+# --- check-config and the repro, in this process -------------------------------------------
 
 
-def parse_command(role: str, command: str) -> LaunchCommand:
-    try:
-        argv = shlex.split(command)
-    except ValueError as exc:
-        return LaunchCommand(role=role, command=command, parse_error=f"cannot split: {exc}")
-    env: list[tuple[str, str]] = []
-    i = 0
-    if argv and argv[0] == "env":
-        i = 1
-    while i < len(argv) and "=" in argv[i] and not argv[i].startswith("-") and \
-            argv[i].split("=", 1)[0].replace("_", "").isalnum():
-        k, v = argv[i].split("=", 1)
-        env.append((k, v))
-        i += 1
-    kv: Any = None
-    dotted: dict[str, Any] = {}
-    rest = argv[i:]
-    for j, a in enumerate(rest):
-        name, eq, val = a.partition("=")
-        norm = name.replace("_", "-")
-        if norm in ("--kv-transfer-config", "-kvt"):
-            raw = val if eq else (rest[j + 1] if j + 1 < len(rest) else "")
-            try:
-                kv = json.loads(raw)
-            except json.JSONDecodeError:
-                kv = raw
-        elif norm.startswith("--kv-transfer-config."):
-            raw = val if eq else (rest[j + 1] if j + 1 < len(rest) else "")
-            try:
-                dotted[name.split(".", 1)[1]] = json.loads(raw)
-            except json.JSONDecodeError:
-                dotted[name.split(".", 1)[1]] = raw
-    if kv is None and dotted:
-        kv = dotted
-    return LaunchCommand(role=role, command=command, env=tuple(env), kv_transfer_config=kv)
+def check_config(
+    *,
+    python: str,
+    prefill_cmd: str | None,
+    decode_cmd: str | None,
+    config: Path | None,
+    model: Path | None,
+    progress: Callable[[str], None],
+) -> Collected:
+    """check-config's core on the launch commands; value is its `CheckReport` (the commands are
+    parsed by `checkconfig.parse` only; the report takes them from `CheckReport.sides`)."""
 
-
-def commands_from_config(path: Path) -> tuple[str | None, str | None, str]:
-    """(prefill command, decode command, the file's text) from a --config file (YAML/JSON)."""
-    import yaml
-
-    text = path.read_text(encoding="utf-8", errors="replace")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        data = None
-    if not isinstance(data, dict):
-        return (*_commands_from_text(text), text)
-
-    def pick(*keys: str) -> str | None:
-        if not isinstance(data, dict):
-            return None
-        for k in keys:
-            v = data.get(k)
-            if isinstance(v, dict):
-                v = v.get("cmd") or v.get("command")
-            if isinstance(v, list):
-                return shlex.join(str(x) for x in v)
-            if isinstance(v, str):
-                return v
-        return None
-
-    return (pick("prefill_cmd", "prefill-cmd", "prefill"), pick("decode_cmd", "decode-cmd", "decode"),
-            text)
-
-
-def _commands_from_text(text: str) -> tuple[str | None, str | None]:
-    """Plain text, one launch command per role (backslash continuations joined): the one with
-    kv_consumer is the decode side, otherwise the first is prefill and the second decode."""
-    joined = text.replace("\\\n", " ")
-    cmds = [ln.strip() for ln in joined.splitlines()
-            if ln.strip() and not ln.lstrip().startswith("#") and "vllm" in ln]
-    pre = dec = None
-    for c in cmds:
-        if "kv_consumer" in c and dec is None:
-            dec = c
-        elif "kv_producer" in c and pre is None:
-            pre = c
-    rest = [c for c in cmds if c not in (pre, dec)]
-    if pre is None and rest:
-        pre = rest.pop(0)
-    if dec is None and rest:
-        dec = rest.pop(0)
-    return pre, dec
-
-
-# --- check-config (through its CLI) and the repro --------------------------------------------
-
-def check_config(args: list[str], timeout: float) -> Collected:
-    """`pd-doctor check-config --format json ...` in a child process; exit 0/1 are results."""
     def go() -> Collected:
-        res = run_child([sys.executable, "-m", "vllm_pd_doctor", "check-config", "--format", "json",
-                         *args], timeout=timeout, env=dict(os.environ))
-        if res.returncode not in (0, 1):
-            why = _last_line(res.stderr) or _last_line(res.stdout) or "no output"
-            return Collected.fail(f"`pd-doctor check-config` exited with code {res.returncode}: "
-                                  f"{why}")
-        try:
-            doc = json.loads(res.stdout)
-        except json.JSONDecodeError:
-            return Collected.fail("`pd-doctor check-config` printed no JSON document")
-        if not isinstance(doc, dict) or not isinstance(doc.get("findings", []), list):
-            return Collected.fail("`pd-doctor check-config` printed JSON of an unknown shape")
-        return Collected(True, doc)
+        from vllm_pd_doctor.checkconfig import core
+
+        report = core.check(
+            prefill_cmd=prefill_cmd,
+            decode_cmd=decode_cmd,
+            config=config,
+            model=model,
+            python=python,
+            progress=progress,
+        )
+        return Collected(True, report)
+
     return guarded(go)
 
 
-def repro(python: str, model: Path | None, timeout: float,
-          progress: Callable[[str], None]) -> Collected:
-    """The in-process repro of #53514 (nixl connector); value is a model.ReproReport."""
+@dataclass(frozen=True)
+class ReproRun:
+    """The repro's typed verdict, and a note when --model could not be used for it."""
+
+    report: ReproReport
+    note: str | None = None
+
+
+def repro(python: str, model: Path | None, timeout: float, progress: Callable[[str], None]) -> Collected:
+    """The in-process repro of #53514 (nixl connector); value is a `ReproRun`."""
+
     def go() -> Collected:
         from vllm_pd_doctor import inprocess
         from vllm_pd_doctor.errors import BadInput
 
         note = None
         try:
-            opts = inprocess.make_options(connector="nixl", block_size=16, prompt_len=None,
-                                          mamba_cache_mode=None, kv_role="kv_producer",
-                                          model=model, timeout=timeout)
+            opts = inprocess.make_options(
+                connector="nixl",
+                block_size=16,
+                prompt_len=None,
+                mamba_cache_mode=None,
+                kv_role="kv_producer",
+                model=model,
+                timeout=timeout,
+            )
         except BadInput as exc:
             note = f"--model not used for the repro ({exc.message}); used the bundled tiny hybrid"
-            opts = inprocess.make_options(connector="nixl", block_size=16, prompt_len=None,
-                                          mamba_cache_mode=None, kv_role="kv_producer",
-                                          model=None, timeout=timeout)
-        report = inprocess.run_inprocess(python, opts, progress)
-        return Collected(True, (report, note))
+            opts = inprocess.make_options(
+                connector="nixl",
+                block_size=16,
+                prompt_len=None,
+                mamba_cache_mode=None,
+                kv_role="kv_producer",
+                model=None,
+                timeout=timeout,
+            )
+        return Collected(True, ReproRun(inprocess.run_inprocess(python, opts, progress), note))
+
     return guarded(go)
 
 
@@ -374,6 +332,7 @@ READ_LIMIT = 64 * 1024 * 1024
 
 def read_log(path: Path) -> Collected:
     """A log's text (at most READ_LIMIT bytes: head and tail when longer)."""
+
     def go() -> Collected:
         size = path.stat().st_size
         with path.open("rb") as f:
@@ -383,8 +342,11 @@ def read_log(path: Path) -> Collected:
             head = f.read(READ_LIMIT // 4)
             f.seek(size - (READ_LIMIT - READ_LIMIT // 4))
             tail = f.read()
-        text = head.decode("utf-8", errors="replace") + \
-            f"\n[... pd-doctor did not read {size - READ_LIMIT} bytes here ...]\n" + \
-            tail.decode("utf-8", errors="replace")
+        text = (
+            head.decode("utf-8", errors="replace")
+            + f"\n[... pd-doctor did not read {size - READ_LIMIT} bytes here ...]\n"
+            + tail.decode("utf-8", errors="replace")
+        )
         return Collected(True, (text, size))
+
     return guarded(go)

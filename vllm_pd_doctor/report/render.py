@@ -27,11 +27,18 @@ class Section:
 
 @dataclass(frozen=True)
 class CommandDoc:
+    """One launch command as check-config parsed it (from a command line or a --config file)."""
+
     role: str
     command: str
+    """The command rebuilt from the parsed arguments (env assignments, `vllm serve`, argv), or
+    the text as given when check-config could not parse it (see `ReportDoc.commands_error`)."""
+    name: str = ""
+    """The server's name in the input (`prefill`, `decode-1`, `pod vllm-prefill`, ...)."""
     env: tuple[tuple[str, str], ...] = ()
     kv_transfer_config: Any = None
-    parse_error: str | None = None
+    source: str = "command line"
+    machine: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,13 +65,38 @@ class FindingDoc:
 
 
 @dataclass(frozen=True)
-class CheckDoc:
-    exposure: Any
-    findings: tuple[FindingDoc, ...]
+class SideDoc:
+    """#53514 exposure of one engine, from check-config's `SideExposure`."""
 
-    @property
-    def has_error(self) -> bool:
-        return any(f.severity.lower() in ("error", "critical", "fatal") for f in self.findings)
+    role: str
+    connector: str | None
+    verdict: str
+    reasons: tuple[str, ...] = ()
+    server: str = ""
+    """The server's name (`prefill`, `decode-1`, ...)."""
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExposureDoc:
+    """check-config's `Exposure`: the verdict, per side, the fixes and the probe's detail."""
+
+    verdict: str
+    sides: tuple[SideDoc, ...] = ()
+    fixes: tuple[str, ...] = ()
+    probe: str | None = None
+
+
+@dataclass(frozen=True)
+class CheckDoc:
+    """check-config's `CheckReport`, as the report shows it."""
+
+    exposure: ExposureDoc
+    findings: tuple[FindingDoc, ...]
+    has_error: bool
+    """check-config's own verdict: exposed, or an error-level finding (its exit 1)."""
+    warnings: tuple[str, ...] = ()
+    """What check-config could not check (unknown flags, an unreadable model config)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +159,8 @@ class ReportDoc:
     collectors: tuple[CollectorDoc, ...]
     files: tuple[str, ...]
     exit_code: int
+    commands_error: str | None = None
+    """Why check-config could not parse the launch commands (None: it did, or none given)."""
 
 
 def _cnc(why: str | None) -> str:
@@ -156,27 +190,33 @@ def _environment_md(doc: ReportDoc) -> list[str]:
     else:
         p.append(f"{_cnc(doc.collect_env.why)}\n")
     p.append("\n</details>\n\n")
-    p.append("<details>\n<summary>P/D additions (pd-doctor): NIXL, UCX, environment "
-             "variables</summary>\n\n")
+    p.append("<details>\n<summary>P/D additions (pd-doctor): NIXL, UCX, environment variables</summary>\n\n")
     it = doc.interpreter
     if it.ok:
         v = it.value
-        p.append(f"- Interpreter: `{v.get('interpreter')}` (Python {v.get('python')}), vLLM "
-                 f"{v.get('vllm_version') or 'not installed'}\n")
+        p.append(
+            f"- Interpreter: `{v.get('interpreter')}` (Python {v.get('python')}), vLLM "
+            f"{v.get('vllm_version') or 'not installed'}\n"
+        )
     else:
         p.append(f"- Interpreter: {_cnc(it.why)}\n")
     if doc.nixl.ok:
         dists = doc.nixl.value.get("dists", [])
         nixl = [d for d in dists if "nixl" in d["name"].lower() or "ucx" in d["name"].lower()]
         other = [d for d in dists if d not in nixl]
-        p.append("- NIXL / UCX distributions: " + (", ".join(
-            f"`{d['name']}=={d['version']}`" for d in nixl) or "none installed") + "\n")
+        p.append(
+            "- NIXL / UCX distributions: "
+            + (", ".join(f"`{d['name']}=={d['version']}`" for d in nixl) or "none installed")
+            + "\n"
+        )
         if other:
-            p.append("- Related distributions: " + ", ".join(
-                f"`{d['name']}=={d['version']}`" for d in other) + "\n")
+            p.append(
+                "- Related distributions: "
+                + ", ".join(f"`{d['name']}=={d['version']}`" for d in other)
+                + "\n"
+            )
         plugins = doc.nixl.value.get("plugins", [])
-        p.append("- NIXL plugins found: " + (", ".join(f"`{x['name']}`" for x in plugins)
-                                             or "none") + "\n")
+        p.append("- NIXL plugins found: " + (", ".join(f"`{x['name']}`" for x in plugins) or "none") + "\n")
     else:
         p.append(f"- NIXL / UCX distributions: {_cnc(doc.nixl.why)}\n")
     if doc.ucx.ok:
@@ -185,8 +225,7 @@ def _environment_md(doc: ReportDoc) -> list[str]:
     else:
         p.append(f"- UCX (`ucx_info -v`): {_cnc(doc.ucx.why)}\n")
     if doc.env_vars:
-        p.append("\nUCX / NIXL / KV layout variables:\n\n| variable | value | set in |\n"
-                 "|---|---|---|\n")
+        p.append("\nUCX / NIXL / KV layout variables:\n\n| variable | value | set in |\n|---|---|---|\n")
         p.extend(f"| `{n}` | `{_cell(v)}` | {w} |\n" for n, v, w in doc.env_vars)
     else:
         p.append("- UCX / NIXL / KV layout variables: none set\n")
@@ -225,32 +264,19 @@ def _check_md(doc: ReportDoc) -> list[str]:
         return p
     c: CheckDoc = doc.check_config.value
     exp = c.exposure
-    if isinstance(exp, dict):
-        head = exp.get("verdict") or exp.get("level") or exp.get("status")
-        summary = exp.get("summary") or exp.get("message") or exp.get("reason")
-        if head or summary:
-            p.append(f"Exposure to #53514: **{head or '?'}**" + (f": {summary}" if summary else "")
-                     + "\n\n")
-            raw_sides = exp.get("sides")
-            sides: list[Any] = raw_sides if isinstance(raw_sides, list) else []
-            for side in sides:
-                if isinstance(side, dict):
-                    reasons = side.get("reasons") or []
-                    p.append(f"- {side.get('role', '?')} ({side.get('connector', '?')}): "
-                             f"**{side.get('verdict', '?')}**"
-                             + (f"; {'; '.join(str(r) for r in reasons)}" if reasons else "")
-                             + "\n")
-            raw_fixes = exp.get("fixes")
-            fixes: list[Any] = raw_fixes if isinstance(raw_fixes, list) else []
-            if fixes:
-                p.append("" if not sides else "\n")
-                p.append("Fixes: " + "; ".join(str(f) for f in fixes) + "\n")
-            if sides or fixes:
-                p.append("\n")
-        else:
-            p.append("Exposure:\n\n" + _fence(_json_compact(exp), "json") + "\n")
-    elif exp is not None:
-        p.append(f"Exposure: {exp}\n\n")
+    p.append(f"Exposure to #53514: **{exp.verdict}**\n\n")
+    for side in exp.sides:
+        p.append(
+            f"- {side.server or side.role} ({side.connector or '-'}): **{side.verdict}**"
+            + (f"; {'; '.join(side.reasons)}" if side.reasons else "")
+            + "\n"
+        )
+    if exp.sides:
+        p.append("\n")
+    if exp.fixes:
+        p.append("Fixes: " + "; ".join(exp.fixes) + "\n\n")
+    if exp.probe:
+        p.append(f"Probe: {exp.probe}\n\n")
     if not c.findings:
         p.append("No findings.\n\n")
     for f in c.findings:
@@ -261,6 +287,8 @@ def _check_md(doc: ReportDoc) -> list[str]:
             p.append(f"  - fix: {f.fix}\n")
         if f.refs:
             p.append(f"  - refs: {', '.join(f.refs)}\n")
+    if c.warnings:
+        p.append("\nNot checked: " + "; ".join(c.warnings) + "\n")
     p.append("\n")
     return p
 
@@ -269,14 +297,17 @@ def _commands_md(doc: ReportDoc) -> list[str]:
     p = ["#### Launch commands\n\n"]
     if doc.config_file:
         p.append(f"From `{doc.config_file}` (attached as raw/config).\n\n")
+    if doc.commands_error:
+        p.append(f"check-config could not read them: {doc.commands_error}\n\n")
     if not doc.commands:
-        p.append("Not given (use --prefill-cmd/--decode-cmd or --config).\n\n")
+        if not doc.config_file:
+            p.append("Not given (use --prefill-cmd/--decode-cmd or --config).\n\n")
         return p
     for c in doc.commands:
-        p.append(f"{c.role.capitalize()}:\n\n")
+        on = f" (on `{c.machine}`)" if c.machine else ""
+        who = c.role.capitalize() if c.name in ("", c.role) else f"{c.name} ({c.role})"
+        p.append(f"{who}{on}:\n\n")
         p.append(_fence(c.command, "bash"))
-        if c.parse_error:
-            p.append(f"\n({c.parse_error})\n")
         if c.kv_transfer_config is None:
             p.append(f"\nkv-transfer-config ({c.role}): not set on this command line\n\n")
         else:
@@ -296,8 +327,7 @@ def _logs_md(doc: ReportDoc) -> list[str]:
             p.append(f"- `{lg.given_as}`: {_cnc(lg.why)}\n\n")
             continue
         cut = f", capped: {lg.cut_chars} characters cut" if lg.cut_chars else ""
-        p.append(f"**`{lg.given_as}`** ({lg.size_bytes} bytes, attached as "
-                 f"`raw/logs/{lg.name}`{cut})\n\n")
+        p.append(f"**`{lg.given_as}`** ({lg.size_bytes} bytes, attached as `raw/logs/{lg.name}`{cut})\n\n")
         if lg.signatures:
             p.extend(f"- `{k}` x{n}: {m}\n" for k, n, m in lg.signatures)
             p.append("\n")
@@ -305,7 +335,8 @@ def _logs_md(doc: ReportDoc) -> list[str]:
             p.append("No known P/D failure signature in this log.\n\n")
         for e in lg.excerpts:
             why = ", ".join(e.reasons) if e.reasons else e.kind
-            p.append(f"Lines {e.first_line}-{e.last_line} ({e.kind}: {why}):\n\n")
+            # no "kind: value" here: free-text secret rules read `signature: x` as a secret
+            p.append(f"Lines {e.first_line}-{e.last_line} ({e.kind} excerpt; {why}):\n\n")
             p.append(_fence(e.text))
             p.append("\n")
     return p
@@ -331,8 +362,11 @@ def render_markdown(doc: ReportDoc) -> str:
     p.extend(_logs_md(doc))
     p.append("#### About this report\n\n")
     if doc.redactions:
-        p.append("Redacted before writing: " + ", ".join(
-            f"{n} {KIND_LABELS.get(k, k)}" for k, n in doc.redactions) + ".")
+        p.append(
+            "Redacted before writing: "
+            + ", ".join(f"{n} {KIND_LABELS.get(k, k)}" for k, n in doc.redactions)
+            + "."
+        )
     else:
         p.append("Redacted before writing: nothing found to redact.")
     if not doc.redact_hosts:
@@ -340,8 +374,9 @@ def render_markdown(doc: ReportDoc) -> str:
     p.append("\n\n")
     failed = [c for c in doc.collectors if not c.ok]
     if failed:
-        p.append("Collectors that could not collect: " + "; ".join(
-            f"{c.name} ({c.why})" for c in failed) + ".\n\n")
+        p.append(
+            "Collectors that could not collect: " + "; ".join(f"{c.name} ({c.why})" for c in failed) + ".\n\n"
+        )
     p.append("Files in this bundle: " + ", ".join(f"`{f}`" for f in doc.files) + ".\n")
     return "".join(p)
 
@@ -372,6 +407,7 @@ def to_obj(doc: ReportDoc) -> dict[str, Any]:
             "env_vars": [{"name": n, "value": v, "set_in": w} for n, v, w in doc.env_vars],
         },
         "commands": [asdict(c) for c in doc.commands],
+        "commands_error": doc.commands_error,
         "config_file": doc.config_file,
         "repro": _section_obj(doc.repro),
         "check_config": _section_obj(doc.check_config),

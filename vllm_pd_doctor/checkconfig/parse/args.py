@@ -234,4 +234,5 @@ def parse_args(args: list[str], env: dict[str, str], *, role: str, what: str,
         async_scheduling=opt_bool("async-scheduling"),
         kv_transfer_config=ktc if isinstance(ktc, dict) else None,
         env=dict(env), unknown_flags=tuple(unknown), source=source, values=values,
+        argv=tuple(args),
     )

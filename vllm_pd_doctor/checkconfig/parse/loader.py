@@ -46,6 +46,10 @@ def parse_config_text(text: str, *, label: str, suffix: str = "",
         return _parse_config_text(text, label, suffix, dict(variables or {}), base)
     except RecursionError:
         raise BadInput(f"{label}: nested too deeply") from None
+    except ShellSyntaxError as exc:  # a command string inside YAML/JSON
+        raise BadInput(f"{label}: cannot split a command ({exc})",
+                       hint="check the quotes around JSON values such as --kv-transfer-config"
+                       ) from None
 
 
 def _parse_config_text(text: str, label: str, suffix: str, variables: dict[str, str],

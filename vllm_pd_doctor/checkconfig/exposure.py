@@ -1,0 +1,184 @@
+"""Exposure to vLLM #53514, per server and connector, with typed reasons.
+
+A side is exposed when its connector truncates the prompt on the P side, it can produce KV, the
+model is hybrid, prefix caching is on, and the installed vLLM calls the truncation helper after
+the local prefix-cache lookup (read from its source). Any condition that is known false makes it
+"not exposed"; any that cannot be read makes it "unknown" (each reason says which input decides).
+"""
+
+from __future__ import annotations
+
+from vllm_pd_doctor.checkconfig.inspect_vllm import sites_for
+from vllm_pd_doctor.checkconfig.rules.context import (
+    PRODUCING,
+    ConnectorEntry,
+    Context,
+    connector_entries,
+    connector_key,
+    label,
+)
+from vllm_pd_doctor.checkconfig.types import (
+    Exposure,
+    ProbeResult,
+    Reason,
+    ReasonKind,
+    Server,
+    SideExposure,
+    Verdict,
+)
+from vllm_pd_doctor.target import connectors
+
+K = ReasonKind
+_NO = {
+    K.no_connector,
+    K.connector_not_truncating,
+    K.not_producer,
+    K.not_hybrid,
+    K.no_prefix_caching,
+    K.early_truncation,
+    K.no_truncation,
+}
+
+
+def _verdict(why: list[Reason]) -> Verdict:
+    kinds = {r.kind for r in why}
+    if kinds & _NO:
+        return Verdict.not_exposed
+    if any(k.unknown for k in kinds):
+        return Verdict.unknown
+    return Verdict.exposed
+
+
+def exposure(ctx: Context, probe: ProbeResult | None = None) -> Exposure:
+    sides: list[SideExposure] = []
+    for s in ctx.servers:
+        entries: list[ConnectorEntry | None] = list(connector_entries(s.config)) or [None]
+        for e in entries:
+            sides.append(side(ctx, s, e))
+    verdicts = {x.verdict for x in sides}
+    if Verdict.exposed in verdicts:
+        verdict = Verdict.exposed
+    elif sides and verdicts == {Verdict.not_exposed}:
+        verdict = Verdict.not_exposed
+    else:
+        verdict = Verdict.unknown
+    if probe is not None and probe.ran and probe.reproduced and verdict is not Verdict.not_exposed:
+        verdict = Verdict.exposed
+    return Exposure(verdict=verdict, sides=tuple(sides), fixes=_fixes(verdict, sides), probe=probe)
+
+
+def _fixes(verdict: Verdict, sides: list[SideExposure]) -> tuple[str, ...]:
+    if verdict is Verdict.not_exposed:
+        return ()
+    fixes: list[str] = []
+    keys = sorted({x.connector for x in sides if x.connector and connectors.get(x.connector)})
+    for k in keys or ["nixl"]:
+        c = connectors.get(k)
+        fixes.append(
+            f"upgrade vLLM to {c.fixed_in if c else '0.29.0'} or later, where {k} "
+            "truncates in on_new_request, before the prefix-cache lookup"
+        )
+    fixes.append(
+        "or pass --no-enable-prefix-caching to the prefill engine only; trade-off: "
+        "every prefill recomputes the whole prompt (no prefix reuse on P), and for "
+        "hybrid models mamba_cache_mode becomes none"
+    )
+    return tuple(fixes)
+
+
+def side(ctx: Context, s: Server, e: ConnectorEntry | None) -> SideExposure:
+    """Exposure of one server through one connector (a MultiConnector child by its own role)."""
+    name = label(s)
+    if e is None:
+        return SideExposure(
+            s.role,
+            None,
+            Verdict.not_exposed,
+            (Reason(K.no_connector, "no KV connector: nothing truncates"),),
+            server=name,
+        )
+    key = connector_key(e.name)
+    if key is None:
+        return SideExposure(
+            s.role,
+            e.name,
+            Verdict.not_exposed,
+            (Reason(K.connector_not_truncating, f"{e.name} does not truncate the prompt on the P side"),),
+            server=name,
+        )
+    who = f"{e.name} child " if e.child else ""
+    if e.kv_role not in PRODUCING:
+        return SideExposure(
+            s.role,
+            key,
+            Verdict.not_exposed,
+            (Reason(K.not_producer, f"{who}kv_role {e.kv_role} does not produce KV"),),
+            server=name,
+        )
+    why = [Reason(K.producer, f"{who}kv_role {e.kv_role} can produce KV")]
+    why.append(_model_reason(ctx))
+    cfg = s.config
+    if cfg.prefix_caching_on:
+        why.append(
+            Reason(
+                K.prefix_caching,
+                "prefix caching on" + (" (vLLM's default)" if cfg.enable_prefix_caching is None else ""),
+            )
+        )
+    else:
+        why.append(
+            Reason(
+                K.no_prefix_caching,
+                "prefix caching off"
+                + (" (--mamba-cache-mode none)" if cfg.enable_prefix_caching is not False else ""),
+            )
+        )
+    r, evidence = _release_reason(ctx, key)
+    why.append(r)
+    return SideExposure(s.role, key, _verdict(why), tuple(why), evidence, server=name)
+
+
+def _model_reason(ctx: Context) -> Reason:
+    if ctx.model is not None:
+        if ctx.model.hybrid:
+            return Reason(K.hybrid, f"model is hybrid ({ctx.model.hybrid_evidence})")
+        return Reason(K.not_hybrid, "model is not hybrid: no N-1 truncation")
+    mp = ctx.model_problem
+    if mp is not None:
+        return Reason(K.unknown_model, f"model hybrid or not: unknown ({mp.message})", fix=mp.hint)
+    return Reason(
+        K.unknown_model,
+        "model hybrid or not: unknown (no model in the commands)",
+        fix="give --model DIR (a directory holding the model's config.json)",
+    )
+
+
+def _release_reason(ctx: Context, key: str) -> tuple[Reason, tuple[str, ...]]:
+    v = ctx.vllm
+    fix = "give --python PATH, the interpreter the deployment's vLLM runs in"
+    if v is None or v.path is None:
+        return Reason(K.unknown_vllm, "installed vLLM: not found (give --python)", fix=fix), ()
+    if v.error:
+        return Reason(K.unknown_vllm, f"installed vLLM: {v.error}", fix=fix), ()
+    sites = sites_for(key, v.sites)
+    evidence = tuple(f"{x.location} {x.caller}() -> {x.helper}()" for x in sites)
+    ver = v.version or "?"
+    late = [x for x in sites if x.before_lookup is False]
+    early = [x for x in sites if x.before_lookup is True]
+    other = [x for x in sites if x.before_lookup is None]
+    if late:
+        r = Reason(
+            K.late_truncation,
+            f"vLLM {ver} truncates in get_num_new_matched_tokens (after the local prefix-cache lookup)",
+        )
+    elif early:
+        r = Reason(K.early_truncation, f"vLLM {ver} truncates in on_new_request (before the lookup)")
+    elif other:
+        r = Reason(
+            K.unknown_order,
+            f"vLLM {ver} truncates in {', '.join(sorted({x.caller for x in other}))} (order unknown)",
+            fix="run with --probe to observe the order",
+        )
+    else:
+        r = Reason(K.no_truncation, f"vLLM {ver}: {key} has no P-side truncation helper")
+    return r, evidence

@@ -1,0 +1,87 @@
+"""What the installed release itself says: #53514 exposure, advisories, flags it does not know."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
+from vllm_pd_doctor.checkconfig.rules.context import Context, label
+from vllm_pd_doctor.checkconfig.types import Finding, Verdict
+from vllm_pd_doctor.target import connectors
+
+
+@rule(
+    id="n1-truncation",
+    severity=E,
+    title="Prefill EngineCore dies on `assert num_new_tokens > 0` (N-1 truncation after the "
+    "prefix-cache lookup)",
+    fix="upgrade vLLM to a release that truncates in on_new_request, or "
+    "--no-enable-prefix-caching on the prefill side",
+    refs=("vllm#53514", "vllm PR #53523", "vllm PR #53663"),
+)
+def n1_truncation(ctx: Context) -> Iterator[Finding]:
+    e = ctx.exposure
+    if e is None or e.verdict is not Verdict.exposed:
+        return
+    ev = "; ".join(
+        f"{x.server or x.role}/{x.connector}: " + ", ".join(x.evidence or x.reasons)
+        for x in e.sides
+        if x.verdict is Verdict.exposed
+    )
+    yield finding("n1-truncation", ev or (e.probe.detail if e.probe else ""), fix=" ".join(e.fixes) or None)
+
+
+@rule(
+    id="n1-truncation-unknown",
+    severity=W,
+    title="Exposure to vLLM #53514 could not be decided",
+    fix="give the missing input (model dir, vLLM interpreter) or run with --probe",
+    refs=("vllm#53514",),
+)
+def n1_unknown(ctx: Context) -> Iterator[Finding]:
+    e = ctx.exposure
+    if e is None or e.verdict is not Verdict.unknown or not ctx.servers:
+        return
+    parts: list[str] = []
+    fixes: list[str] = []
+    for x in e.sides:
+        if x.verdict is not Verdict.unknown:
+            continue
+        missing = [r for r in x.why if r.kind.unknown]
+        parts.append(f"{x.server or x.role}/{x.connector}: " + ", ".join(r.text for r in missing))
+        fixes.extend(r.fix for r in missing if r.fix and r.fix not in fixes)
+    yield finding(
+        "n1-truncation-unknown",
+        "; ".join(parts),
+        fix="; ".join(fixes) + "; or run with --probe" if fixes else None,
+    )
+
+
+@rule(
+    id="vllm-advisory",
+    severity=W,
+    title="Installed vLLM has advisories that kill the engine on P/D traffic",
+    fix="upgrade vLLM to 0.31.0 or later",
+    refs=tuple(a.id for a in connectors.ADVISORIES),
+)
+def advisories(ctx: Context) -> Iterator[Finding]:
+    if ctx.vllm is None:
+        return
+    v = connectors.version_tuple(ctx.vllm.version)
+    if v is None:
+        return
+    hits = [f"{a.id} ({a.what})" for a in connectors.ADVISORIES if a.affects(v)]
+    if hits and (not ctx.servers or any(s.config.kv_connector for s in ctx.servers)):
+        yield finding("vllm-advisory", f"vLLM {ctx.vllm.version}: " + "; ".join(hits))
+
+
+@rule(
+    id="unknown-flag",
+    severity=INFO,
+    title="Flag not known to pd-doctor (passed through unchecked)",
+    fix="check the spelling against `vllm serve --help`",
+)
+def unknown_flags(ctx: Context) -> Iterator[Finding]:
+    for s in ctx.servers:
+        if s.config.unknown_flags:
+            yield finding("unknown-flag", f"{label(s)}: {', '.join(s.config.unknown_flags)}")

@@ -1,0 +1,138 @@
+"""Roles and connectors: kv_role per server (and per MultiConnector child), connectors present,
+the same on both sides, and known to the installed vLLM."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vllm_pd_doctor.checkconfig.rules.catalog import E, W, finding, rule
+from vllm_pd_doctor.checkconfig.rules.context import (
+    KV_ROLES,
+    Context,
+    connector_entries,
+    connector_key,
+    connector_names,
+    label,
+    pair_label,
+)
+from vllm_pd_doctor.checkconfig.types import Finding
+
+
+@rule(
+    id="kv-role-invalid",
+    severity=E,
+    title="kv_role missing, unknown, or wrong for the engine's role",
+    fix="set kv_role to kv_producer on prefill and kv_consumer on decode",
+    refs=("vllm RFC #43807", "vllm PR #52779"),
+)
+def roles(ctx: Context) -> Iterator[Finding]:
+    valid = ctx.vllm.kv_roles if ctx.vllm and ctx.vllm.kv_roles else KV_ROLES
+    src = " (from the installed vLLM)" if valid != KV_ROLES else ""
+    for s in ctx.servers:
+        for e in connector_entries(s.config):
+            who = f"{label(s)}: " + (f"MultiConnector child {e.name}: " if e.child else "")
+            r = e.kv_role
+            if r is None:
+                yield finding(
+                    "kv-role-invalid", f"{who}kv_connector {e.name} without kv_role (vLLM refuses to start)"
+                )
+            elif r not in valid:
+                yield finding("kv-role-invalid", f"{who}kv_role {r!r} is not one of {', '.join(valid)}{src}")
+            elif s.role == "prefill" and r == "kv_consumer":
+                yield finding("kv-role-invalid", f"{who}kv_role kv_consumer cannot send KV")
+            elif s.role == "decode" and r == "kv_producer":
+                yield finding("kv-role-invalid", f"{who}kv_role kv_producer cannot receive KV")
+
+
+@rule(
+    id="kv-role-both",
+    severity=W,
+    title="kv_role kv_both is being deprecated (and PCP rejects it)",
+    fix="use kv_producer on prefill and kv_consumer on decode",
+    refs=("vllm RFC #43807", "vllm PR #52779"),
+)
+def role_both(ctx: Context) -> Iterator[Finding]:
+    for s in ctx.servers:
+        if any(e.kv_role == "kv_both" for e in connector_entries(s.config)):
+            pcp = s.config.prefill_context_parallel_size
+            sev = E if pcp > 1 else None
+            extra = f" with --prefill-context-parallel-size {pcp} (rejected)" if sev else ""
+            yield finding("kv-role-both", f"{label(s)}: kv_role kv_both{extra}", severity=sev)
+
+
+@rule(
+    id="connector-missing",
+    severity=E,
+    title="No KV connector on one side: decode silently recomputes",
+    fix="pass the same --kv-transfer-config connector on both sides",
+    refs=("kserve#5987",),
+)
+def connector_missing(ctx: Context) -> Iterator[Finding]:
+    if (
+        ctx.servers
+        and all(s.config.kv_connector is None for s in ctx.servers)
+        and ctx.prefills
+        and ctx.decodes
+    ):
+        yield finding("connector-missing", "no server has --kv-transfer-config: this is not a P/D deployment")
+        return
+    for p, d in ctx.pairs():
+        if (p.config.kv_connector is None) != (d.config.kv_connector is None):
+            missing, other = (p, d) if p.config.kv_connector is None else (d, p)
+            yield finding(
+                "connector-missing",
+                f"{label(missing)} has no --kv-transfer-config "
+                f"connector; {label(other)} uses {other.config.kv_connector}",
+            )
+
+
+@rule(
+    id="connector-mismatch",
+    severity=E,
+    title="P and D use different KV connectors",
+    fix="use the same kv_connector (and transfer mode) on both sides",
+    refs=("vllm docs nixl_connector_compatibility",),
+)
+def connector_mismatch(ctx: Context) -> Iterator[Finding]:
+    for p, d in ctx.pairs():
+        if p.config.kv_connector is None or d.config.kv_connector is None:
+            continue
+        fp = {connector_key(n) or n for n in connector_names(p.config)}
+        fd = {connector_key(n) or n for n in connector_names(d.config)}
+        if not fp & fd:
+            yield finding(
+                "connector-mismatch",
+                f"{pair_label(ctx, p, d)}prefill "
+                f"{p.config.kv_connector} ({', '.join(sorted(fp))}) vs decode "
+                f"{d.config.kv_connector} ({', '.join(sorted(fd))})",
+            )
+
+
+@rule(
+    id="connector-unregistered",
+    severity=E,
+    title="kv_connector is not registered in the installed vLLM (it refuses to start)",
+    fix="use a connector name the installed vLLM registers (see its kv_connector/factory.py), "
+    "or give kv_connector_module_path for an external one",
+    refs=("vllm kv_connector/factory.py",),
+)
+def connector_unregistered(ctx: Context) -> Iterator[Finding]:
+    known = ctx.vllm.connectors if ctx.vllm is not None else ()
+    if not known:
+        return
+    for s in ctx.servers:
+        outer = s.config.kv_connector
+        names = [(outer, False)] if outer else []
+        names += [(e.name, True) for e in connector_entries(s.config) if e.child and not e.external]
+        if outer and (s.config.kv_transfer_config or {}).get("kv_connector_module_path"):
+            names = [n for n in names if n[1]]
+        for name, child in names:
+            if name not in known:
+                ver = ctx.vllm.version if ctx.vllm else None
+                yield finding(
+                    "connector-unregistered",
+                    f"{label(s)}: {'MultiConnector child ' if child else ''}"
+                    f"kv_connector {name!r} is not among the {len(known)} connectors "
+                    f"vLLM {ver or '?'} registers (\"Connector '{name}' is not "
+                    'registered")',
+                )
