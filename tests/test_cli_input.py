@@ -17,7 +17,10 @@ import pytest
         (["repro", "--block-size", "0"], 2, "--block-size 0"),
         (["repro", "--connector", "lmcache"], 2, "unknown connector"),
         (["repro", "--kv-role", "kv_sideways"], 2, "--kv-role"),
-        (["repro", "--model", "/nonexistent"], 2, "no config.json"),
+        (["repro", "--model", "/nonexistent"], 2, "no such file or directory"),
+        (["repro", "--trigger", "sideways"], 2, "--trigger sideways"),
+        (["repro", "--platform", "tpu"], 2, "--platform tpu"),
+        (["repro", "--prompt-len", "9", "--blocks", "2"], 2, "--blocks both given"),
         (["repro", "--python", sys.executable], 3, "no vLLM"),
     ],
 )

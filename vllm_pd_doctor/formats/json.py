@@ -51,7 +51,8 @@ def verdict_to_dict(report: ReproReport, r: ConnectorVerdict) -> dict[str, Any]:
     doc.update({
         "config": dataclasses.asdict(r.config) if r.config else None,
         "assertion": {"fired": a.fired, "location": a.location, "statement": a.statement,
-                      "matches_53514": a.matches_53514, "traceback": a.traceback},
+                      "matches_53514": a.matches_53514, "traceback": a.traceback,
+                      "kind": a.kind, "message": a.message},
         "truncation": {"hook": t.hook, "before_lookup": t.before_lookup,
                        "tokens_removed": t.tokens_removed, "operation": t.operation,
                        "statement": _frame(t.statement), "call_site": _frame(t.call_site),
@@ -62,6 +63,11 @@ def verdict_to_dict(report: ReproReport, r: ConnectorVerdict) -> dict[str, Any]:
         "control": dataclasses.asdict(c),
         "events": [e.to_dict() for e in r.events],
         "elapsed_s": r.elapsed_s,
+        "triggers": [{**{k: v for k, v in dataclasses.asdict(tr).items() if k != "events"},
+                      "events": [e.to_dict() for e in tr.events]} for tr in r.triggers],
+        "verdict_notes": list(r.notes),
+        "sizing": r.sizing,
+        "unexpected": dataclasses.asdict(r.unexpected) if r.unexpected else None,
     })
     if r.hotfix is not None:
         doc["hotfix"] = {"applied": any(p.applied for p in r.hotfix), "verdict": r.hotfix_verdict,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
 from vllm_pd_doctor.envs import EnvListing
+from vllm_pd_doctor.formats import mermaid
 from vllm_pd_doctor.formats._text import bisect_lines, cell_text, check_inputs_lines, row_reason
 from vllm_pd_doctor.matrix import BisectReport, MatrixReport
 from vllm_pd_doctor.model import ConnectorVerdict, ReproReport
@@ -24,8 +25,11 @@ def verdict_md(report: ReproReport, r: ConnectorVerdict) -> str:
         return head + f"Could not run: {r.error.stage}: {r.error.message}\n"
     a, t, c = r.assertion, r.truncation, r.control
     assert a is not None and t is not None and c is not None
-    if a.fired:
-        verdict = f"**Reproduced**: `{a.statement}` fired at `{a.location}`."
+    if r.reproduced:
+        verdict = (f"**Reproduced**: `{a.statement}` fired at `{a.location}`." if a.fired else
+                   f"**Reproduced** on the control: `{c.statement}` fired at `{c.location}`.")
+    elif a.fired:
+        verdict = f"**Not #53514**: another {a.kind} at `{a.location}`: `{a.statement}`."
     else:
         verdict = "**Not reproduced**: the trigger request was scheduled."
     order = "n/a" if t.before_lookup is None else (
@@ -41,8 +45,10 @@ def verdict_md(report: ReproReport, r: ConnectorVerdict) -> str:
         (c.label, f"prompt {c.prompt_len}, hit {c.hit_tokens}, "
                               f"{'fired' if c.assertion_fired else 'did not fire'}"),
     ]
+    rows += [(f"trigger `{x.name}`", x.summary) for x in r.triggers if len(r.triggers) > 1]
     table = "| | |\n|---|---|\n" + "".join(f"| {k} | {_cell(v)} |\n" for k, v in rows)
-    return head + verdict + "\n\n" + table
+    diagram = mermaid.fenced(r)
+    return head + verdict + "\n\n" + table + (f"\n{diagram}" if diagram else "")
 
 
 def repro_md(report: ReproReport) -> str:

@@ -53,12 +53,14 @@ def verdict_panel(report: ReproReport, r: ConnectorVerdict) -> Panel:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    if a.fired:
+    if r.reproduced:
         head = Text("REPRODUCED: the prefill EngineCore would die", style="bold red")
-        grid.add_row("assertion", f"{a.statement or 'assert'}  at {a.location}")
+        grid.add_row("assertion", f"{a.statement or 'assert'}  at {a.location}" if a.fired else
+                     f"on the control: {c.statement}  at {c.location}")
     else:
         head = Text("NOT REPRODUCED: the trigger request was scheduled", style="bold green")
-        grid.add_row("assertion", "did not fire")
+        grid.add_row("assertion", f"another {a.kind} at {a.location}: {a.statement or a.message}"
+                     if a.fired else "did not fire")
     order = "none" if t.before_lookup is None else (
         "before the local prefix-cache lookup" if t.before_lookup
         else "AFTER the local prefix-cache lookup")
@@ -77,10 +79,12 @@ def verdict_panel(report: ReproReport, r: ConnectorVerdict) -> Panel:
     ctl = "fired" if c.assertion_fired else "did not fire"
     grid.add_row(c.label,
                  f"prompt {c.prompt_len}, hit {c.hit_tokens}, {ctl}, scheduled {c.scheduled_tokens}")
+    for x in r.triggers if len(r.triggers) > 1 else ():
+        grid.add_row(f"trigger {x.name}", x.summary)
     if r.config is not None:
         grid.add_row("scenario", f"block {r.config.block_size}, mamba_cache_mode "
                                  f"{r.config.mamba_cache_mode}, kv_role {r.config.kv_role}")
-    return Panel(Group(head, grid), title=title, border_style="red" if a.fired else "green")
+    return Panel(Group(head, grid), title=title, border_style="red" if r.reproduced else "green")
 
 
 def timeline(r: ConnectorVerdict) -> Table:
