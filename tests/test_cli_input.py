@@ -59,8 +59,10 @@ def test_debug_shows_traceback(cli):
 
 def test_help_without_vllm_importable(cli):
     # This interpreter has no vllm or torch; --help must work and import neither.
-    code = ("import sys, vllm_pd_doctor.cli as c\n"
-            "assert 'vllm' not in sys.modules and 'torch' not in sys.modules\n")
+    code = (
+        "import sys, vllm_pd_doctor.cli as c\n"
+        "assert 'vllm' not in sys.modules and 'torch' not in sys.modules\n"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
     proc = cli("--help")
     assert proc.returncode == 0
@@ -68,4 +70,3 @@ def test_help_without_vllm_importable(cli):
     proc = cli("repro", "--help")
     assert proc.returncode == 0
     assert "Exit codes" in proc.stdout
-

@@ -46,7 +46,6 @@ def _check_sizing(doc):
     return w
 
 
-
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
@@ -79,8 +78,7 @@ def test_family_does_not_fire_on_fixed_release(python_fixed, repro_json, family)
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_non_hybrid_model_is_not_affected(python_buggy, cli):
-    proc = cli("repro", "--python", python_buggy, "--model", str(MODELS / "qwen3-dense"),
-               "--quiet")
+    proc = cli("repro", "--python", python_buggy, "--model", str(MODELS / "qwen3-dense"), "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert "not affected: this model has no Mamba state" in proc.stdout
     assert "is_hybrid=False" in proc.stdout
@@ -115,8 +113,9 @@ def test_control_that_fires_is_reproduced(python_buggy, repro_json):
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_hash_granularity_finer_than_the_block(python_buggy, repro_json):
-    rc, doc, err = repro_json(python_buggy, "--block-size", "64", "--prefix-match-unit", "16",
-                              "--prompt-len", "33")
+    rc, doc, err = repro_json(
+        python_buggy, "--block-size", "64", "--prefix-match-unit", "16", "--prompt-len", "33"
+    )
     assert rc == 1, err
     assert doc["config"]["block_size"] == 64
     assert doc["config"]["hash_block_size"] == 16
@@ -168,8 +167,7 @@ def test_trigger_variants_fixed(fixed_triggers):
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_markdown_has_the_mermaid_timeline(python_buggy, cli):
-    proc = cli("repro", "--python", python_buggy, "--block-size", "16", "--format", "markdown",
-               "--quiet")
+    proc = cli("repro", "--python", python_buggy, "--block-size", "16", "--format", "markdown", "--quiet")
     assert proc.returncode == 1, proc.stderr
     assert "```mermaid\nsequenceDiagram" in proc.stdout
     assert "K-->>S: local hit 32 tokens" in proc.stdout
@@ -181,23 +179,53 @@ def test_mermaid_diagram_is_pure_and_ordered():
     ev = [
         Event(0, 0.0, "warmup", "add_request", "w", {"num_tokens": 33}),
         Event(1, 0.1, "trigger", "add_request", "t", {"num_tokens": 33}),
-        Event(2, 0.2, "trigger", "lookup", "t",
-              {"method": "get_computed_blocks", "num_tokens": 33, "hit_tokens": 32}),
-        Event(3, 0.3, "trigger", "hook_enter", "t",
-              {"hook": "get_num_new_matched_tokens", "num_tokens": 33}),
-        Event(4, 0.4, "trigger", "truncate", "t",
-              {"len_before": 33, "len_after": 32, "op": "pop()",
-               "stack": [{"function": "_truncate_mamba_request_for_prefill"}]}),
-        Event(5, 0.5, "trigger", "assertion", "t",
-              {"statement": "assert num_new_tokens > 0", "location": "scheduler.py:967"}),
+        Event(
+            2,
+            0.2,
+            "trigger",
+            "lookup",
+            "t",
+            {"method": "get_computed_blocks", "num_tokens": 33, "hit_tokens": 32},
+        ),
+        Event(3, 0.3, "trigger", "hook_enter", "t", {"hook": "get_num_new_matched_tokens", "num_tokens": 33}),
+        Event(
+            4,
+            0.4,
+            "trigger",
+            "truncate",
+            "t",
+            {
+                "len_before": 33,
+                "len_after": 32,
+                "op": "pop()",
+                "stack": [{"function": "_truncate_mamba_request_for_prefill"}],
+            },
+        ),
+        Event(
+            5,
+            0.5,
+            "trigger",
+            "assertion",
+            "t",
+            {"statement": "assert num_new_tokens > 0", "location": "scheduler.py:967"},
+        ),
     ]
-    r = ConnectorVerdict(connector="nixl", label="NIXL", kv_connector="NixlConnector",
-                         assertion=Assertion(fired=True), events=tuple(ev))
+    r = ConnectorVerdict(
+        connector="nixl",
+        label="NIXL",
+        kv_connector="NixlConnector",
+        assertion=Assertion(fired=True),
+        events=tuple(ev),
+    )
     text = mermaid.sequence_diagram(r)
     lines = text.splitlines()
     assert lines[0] == "sequenceDiagram"
     assert "participant C as NixlConnector" in text
-    assert text.index("local hit 32") < text.index("get_num_new_matched_tokens") \
-        < text.index("truncated 33 -> 32") < text.index("assert num_new_tokens > 0")
+    assert (
+        text.index("local hit 32")
+        < text.index("get_num_new_matched_tokens")
+        < text.index("truncated 33 -> 32")
+        < text.index("assert num_new_tokens > 0")
+    )
     assert "warmup" not in text and "#" not in text
     assert mermaid.fenced(ConnectorVerdict(connector="x", label="x", kv_connector="x")) == ""

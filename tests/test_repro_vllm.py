@@ -72,16 +72,24 @@ def test_buggy_call_site_names_the_scheduler_file(buggy_all):
     d = _by_connector(buggy_all[1])
     assert d["nixl"]["truncation"]["call_site"]["file"].endswith("nixl/pull_scheduler.py")
     assert d["nixl-push"]["truncation"]["call_site"]["file"].endswith("nixl/push_scheduler.py")
-    assert d["mooncake"]["truncation"]["call_site"]["file"].endswith(
-        "mooncake/mooncake_connector.py")
+    assert d["mooncake"]["truncation"]["call_site"]["file"].endswith("mooncake/mooncake_connector.py")
 
 
 def test_single_connector_json_is_an_object(python_buggy, repro_json):
     rc, doc, err = repro_json(python_buggy, "--block-size", "16")
     assert rc == 1, err
     assert isinstance(doc, dict)
-    for key in ("schema_version", "vllm", "connector", "assertion", "truncation", "prefix_cache",
-                "prompt", "control", "events"):
+    for key in (
+        "schema_version",
+        "vllm",
+        "connector",
+        "assertion",
+        "truncation",
+        "prefix_cache",
+        "prompt",
+        "control",
+        "events",
+    ):
         assert key in doc
     assert doc["connector"] == "nixl"
     lib = doc["transfer_library"]

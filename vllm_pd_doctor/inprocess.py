@@ -43,8 +43,9 @@ def repro_dir() -> Path:
     for cand in (here / "_repro", here.parent / "repro"):
         if cand.is_dir():
             return cand
-    raise CouldNotRun("pd-doctor's repro assets are missing (repro/ or vllm_pd_doctor/_repro/)",
-                      hint="reinstall pd-doctor")
+    raise CouldNotRun(
+        "pd-doctor's repro assets are missing (repro/ or vllm_pd_doctor/_repro/)", hint="reinstall pd-doctor"
+    )
 
 
 def default_model_dir() -> Path:
@@ -87,8 +88,9 @@ def parse_connectors(value: str) -> tuple[str, ...]:
         return ("all",)
     for k in keys:
         if k not in known:
-            raise BadInput(f"--connector {k}: unknown connector",
-                           hint=f"use one of {', '.join(known)}, or all")
+            raise BadInput(
+                f"--connector {k}: unknown connector", hint=f"use one of {', '.join(known)}, or all"
+            )
     return tuple(dict.fromkeys(keys))
 
 
@@ -98,8 +100,10 @@ def parse_triggers(value: str) -> tuple[str, ...]:
         return TRIGGERS
     bad = [t for t in names if t not in TRIGGERS]
     if bad or not names:
-        raise BadInput(f"--trigger {value}: unknown trigger",
-                       hint=f"use one of {', '.join(TRIGGERS)}, a comma list, or all")
+        raise BadInput(
+            f"--trigger {value}: unknown trigger",
+            hint=f"use one of {', '.join(TRIGGERS)}, a comma list, or all",
+        )
     return tuple(dict.fromkeys(names))
 
 
@@ -108,30 +112,42 @@ def _positive(flag: str, value: int | None, hint: str) -> None:
         raise BadInput(f"{flag} {value}: must be a positive number", hint=hint)
 
 
-def make_options(*, connector: str, block_size: int | None, prompt_len: int | None,
-                 mamba_cache_mode: str | None, kv_role: str, model: Path | str | None,
-                 timeout: float, blocks: int | None = None,
-                 prefix_match_unit: int | None = None, platform: str | None = None,
-                 trigger: str = "same-prompt", hotfix: bool = False) -> ReproOptions:
+def make_options(
+    *,
+    connector: str,
+    block_size: int | None,
+    prompt_len: int | None,
+    mamba_cache_mode: str | None,
+    kv_role: str,
+    model: Path | str | None,
+    timeout: float,
+    blocks: int | None = None,
+    prefix_match_unit: int | None = None,
+    platform: str | None = None,
+    trigger: str = "same-prompt",
+    hotfix: bool = False,
+) -> ReproOptions:
     conns = parse_connectors(connector)
-    _positive("--block-size", block_size, "use e.g. --block-size 16, or omit it for the "
-                                          "platform's default")
+    _positive("--block-size", block_size, "use e.g. --block-size 16, or omit it for the platform's default")
     _positive("--blocks", blocks, "use e.g. --blocks 2 (N = 2 x W + 1)")
     _positive("--prefix-match-unit", prefix_match_unit, "use e.g. --prefix-match-unit 16")
     if prompt_len is not None and prompt_len < 2:
-        raise BadInput(f"--prompt-len {prompt_len}: must be at least 2 (the prefill side keeps "
-                       "N-1 tokens, and at least one of them must be cached)",
-                       hint="omit it for the default W + 1 (W: the effective block size)")
+        raise BadInput(
+            f"--prompt-len {prompt_len}: must be at least 2 (the prefill side keeps "
+            "N-1 tokens, and at least one of them must be cached)",
+            hint="omit it for the default W + 1 (W: the effective block size)",
+        )
     if prompt_len is not None and blocks is not None:
         raise BadInput("--prompt-len and --blocks both given", hint="use one of them")
     if kv_role not in KV_ROLES:
         raise BadInput(f"--kv-role {kv_role}: unknown role", hint=f"use one of {', '.join(KV_ROLES)}")
     if mamba_cache_mode is not None and mamba_cache_mode not in MAMBA_CACHE_MODES:
-        raise BadInput(f"--mamba-cache-mode {mamba_cache_mode}: unknown mode",
-                       hint=f"use one of {', '.join(MAMBA_CACHE_MODES)}")
+        raise BadInput(
+            f"--mamba-cache-mode {mamba_cache_mode}: unknown mode",
+            hint=f"use one of {', '.join(MAMBA_CACHE_MODES)}",
+        )
     if platform is not None and platform not in PLATFORMS:
-        raise BadInput(f"--platform {platform}: unknown platform",
-                       hint=f"use one of {', '.join(PLATFORMS)}")
+        raise BadInput(f"--platform {platform}: unknown platform", hint=f"use one of {', '.join(PLATFORMS)}")
     model_dir = None
     if model is not None:
         resolved = hfmodel.resolve(str(model))
@@ -139,10 +155,20 @@ def make_options(*, connector: str, block_size: int | None, prompt_len: int | No
         model_dir = resolved.directory.resolve()
     if timeout <= 0:
         raise BadInput(f"--timeout {timeout}: must be positive")
-    return ReproOptions(connectors=conns, block_size=block_size, prompt_len=prompt_len,
-                        mamba_cache_mode=mamba_cache_mode, kv_role=kv_role, model=model_dir,
-                        timeout=timeout, blocks=blocks, prefix_match_unit=prefix_match_unit,
-                        platform=platform, triggers=parse_triggers(trigger), hotfix=hotfix)
+    return ReproOptions(
+        connectors=conns,
+        block_size=block_size,
+        prompt_len=prompt_len,
+        mamba_cache_mode=mamba_cache_mode,
+        kv_role=kv_role,
+        model=model_dir,
+        timeout=timeout,
+        blocks=blocks,
+        prefix_match_unit=prefix_match_unit,
+        platform=platform,
+        triggers=parse_triggers(trigger),
+        hotfix=hotfix,
+    )
 
 
 def _check_json(cfg: Path) -> None:
@@ -155,9 +181,10 @@ def _check_json(cfg: Path) -> None:
     except (ValueError, RecursionError) as exc:
         raise BadInput(f"--model {cfg}: not valid JSON ({exc})") from None
     if not isinstance(data, dict) or not data.get("architectures"):
-        raise BadInput(f"--model {cfg}: no `architectures` list in this config.json",
-                       hint="give a Hugging Face style config.json (vLLM picks the model class "
-                            "from its architectures)")
+        raise BadInput(
+            f"--model {cfg}: no `architectures` list in this config.json",
+            hint="give a Hugging Face style config.json (vLLM picks the model class from its architectures)",
+        )
 
 
 def run_inprocess(python: str, opts: ReproOptions, progress: Progress = quiet) -> ReproReport:
@@ -178,10 +205,18 @@ def run_inprocess(python: str, opts: ReproOptions, progress: Progress = quiet) -
         "model_dir": str(model),
         "hotfix": opts.hotfix,
     }
-    with phase(progress, f"running the in-process harness in {python} (vLLM "
-                         f"{interp.vllm_version or '?'}); importing vLLM takes a few seconds"):
-        run = targetrun.run_module(python, "harness", ["--spec", json.dumps(spec)],
-                                   timeout=opts.timeout, what="the in-process harness")
+    with phase(
+        progress,
+        f"running the in-process harness in {python} (vLLM "
+        f"{interp.vllm_version or '?'}); importing vLLM takes a few seconds",
+    ):
+        run = targetrun.run_module(
+            python,
+            "harness",
+            ["--spec", json.dumps(spec)],
+            timeout=opts.timeout,
+            what="the in-process harness",
+        )
     report = parse_answer(run.answer, python, opts)
     progress(f"harness finished in {run.wall_s:.1f} s")
     return report
@@ -195,19 +230,22 @@ def parse_answer(answer: dict[str, Any], python: str, opts: ReproOptions) -> Rep
     if answer.get("not_affected"):
         return ReproReport(
             engine="inprocess",
-            vllm=VllmInstall(version=str(vinfo.get("version", "?")),
-                             path=str(vinfo.get("path", "?")), python=python),
-            results=(), timings={k: float(v) for k, v in (answer.get("timings") or {}).items()},
-            not_affected=dict(answer["not_affected"]))
+            vllm=VllmInstall(
+                version=str(vinfo.get("version", "?")), path=str(vinfo.get("path", "?")), python=python
+            ),
+            results=(),
+            timings={k: float(v) for k, v in (answer.get("timings") or {}).items()},
+            not_affected=dict(answer["not_affected"]),
+        )
     results = tuple(_verdict(r) for r in answer.get("results", []))
     patches = hotfix.patches_by_connector(answer)  # pd-doctor hotfix (issue 13)
     if patches is not None:
-        results = tuple(dataclasses.replace(r, hotfix=patches.get(r.connector, ()))
-                        for r in results)
+        results = tuple(dataclasses.replace(r, hotfix=patches.get(r.connector, ())) for r in results)
     report = ReproReport(
         engine="inprocess",
-        vllm=VllmInstall(version=str(vinfo.get("version", "?")), path=str(vinfo.get("path", "?")),
-                         python=python),
+        vllm=VllmInstall(
+            version=str(vinfo.get("version", "?")), path=str(vinfo.get("path", "?")), python=python
+        ),
         results=results,
         available_connectors=tuple(answer.get("available_connectors", ())),
         timings={k: float(v) for k, v in (answer.get("timings") or {}).items()},
@@ -218,8 +256,11 @@ def parse_answer(answer: dict[str, Any], python: str, opts: ReproOptions) -> Rep
         if failed and len(failed) == len(results):
             e = failed[0].error
             assert e is not None
-            _raise_for({"kind": e.kind, "stage": e.stage, "message": e.message,
-                        "traceback": e.traceback}, opts, answer)
+            _raise_for(
+                {"kind": e.kind, "stage": e.stage, "message": e.message, "traceback": e.traceback},
+                opts,
+                answer,
+            )
     return report
 
 
@@ -230,79 +271,113 @@ def _raise_for(err: dict[str, Any], opts: ReproOptions, answer: dict[str, Any]) 
     accepted = answer.get("mamba_cache_modes_accepted")
     if opts.mamba_cache_mode and accepted is not None and opts.mamba_cache_mode not in accepted:
         version = (answer.get("vllm") or {}).get("version", "?")
-        raise BadInput(f"--mamba-cache-mode {opts.mamba_cache_mode}: vLLM {version} does not "
-                       "accept it with prefix caching",
-                       hint=f"use one of: {', '.join(accepted) or 'none'}")
+        raise BadInput(
+            f"--mamba-cache-mode {opts.mamba_cache_mode}: vLLM {version} does not "
+            "accept it with prefix caching",
+            hint=f"use one of: {', '.join(accepted) or 'none'}",
+        )
     if opts.prefix_match_unit and answer.get("prefix_match_unit_supported") is False:
         version = (answer.get("vllm") or {}).get("version", "?")
-        raise BadInput(f"--prefix-match-unit {opts.prefix_match_unit}: vLLM {version} has no "
-                       "prefix_match_unit (its hash granularity is the block size)")
+        raise BadInput(
+            f"--prefix-match-unit {opts.prefix_match_unit}: vLLM {version} has no "
+            "prefix_match_unit (its hash granularity is the block size)"
+        )
     if stage == "build ModelConfig":
         version = (answer.get("vllm") or {}).get("version", "?")
-        raise BadInput(f"--model {opts.model or default_model_dir()}: vLLM {version} cannot read "
-                       f"this config.json: {msg.split(' failed: ', 1)[-1]}",
-                       hint="fix the config.json (vLLM validates it with transformers)")
+        raise BadInput(
+            f"--model {opts.model or default_model_dir()}: vLLM {version} cannot read "
+            f"this config.json: {msg.split(' failed: ', 1)[-1]}",
+            hint="fix the config.json (vLLM validates it with transformers)",
+        )
     if kind == "no_vllm":
-        raise CouldNotRun(f"vLLM cannot be imported in this interpreter: {msg}",
-                          hint="point --python at your vLLM environment's interpreter")
+        raise CouldNotRun(
+            f"vLLM cannot be imported in this interpreter: {msg}",
+            hint="point --python at your vLLM environment's interpreter",
+        )
     if kind == "connector_missing":
         raise CouldNotRun(msg, hint="use --connector all to run every connector this vLLM has")
-    raise CouldNotRun(f"cannot drive this vLLM's internals while trying to {stage}: {msg}",
-                      hint="this vLLM may be too old or too new for the in-process engine; "
-                           "rerun with --debug and report it",
-                      detail=err.get("traceback"))
+    raise CouldNotRun(
+        f"cannot drive this vLLM's internals while trying to {stage}: {msg}",
+        hint="this vLLM may be too old or too new for the in-process engine; "
+        "rerun with --debug and report it",
+        detail=err.get("traceback"),
+    )
 
 
 def _notes(results: tuple[ConnectorVerdict, ...]) -> list[str]:
     notes = [f"{r.label}: {n}" for r in results for n in r.notes]
     for r in results:
         if r.transfer_library and r.transfer_library_installed is False:
-            notes.append(f"{r.label}: the transfer library ({r.transfer_library}) is not "
-                         "installed; it is not needed for the scheduler half this run drives")
+            notes.append(
+                f"{r.label}: the transfer library ({r.transfer_library}) is not "
+                "installed; it is not needed for the scheduler half this run drives"
+            )
     return notes
 
 
 def _assertion(a: dict[str, Any]) -> Assertion:
-    return Assertion(fired=bool(a.get("fired")), location=a.get("location"),
-                     statement=a.get("statement"),
-                     matches_53514=bool(a.get("matches_53514", False)),
-                     traceback=a.get("traceback"), kind=a.get("kind"), message=a.get("message"))
+    return Assertion(
+        fired=bool(a.get("fired")),
+        location=a.get("location"),
+        statement=a.get("statement"),
+        matches_53514=bool(a.get("matches_53514", False)),
+        traceback=a.get("traceback"),
+        kind=a.get("kind"),
+        message=a.get("message"),
+    )
 
 
 def _trigger(t: dict[str, Any]) -> TriggerRun:
     tr = t.get("truncation") or {}
     return TriggerRun(
-        name=str(t["name"]), description=str(t.get("description", "")),
-        prompt_len=int(t["prompt_len"]), assertion=_assertion(t["assertion"]),
-        hit_tokens=t.get("hit_tokens"), truncation_hook=str(tr.get("hook") or "none"),
-        before_lookup=tr.get("before_lookup"), truncations=int(t.get("truncations") or 0),
+        name=str(t["name"]),
+        description=str(t.get("description", "")),
+        prompt_len=int(t["prompt_len"]),
+        assertion=_assertion(t["assertion"]),
+        hit_tokens=t.get("hit_tokens"),
+        truncation_hook=str(tr.get("hook") or "none"),
+        before_lookup=tr.get("before_lookup"),
+        truncations=int(t.get("truncations") or 0),
         prompt_len_after=(t.get("prompt") or {}).get("len_after"),
         scheduled_tokens=t.get("scheduled_tokens"),
         max_num_batched_tokens=t.get("max_num_batched_tokens"),
-        warmup_len=t.get("warmup_len"), preempted_by=t.get("preempted_by"),
+        warmup_len=t.get("warmup_len"),
+        preempted_by=t.get("preempted_by"),
         events=tuple(Event.from_dict(e) for e in t.get("events", [])),
     )
 
 
 def _control(c: dict[str, Any]) -> Control:
     hit = c.get("hit_tokens")
-    return Control(prompt_len=int(c["prompt_len"]), assertion_fired=bool(c["assertion_fired"]),
-                   hit_tokens=hit, scheduled_tokens=int(c.get("scheduled_tokens") or 0),
-                   truncation_hook=str(c.get("truncation_hook") or "none"),
-                   label=f"control (prompt {c['prompt_len']}, hit {hit})",
-                   matches_53514=bool(c.get("matches_53514", False)),
-                   location=c.get("assertion_location"), statement=c.get("assertion_statement"))
+    return Control(
+        prompt_len=int(c["prompt_len"]),
+        assertion_fired=bool(c["assertion_fired"]),
+        hit_tokens=hit,
+        scheduled_tokens=int(c.get("scheduled_tokens") or 0),
+        truncation_hook=str(c.get("truncation_hook") or "none"),
+        label=f"control (prompt {c['prompt_len']}, hit {hit})",
+        matches_53514=bool(c.get("matches_53514", False)),
+        location=c.get("assertion_location"),
+        statement=c.get("assertion_statement"),
+    )
 
 
 def _verdict(r: dict[str, Any]) -> ConnectorVerdict:
     key = str(r.get("connector", "?"))
-    base = ConnectorVerdict(connector=key, label=str(r.get("connector_label", key)),
-                            kv_connector=str(r.get("kv_connector", "?")))
+    base = ConnectorVerdict(
+        connector=key, label=str(r.get("connector_label", key)), kv_connector=str(r.get("kv_connector", "?"))
+    )
     if "error" in r:
         e = r["error"]
-        return dataclasses.replace(base, error=RunError(
-            kind=str(e.get("kind")), stage=str(e.get("stage")), message=str(e.get("message")),
-            traceback=e.get("traceback")))
+        return dataclasses.replace(
+            base,
+            error=RunError(
+                kind=str(e.get("kind")),
+                stage=str(e.get("stage")),
+                message=str(e.get("message")),
+                traceback=e.get("traceback"),
+            ),
+        )
     t = r["truncation"]
     cfg = r["config"]
     lib = r.get("transfer_library") or {}
@@ -312,13 +387,17 @@ def _verdict(r: dict[str, Any]) -> ConnectorVerdict:
         connector_scheduler_class=r.get("connector_scheduler_class"),
         transfer_library=lib.get("module"),
         transfer_library_installed=lib.get("installed"),
-        config=ScenarioConfig(block_size=int(cfg["block_size"]), prompt_len=int(cfg["prompt_len"]),
-                              mamba_cache_mode=str(cfg["mamba_cache_mode"]),
-                              kv_role=str(cfg["kv_role"]), model=str(cfg["model_dir"]),
-                              requested_block_size=cfg.get("requested_block_size"),
-                              hash_block_size=cfg.get("hash_block_size"),
-                              platform=cfg.get("platform"),
-                              max_num_batched_tokens=cfg.get("max_num_batched_tokens")),
+        config=ScenarioConfig(
+            block_size=int(cfg["block_size"]),
+            prompt_len=int(cfg["prompt_len"]),
+            mamba_cache_mode=str(cfg["mamba_cache_mode"]),
+            kv_role=str(cfg["kv_role"]),
+            model=str(cfg["model_dir"]),
+            requested_block_size=cfg.get("requested_block_size"),
+            hash_block_size=cfg.get("hash_block_size"),
+            platform=cfg.get("platform"),
+            max_num_batched_tokens=cfg.get("max_num_batched_tokens"),
+        ),
         assertion=_assertion(r["assertion"]),
         truncation=Truncation.from_observed(t),
         hit_tokens=r["prefix_cache"].get("hit_tokens"),

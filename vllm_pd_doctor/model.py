@@ -29,12 +29,21 @@ class Frame:
     def from_dict(cls, d: dict[str, Any] | None) -> Frame | None:
         if not d:
             return None
-        return cls(file=str(d.get("file", "?")), line=int(d.get("line", 0) or 0),
-                   function=str(d.get("function", "?")), code=str(d.get("code", "") or ""))
+        return cls(
+            file=str(d.get("file", "?")),
+            line=int(d.get("line", 0) or 0),
+            function=str(d.get("function", "?")),
+            code=str(d.get("code", "") or ""),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "function": self.function,
-                "code": self.code, "location": self.location}
+        return {
+            "file": self.file,
+            "line": self.line,
+            "function": self.function,
+            "code": self.code,
+            "location": self.location,
+        }
 
 
 @dataclass(frozen=True)
@@ -78,13 +87,15 @@ class Truncation:
         if not summary:
             return cls(hook=missing, before_lookup=None)
         frames = (Frame.from_dict(d) for d in summary.get("stack") or ())
-        return cls(hook=str(summary.get("hook") or "none"),
-                   before_lookup=summary.get("before_lookup"),
-                   tokens_removed=int(summary.get("tokens_removed") or 0),
-                   operation=summary.get("op"),
-                   statement=Frame.from_dict(summary.get("statement")),
-                   call_site=Frame.from_dict(summary.get("helper_call_site")),
-                   stack=tuple(f for f in frames if f is not None))
+        return cls(
+            hook=str(summary.get("hook") or "none"),
+            before_lookup=summary.get("before_lookup"),
+            tokens_removed=int(summary.get("tokens_removed") or 0),
+            operation=summary.get("op"),
+            statement=Frame.from_dict(summary.get("statement")),
+            call_site=Frame.from_dict(summary.get("helper_call_site")),
+            stack=tuple(f for f in frames if f is not None),
+        )
 
 
 @dataclass(frozen=True)
@@ -119,15 +130,23 @@ class Event:
     def from_dict(cls, d: dict[str, Any]) -> Event:
         known = {"seq", "t_ms", "phase", "kind", "request_id"}
         return cls(
-            seq=int(d.get("seq", 0)), t_ms=float(d.get("t_ms", 0.0)),
-            phase=str(d.get("phase", "")), kind=str(d.get("kind", "")),
+            seq=int(d.get("seq", 0)),
+            t_ms=float(d.get("t_ms", 0.0)),
+            phase=str(d.get("phase", "")),
+            kind=str(d.get("kind", "")),
             request_id=d.get("request_id"),
             detail={k: v for k, v in d.items() if k not in known},
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "t_ms": self.t_ms, "phase": self.phase, "kind": self.kind,
-                "request_id": self.request_id, **self.detail}
+        return {
+            "seq": self.seq,
+            "t_ms": self.t_ms,
+            "phase": self.phase,
+            "kind": self.kind,
+            "request_id": self.request_id,
+            **self.detail,
+        }
 
 
 @dataclass(frozen=True)
@@ -181,11 +200,16 @@ class TriggerRun:
     def summary(self) -> str:
         """One line: prompt, hit, what fired, how often the prompt was truncated."""
         a = self.assertion
-        fired = ("#53514 assert fired" if a.matches_53514 else
-                 f"{a.kind or 'error'} at {a.location}") if a.fired else "did not fire"
+        fired = (
+            ("#53514 assert fired" if a.matches_53514 else f"{a.kind or 'error'} at {a.location}")
+            if a.fired
+            else "did not fire"
+        )
         extra = f", preempted via {self.preempted_by}" if self.preempted_by else ""
-        return (f"prompt {self.prompt_len}, hit {self.hit_tokens}, {fired}, truncated "
-                f"{self.truncations}x by {self.truncation_hook}{extra}")
+        return (
+            f"prompt {self.prompt_len}, hit {self.hit_tokens}, {fired}, truncated "
+            f"{self.truncations}x by {self.truncation_hook}{extra}"
+        )
 
 
 @dataclass(frozen=True)
@@ -255,9 +279,16 @@ class ConnectorVerdict:
             why = "; ".join(f"{p.class_name}: {p.status} ({p.reason})" for p in self.hotfix)
             return f"hotfix not applied: {why or 'no class of this connector found'}"
         a, t, c = self.assertion, self.truncation, self.control
-        ok = (a is not None and not a.fired and t is not None and t.hook == "on_new_request"
-              and t.before_lookup is True and t.tokens_removed >= 1
-              and c is not None and not c.assertion_fired)
+        ok = (
+            a is not None
+            and not a.fired
+            and t is not None
+            and t.hook == "on_new_request"
+            and t.before_lookup is True
+            and t.tokens_removed >= 1
+            and c is not None
+            and not c.assertion_fired
+        )
         return "fixed by hotfix" if ok else "NOT fixed by hotfix"
 
     @property
@@ -274,8 +305,9 @@ class ConnectorVerdict:
         if not self.ran:
             return False
         fired = [self.assertion] + [t.assertion for t in self.triggers]
-        return any(a is not None and a.fired and (a.matches_53514 or a.kind is None)
-                   for a in fired) or (self.control is not None and self.control.matches_53514)
+        return any(a is not None and a.fired and (a.matches_53514 or a.kind is None) for a in fired) or (
+            self.control is not None and self.control.matches_53514
+        )
 
     @property
     def unexpected(self) -> Assertion | None:

@@ -36,16 +36,22 @@ def _lines(events: Iterable[Event], phase: str) -> list[str]:
         elif e.kind == "truncate":
             stack = d.get("stack") or [{}]
             fn = stack[-1].get("function") if isinstance(stack[-1], dict) else None
-            out.append(f"    Note over C: prompt truncated {d.get('len_before')} -> "
-                       f"{d.get('len_after')} ({_text(d.get('op'))} in {_text(fn)})")
+            out.append(
+                f"    Note over C: prompt truncated {d.get('len_before')} -> "
+                f"{d.get('len_after')} ({_text(d.get('op'))} in {_text(fn)})"
+            )
         elif e.kind == "preempted":
             out.append(f"    Note over S: preempted via {_text(d.get('via'))}, rescheduled")
         elif e.kind == "scheduled" and d.get("scheduled_tokens"):
-            out.append(f"    S->>S: schedule {d.get('scheduled_tokens')} new tokens "
-                       f"(computed {d.get('num_computed_tokens')})")
+            out.append(
+                f"    S->>S: schedule {d.get('scheduled_tokens')} new tokens "
+                f"(computed {d.get('num_computed_tokens')})"
+            )
         elif e.kind in ("assertion", "exception"):
-            out.append(f"    Note over S: {_text(d.get('exception') or 'AssertionError')}: "
-                       f"{_text(d.get('statement'))} at {_text(d.get('location'))}")
+            out.append(
+                f"    Note over S: {_text(d.get('exception') or 'AssertionError')}: "
+                f"{_text(d.get('statement'))} at {_text(d.get('location'))}"
+            )
         elif e.kind == "finished":
             out.append("    S-->>C: request finished (prefill done)")
     return out

@@ -46,8 +46,9 @@ def construct(stage: str, cls: Any, **candidates: Any) -> Any:
     try:
         return cls(**kwargs)
     except Exception as exc:
-        raise InternalsError(stage, f"{qualname(cls)}({', '.join(kwargs)}) failed: "
-                                    f"{type(exc).__name__}: {exc}") from exc
+        raise InternalsError(
+            stage, f"{qualname(cls)}({', '.join(kwargs)}) failed: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def qualname(obj: Any) -> str:
@@ -95,15 +96,25 @@ class RequestFactory:
         self.block_hasher = kcu.get_request_block_hasher(hash_block_size, hash_fn)
 
     def make(self, request_id: str, prompt: list[int], kv_transfer_params: dict[str, Any]) -> Any:
-        sp = construct("build SamplingParams", self.SamplingParams, max_tokens=1,
-                       extra_args={"kv_transfer_params": kv_transfer_params})
+        sp = construct(
+            "build SamplingParams",
+            self.SamplingParams,
+            max_tokens=1,
+            extra_args={"kv_transfer_params": kv_transfer_params},
+        )
         if hasattr(sp, "update_from_generation_config"):
             sp.update_from_generation_config({}, 2)
         req = construct(
-            "build Request", self.Request,
-            request_id=request_id, prompt_token_ids=list(prompt), sampling_params=sp,
-            pooling_params=None, block_hasher=self.block_hasher, mm_features=None,
-            eos_token_id=2, arrival_time=time.time(),
+            "build Request",
+            self.Request,
+            request_id=request_id,
+            prompt_token_ids=list(prompt),
+            sampling_params=sp,
+            pooling_params=None,
+            block_hasher=self.block_hasher,
+            mm_features=None,
+            eos_token_id=2,
+            arrival_time=time.time(),
         )
         # Requests read kv_transfer_params from sampling_params.extra_args; older releases
         # set it from outside: make sure it is there, as the engine would.
@@ -134,14 +145,18 @@ def fabricate_model_output(scheduler: Any, sched_out: Any, token: int) -> Any:
         "kv_connector_output": None,
     }
     if dataclasses.is_dataclass(MRO):
-        required = [f.name for f in dataclasses.fields(MRO)
-                    if f.default is dataclasses.MISSING
-                    and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
-                    and f.init]
+        required = [
+            f.name
+            for f in dataclasses.fields(MRO)
+            if f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+            and f.init
+        ]
         missing = [n for n in required if n not in candidates]
         if missing:
-            raise InternalsError("fabricate the model step",
-                                 f"ModelRunnerOutput needs unknown fields {missing}")
+            raise InternalsError(
+                "fabricate the model step", f"ModelRunnerOutput needs unknown fields {missing}"
+            )
     return construct("fabricate the model step", MRO, **candidates)
 
 
@@ -162,8 +177,9 @@ def preempt(scheduler: Any, request: Any) -> str:
     return "Scheduler._preempt_request"
 
 
-def run_request(scheduler: Any, rec: observe.Recorder, request: Any, max_steps: int,
-                preempt_after: int | None = None) -> dict[str, Any]:
+def run_request(
+    scheduler: Any, rec: observe.Recorder, request: Any, max_steps: int, preempt_after: int | None = None
+) -> dict[str, Any]:
     """Add a request and step the real scheduler until it finishes (exceptions propagate)."""
     rid = str(request.request_id)
     len_before = len(request.prompt_token_ids)
@@ -177,8 +193,9 @@ def run_request(scheduler: Any, rec: observe.Recorder, request: Any, max_steps: 
         rec.emit("schedule", request_id=rid, num_tokens=request.num_tokens)
         sched_out = scheduler.schedule()
         n = int((getattr(sched_out, "num_scheduled_tokens", {}) or {}).get(rid, 0))
-        rec.emit("scheduled", request_id=rid, scheduled_tokens=n,
-                 num_computed_tokens=request.num_computed_tokens)
+        rec.emit(
+            "scheduled", request_id=rid, scheduled_tokens=n, num_computed_tokens=request.num_computed_tokens
+        )
         scheduled_total += n
         if n:
             scheduled_steps.append(n)
@@ -190,11 +207,15 @@ def run_request(scheduler: Any, rec: observe.Recorder, request: Any, max_steps: 
             break
         if preempt_after is not None and step + 1 == preempt_after and preempted_by is None:
             preempted_by = preempt(scheduler, request)
-            rec.emit("preempted", request_id=rid, num_tokens=request.num_tokens,
-                     num_computed_tokens=request.num_computed_tokens, via=preempted_by)
+            rec.emit(
+                "preempted",
+                request_id=rid,
+                num_tokens=request.num_tokens,
+                num_computed_tokens=request.num_computed_tokens,
+                via=preempted_by,
+            )
     else:
-        raise InternalsError("step the scheduler",
-                             f"request {rid} did not finish in {max_steps} steps")
+        raise InternalsError("step the scheduler", f"request {rid} did not finish in {max_steps} steps")
     return {
         "len_before": len_before,
         "len_after": len(request.prompt_token_ids),

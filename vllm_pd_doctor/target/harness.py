@@ -65,8 +65,7 @@ def connector_registry() -> dict[str, Any]:
     )
     registry = getattr(factory, "_registry", None)
     if not isinstance(registry, dict):
-        raise InternalsError("read the KV connector registry",
-                             "KVConnectorFactory has no _registry dict")
+        raise InternalsError("read the KV connector registry", "KVConnectorFactory has no _registry dict")
     return registry
 
 
@@ -123,14 +122,20 @@ class Setup:
         self.accepted_modes = accepted_mamba_modes(vcfg.CacheConfig)
         self.has_prefix_match_unit = "prefix_match_unit" in fields
         if spec.get("prefix_match_unit") and not self.has_prefix_match_unit:
-            raise InternalsError("set the hash granularity",
-                                 "this vLLM's CacheConfig has no prefix_match_unit")
+            raise InternalsError(
+                "set the hash granularity", "this vLLM's CacheConfig has no prefix_match_unit"
+            )
         self.platform = spec.get("platform") or sizing.native_platform()
         self.model_config = construct(
-            "build ModelConfig", vcfg.ModelConfig,
-            model=self.model_dir, tokenizer=self.model_dir, skip_tokenizer_init=True,
-            dtype=spec.get("dtype") or "bfloat16", seed=0,
-            max_model_len=spec.get("max_model_len"), trust_remote_code=False,
+            "build ModelConfig",
+            vcfg.ModelConfig,
+            model=self.model_dir,
+            tokenizer=self.model_dir,
+            skip_tokenizer_init=True,
+            dtype=spec.get("dtype") or "bfloat16",
+            seed=0,
+            max_model_len=spec.get("max_model_len"),
+            trust_remote_code=False,
         )
         self.facts = sizing.model_facts(self.model_config)
         self.config_s = time.perf_counter() - t1
@@ -142,8 +147,7 @@ class Setup:
         if key in self._built:
             return self._built[key]  # type: ignore[no-any-return]
         vcfg, spec = self.vcfg, self.spec
-        cache_kwargs: dict[str, Any] = {"enable_prefix_caching": True,
-                                        "gpu_memory_utilization": 0.5}
+        cache_kwargs: dict[str, Any] = {"enable_prefix_caching": True, "gpu_memory_utilization": 0.5}
         if spec.get("block_size"):
             cache_kwargs["block_size"] = int(spec["block_size"])
         if spec.get("mamba_cache_mode"):
@@ -154,18 +158,30 @@ class Setup:
         requested_mode = cache_config.mamba_cache_mode
         max_len = int(self.model_config.max_model_len)
         scheduler_config = construct(
-            "build SchedulerConfig", vcfg.SchedulerConfig,
-            max_num_seqs=8, max_num_batched_tokens=budget, max_model_len=max_len,
-            enable_chunked_prefill=True, is_encoder_decoder=False, async_scheduling=False,
+            "build SchedulerConfig",
+            vcfg.SchedulerConfig,
+            max_num_seqs=8,
+            max_num_batched_tokens=budget,
+            max_model_len=max_len,
+            enable_chunked_prefill=True,
+            is_encoder_decoder=False,
+            async_scheduling=False,
         )
-        kv_transfer_config = construct("build KVTransferConfig", vcfg.KVTransferConfig,
-                                       kv_connector=connector_name, kv_role=spec["kv_role"])
+        kv_transfer_config = construct(
+            "build KVTransferConfig",
+            vcfg.KVTransferConfig,
+            kv_connector=connector_name,
+            kv_role=spec["kv_role"],
+        )
         # VllmConfig runs the model's config hooks (mode rewrites, state dtypes) once per
         # ModelConfig object (its `config_updated` guard): give each build its own copy.
         vllm_config = construct(
-            "build VllmConfig", vcfg.VllmConfig,
-            model_config=copy.deepcopy(self.model_config), cache_config=cache_config,
-            scheduler_config=scheduler_config, kv_transfer_config=kv_transfer_config,
+            "build VllmConfig",
+            vcfg.VllmConfig,
+            model_config=copy.deepcopy(self.model_config),
+            cache_config=cache_config,
+            scheduler_config=scheduler_config,
+            kv_transfer_config=kv_transfer_config,
             device_config=construct("build DeviceConfig", vcfg.DeviceConfig, device="cpu"),
         )
         cache = vllm_config.cache_config
@@ -186,8 +202,10 @@ class Setup:
         except sizing.SizingError as exc:
             raise InternalsError(exc.stage, exc.message) from exc
         built = {
-            "vllm_config": vllm_config, "kv_cache_config": kv,
-            "scheduler_block_size": sched_bs, "hash_block_size": hash_bs,
+            "vllm_config": vllm_config,
+            "kv_cache_config": kv,
+            "scheduler_block_size": sched_bs,
+            "hash_block_size": hash_bs,
             "sizing": {
                 **align,
                 "requested_block_size": spec.get("block_size"),
@@ -201,10 +219,12 @@ class Setup:
                 "max_model_len": used_len,
                 "model_max_model_len": max_len,
                 "layers": counts,
-                "mamba_state": {"shapes": [list(s) for s in shapes],
-                                "dtypes": [str(d).replace("torch.", "") for d in dtypes],
-                                "from": f"{cls.__qualname__}.get_mamba_state_shape_from_config"
-                                        " / get_mamba_state_dtype_from_config"},
+                "mamba_state": {
+                    "shapes": [list(s) for s in shapes],
+                    "dtypes": [str(d).replace("torch.", "") for d in dtypes],
+                    "from": f"{cls.__qualname__}.get_mamba_state_shape_from_config"
+                    " / get_mamba_state_dtype_from_config",
+                },
                 "kv_cache_groups": sizing.describe_groups(kv),
                 "kv_cache_layout": layout,
             },
@@ -215,26 +235,33 @@ class Setup:
     def scheduler_factory(self, connector_name: str) -> Any:
         def build(budget: int) -> tuple[Any, Any]:
             b = self.build(connector_name, budget)
-            return (build_scheduler(b["vllm_config"], b["kv_cache_config"],
-                                    b["scheduler_block_size"], b["hash_block_size"]),
-                    drive.RequestFactory(b["vllm_config"], b["hash_block_size"]))
+            return (
+                build_scheduler(
+                    b["vllm_config"], b["kv_cache_config"], b["scheduler_block_size"], b["hash_block_size"]
+                ),
+                drive.RequestFactory(b["vllm_config"], b["hash_block_size"]),
+            )
+
         return build
 
 
-def build_scheduler(vllm_config: Any, kv_cache_config: Any, block_size: int,
-                    hash_block_size: int) -> Any:
+def build_scheduler(vllm_config: Any, kv_cache_config: Any, block_size: int, hash_block_size: int) -> Any:
     sched_mod = importlib.import_module("vllm.v1.core.sched.scheduler")
     Scheduler = getattr(sched_mod, "Scheduler", None)
     if Scheduler is None:
         raise InternalsError("build Scheduler", "vllm.v1.core.sched.scheduler has no Scheduler")
-    som = drive.import_first("import StructuredOutputManager",
-                             [("vllm.v1.structured_output", "StructuredOutputManager")])
+    som = drive.import_first(
+        "import StructuredOutputManager", [("vllm.v1.structured_output", "StructuredOutputManager")]
+    )
     return construct(
-        "build Scheduler", Scheduler,
-        vllm_config=vllm_config, kv_cache_config=kv_cache_config,
-        structured_output_manager=construct("build StructuredOutputManager", som,
-                                            vllm_config=vllm_config),
-        block_size=block_size, hash_block_size=hash_block_size, log_stats=False,
+        "build Scheduler",
+        Scheduler,
+        vllm_config=vllm_config,
+        kv_cache_config=kv_cache_config,
+        structured_output_manager=construct("build StructuredOutputManager", som, vllm_config=vllm_config),
+        block_size=block_size,
+        hash_block_size=hash_block_size,
+        log_stats=False,
     )
 
 
@@ -250,9 +277,12 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
     hash_bs = int(sz["hash_block_size"])
     n = int(spec.get("prompt_len") or (int(spec.get("blocks") or 1) * w + 1))
     if n + w + 1 > int(sz["model_max_model_len"]):
-        raise InternalsError("size the prompt", f"N = {n} (+ one block for the preempt "
-                             f"trigger) is longer than the model's max_model_len "
-                             f"{sz['model_max_model_len']}")
+        raise InternalsError(
+            "size the prompt",
+            f"N = {n} (+ one block for the preempt "
+            f"trigger) is longer than the model's max_model_len "
+            f"{sz['model_max_model_len']}",
+        )
     budget = max(2048, n + w + 1)
     vocab = int(setup.hf_config.get("vocab_size") or 512)
     factory = setup.scheduler_factory(vllm_name)
@@ -266,8 +296,9 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
         runs.append(res)
     # The control: one token more, so the cached prefix is below N-1 of the prompt.
     control_rec = observe.Recorder()
-    control = triggers.run_variant("same-prompt", factory, n + 1, w, vocab, budget,
-                                   control_rec, phase_prefix="control-")
+    control = triggers.run_variant(
+        "same-prompt", factory, n + 1, w, vocab, budget, control_rec, phase_prefix="control-"
+    )
     first = runs[0]
     notes = [x for x in (triggers.granularity_note(n, hash_bs),) if x]
     lib = library_status(_conn(key).library)
@@ -298,15 +329,17 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
         "model": setup.facts,
         "assertion": first["assertion"],
         "truncation": first["truncation"],
-        "prefix_cache": {"hit_tokens": first["hit_tokens"],
-                         "lookups": first["truncation"]["lookups"]},
+        "prefix_cache": {"hit_tokens": first["hit_tokens"], "lookups": first["truncation"]["lookups"]},
         "prompt": first["prompt"],
         "scheduled_tokens": first["scheduled_tokens"],
         "warmup": first["warmup"],
         "wrapped": first["wrapped"],
         "trigger": first["name"],
-        "triggers": [{k: v for k, v in r.items() if k not in ("warmup", "wrapped", "sizing")}
-                     | {"block_size": r["sizing"]["effective_block_size"]} for r in runs],
+        "triggers": [
+            {k: v for k, v in r.items() if k not in ("warmup", "wrapped", "sizing")}
+            | {"block_size": r["sizing"]["effective_block_size"]}
+            for r in runs
+        ],
         "control": {
             "prompt_len": control["prompt_len"],
             "assertion_fired": control["assertion"]["fired"],
@@ -331,8 +364,12 @@ def _connector_error(key: str, vllm_name: str, stage: str, message: str) -> dict
         "connector": key,
         "connector_label": _conn(key).label,
         "kv_connector": vllm_name,
-        "error": {"kind": "internals", "stage": stage, "message": message,
-                  "traceback": traceback.format_exc()},
+        "error": {
+            "kind": "internals",
+            "stage": stage,
+            "message": message,
+            "traceback": traceback.format_exc(),
+        },
     }
 
 
@@ -344,23 +381,28 @@ def check_importable(registry: dict[str, Any], vllm_name: str) -> None:
             loader()
     except ImportError as exc:
         missing = getattr(exc, "name", None)
-        detail = f"it needs the Python module {missing!r}, not installed here" if missing \
+        detail = (
+            f"it needs the Python module {missing!r}, not installed here"
+            if missing
             else f"{type(exc).__name__}: {exc}"
-        raise InternalsError("import the connector", f"{vllm_name} cannot be loaded: {detail}") \
-            from exc
+        )
+        raise InternalsError("import the connector", f"{vllm_name} cannot be loaded: {detail}") from exc
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "engine": "inprocess",
-                           "python": observe.python_info(), "spec": spec}
+    out: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "engine": "inprocess",
+        "python": observe.python_info(),
+        "spec": spec,
+    }
     t0 = time.perf_counter()
     try:
         import vllm
         import vllm.config
         import vllm.v1.core.sched.scheduler
     except ImportError as exc:
-        out["error"] = {"kind": "no_vllm", "stage": "import vllm",
-                        "message": f"{type(exc).__name__}: {exc}"}
+        out["error"] = {"kind": "no_vllm", "stage": "import vllm", "message": f"{type(exc).__name__}: {exc}"}
         return out
     try:
         out["vllm"] = vllm_facts()
@@ -376,17 +418,15 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 "kind": "connector_missing",
                 "stage": "find the connector",
                 "message": f"this vLLM has no {', '.join(missing)} connector "
-                           f"(it has: {', '.join(sorted(present)) or 'none'})",
+                f"(it has: {', '.join(sorted(present)) or 'none'})",
             }
             return out
         if spec.get("hotfix"):  # pd-doctor hotfix (issue 13): patch before any scheduler exists
             out["hotfix"] = hotfix.apply([present[k] for k in wanted])
         import_s = time.perf_counter() - t0
-        out["prefix_match_unit_supported"] = "prefix_match_unit" in drive.field_names(
-            vllm.config.CacheConfig)
+        out["prefix_match_unit_supported"] = "prefix_match_unit" in drive.field_names(vllm.config.CacheConfig)
         setup = Setup(spec)
-        out["timings"] = {"import_s": round(import_s, 3),
-                          "config_s": round(setup.config_s, 3)}
+        out["timings"] = {"import_s": round(import_s, 3), "config_s": round(setup.config_s, 3)}
         out["mamba_cache_modes_accepted"] = setup.accepted_modes
         out["model"] = setup.facts
         if not setup.facts["has_mamba_state"]:
@@ -406,16 +446,24 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             except InternalsError as exc:
                 results.append(_connector_error(key, present[key], exc.stage, exc.message))
             except Exception as exc:
-                results.append(_connector_error(key, present[key], "run the connector",
-                                                f"{type(exc).__name__}: {exc}"))
+                results.append(
+                    _connector_error(key, present[key], "run the connector", f"{type(exc).__name__}: {exc}")
+                )
         out["results"] = results
     except InternalsError as exc:
-        out["error"] = {"kind": "internals", "stage": exc.stage, "message": exc.message,
-                        "traceback": traceback.format_exc()}
+        out["error"] = {
+            "kind": "internals",
+            "stage": exc.stage,
+            "message": exc.message,
+            "traceback": traceback.format_exc(),
+        }
     except Exception as exc:
-        out["error"] = {"kind": "internals", "stage": "run the harness",
-                        "message": f"{type(exc).__name__}: {exc}",
-                        "traceback": traceback.format_exc()}
+        out["error"] = {
+            "kind": "internals",
+            "stage": "run the harness",
+            "message": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(),
+        }
     out.setdefault("timings", {})["total_s"] = round(time.perf_counter() - t0, 3)
     return out
 
@@ -431,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
         import resource
 
         result.setdefault("timings", {})["peak_rss_mb"] = round(
-            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1
+        )
     except ImportError:  # pragma: no cover - not on Linux
         pass
     tmp = ns.out + ".tmp"

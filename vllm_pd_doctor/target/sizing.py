@@ -35,8 +35,7 @@ def model_class(model_config: Any) -> Any:
     from vllm.model_executor.models import ModelRegistry
 
     try:
-        cls, _arch = ModelRegistry.resolve_model_cls(model_config.architecture,
-                                                     model_config=model_config)
+        cls, _arch = ModelRegistry.resolve_model_cls(model_config.architecture, model_config=model_config)
     except TypeError:  # older signature
         cls, _arch = ModelRegistry.resolve_model_cls(model_config.architectures)
     return cls
@@ -62,8 +61,9 @@ def model_facts(model_config: Any) -> dict[str, Any]:
         "has_inner_state": _flag(model_config, "has_inner_state"),
         "supports_mamba_prefix_caching": _flag(model_config, "supports_mamba_prefix_caching"),
         "has_mamba_state_classmethods": has_state,
-        "has_mamba_state": bool(has_state and (_flag(model_config, "is_hybrid") or
-                                               _flag(model_config, "is_attention_free"))),
+        "has_mamba_state": bool(
+            has_state and (_flag(model_config, "is_hybrid") or _flag(model_config, "is_attention_free"))
+        ),
     }
 
 
@@ -87,14 +87,22 @@ def layer_counts(model_config: Any, parallel_config: Any) -> dict[str, Any]:
         kinds = [str(t) for t in types]
         attn = sum(k in ("full_attention", "attention", "hybrid") for k in kinds)
         mamba = sum(k in ("linear_attention", "mamba", "hybrid") for k in kinds)
-        return {"total": total, "attention": attn, "mamba": mamba,
-                "from": "hf_text_config.layer_types",
-                "kinds": sorted(set(kinds))}
+        return {
+            "total": total,
+            "attention": attn,
+            "mamba": mamba,
+            "from": "hf_text_config.layer_types",
+            "kinds": sorted(set(kinds)),
+        }
     count = model_config.get_num_layers_by_block_type
     attn = int(count(parallel_config, "attention"))
     mamba = int(count(parallel_config, "mamba")) or total - attn
-    return {"total": total, "attention": attn, "mamba": mamba,
-            "from": "ModelConfig.get_num_layers_by_block_type"}
+    return {
+        "total": total,
+        "attention": attn,
+        "mamba": mamba,
+        "from": "ModelConfig.get_num_layers_by_block_type",
+    }
 
 
 def _backend(platform: str) -> Any:
@@ -102,8 +110,9 @@ def _backend(platform: str) -> Any:
     enum = getattr(reg, "AttentionBackendEnum", None) or getattr(reg, "_Backend", None)
     member = getattr(enum, PLATFORM_BACKENDS[platform], None) if enum is not None else None
     if member is None or not hasattr(member, "get_class"):
-        raise SizingError("choose the attention backend",
-                          f"this vLLM has no {PLATFORM_BACKENDS[platform]} backend entry")
+        raise SizingError(
+            "choose the attention backend", f"this vLLM has no {PLATFORM_BACKENDS[platform]} backend entry"
+        )
     return member.get_class()
 
 
@@ -140,8 +149,9 @@ def align_block_size(vllm_config: Any, platform: str, requested: int | None) -> 
     backend = _backend(platform)
     finder = next((n for n in FINDERS if hasattr(pcls, n)), None)
     if finder is None or not hasattr(pcls, "update_block_size_for_backend"):
-        raise SizingError("size the KV cache blocks",
-                          "the platform has no update_block_size_for_backend / backend finder")
+        raise SizingError(
+            "size the KV cache blocks", "the platform has no update_block_size_for_backend / backend finder"
+        )
     found: Any = [backend] if finder.endswith("s") else backend
     sized: Any = type("PdDoctorPlatform", (pcls,), {finder: classmethod(lambda cls, _vc: found)})
     sized.update_block_size_for_backend(vllm_config)
@@ -158,32 +168,43 @@ def align_block_size(vllm_config: Any, platform: str, requested: int | None) -> 
     }
 
 
-def kv_cache_specs(vllm_config: Any, cls: Any, counts: dict[str, Any], platform: str,
-                   ) -> dict[str, Any]:
+def kv_cache_specs(
+    vllm_config: Any,
+    cls: Any,
+    counts: dict[str, Any],
+    platform: str,
+) -> dict[str, Any]:
     iface = importlib.import_module("vllm.v1.kv_cache_interface")
     from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE
 
-    mc, cache, pc = vllm_config.model_config, vllm_config.cache_config, \
-        vllm_config.parallel_config
-    kv_dtype = mc.dtype if cache.cache_dtype == "auto" else \
-        STR_DTYPE_TO_TORCH_DTYPE[cache.cache_dtype]
+    mc, cache, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
+    kv_dtype = mc.dtype if cache.cache_dtype == "auto" else STR_DTYPE_TO_TORCH_DTYPE[cache.cache_dtype]
     specs: dict[str, Any] = {}
     if counts["attention"]:
-        attn = construct("build FullAttentionSpec", iface.FullAttentionSpec,
-                         block_size=int(cache.block_size),
-                         num_kv_heads=mc.get_num_kv_heads(pc), head_size=mc.get_head_size(),
-                         dtype=kv_dtype)
+        attn = construct(
+            "build FullAttentionSpec",
+            iface.FullAttentionSpec,
+            block_size=int(cache.block_size),
+            num_kv_heads=mc.get_num_kv_heads(pc),
+            head_size=mc.get_head_size(),
+            dtype=kv_dtype,
+        )
         backend = _backend(platform)
         if hasattr(backend, "customize_spec"):
             attn = backend.customize_spec(attn)
         for i in range(counts["attention"]):
             specs[f"model.layers.{i}.self_attn.attn"] = attn
     shapes, dtypes = mamba_state(vllm_config, cls)
-    mamba = construct("build MambaSpec", iface.MambaSpec,
-                      shapes=shapes, dtypes=dtypes,
-                      block_size=int(cache.mamba_block_size or cache.block_size),
-                      page_size_padded=getattr(cache, "mamba_page_size_padded", None),
-                      mamba_cache_mode=cache.mamba_cache_mode, num_speculative_blocks=0)
+    mamba = construct(
+        "build MambaSpec",
+        iface.MambaSpec,
+        shapes=shapes,
+        dtypes=dtypes,
+        block_size=int(cache.mamba_block_size or cache.block_size),
+        page_size_padded=getattr(cache, "mamba_page_size_padded", None),
+        mamba_cache_mode=cache.mamba_cache_mode,
+        num_speculative_blocks=0,
+    )
     for i in range(counts["mamba"]):
         specs[f"model.layers.{i}.mixer"] = mamba
     return specs
@@ -201,8 +222,11 @@ def resolve_layout(vllm_config: Any, specs: dict[str, Any], platform: str) -> st
     return str(getattr(layout, "name", layout))
 
 
-def kv_cache_config(vllm_config: Any, specs: dict[str, Any], num_blocks: int,
-                    ) -> tuple[Any, int, int]:
+def kv_cache_config(
+    vllm_config: Any,
+    specs: dict[str, Any],
+    num_blocks: int,
+) -> tuple[Any, int, int]:
     """vLLM's own KV cache grouping for these layers, and (scheduler, hash) block sizes."""
     kcu = importlib.import_module("vllm.v1.core.kv_cache_utils")
     get_configs = getattr(kcu, "get_kv_cache_configs", None)
@@ -228,8 +252,13 @@ def describe_groups(kv: Any) -> list[dict[str, Any]]:
     out = []
     for g in kv.kv_cache_groups:
         spec = g.kv_cache_spec
-        out.append({"spec": type(spec).__name__, "layers": len(g.layer_names),
-                    "block_size": int(spec.block_size),
-                    "mamba_cache_mode": getattr(spec, "mamba_cache_mode", None),
-                    "page_size_bytes": int(getattr(spec, "page_size_bytes", 0))})
+        out.append(
+            {
+                "spec": type(spec).__name__,
+                "layers": len(g.layer_names),
+                "block_size": int(spec.block_size),
+                "mamba_cache_mode": getattr(spec, "mamba_cache_mode", None),
+                "page_size_bytes": int(getattr(spec, "page_size_bytes", 0)),
+            }
+        )
     return out

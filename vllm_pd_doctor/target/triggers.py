@@ -18,13 +18,13 @@ else:  # pragma: no cover - run as a plain script
 
 TRIGGERS: dict[str, str] = {
     "same-prompt": "the same prompt twice: the first request caches the truncated prompt, "
-                   "the second one hits it",
+    "the second one hits it",
     "shared-prefix": "a different prompt with the same first N-1 tokens (the last token "
-                     "differs) after the warm-up",
+    "differs) after the warm-up",
     "chunked": "the shared-prefix traffic with a small batch budget (max_num_batched_tokens = "
-               "one block), so prefills run in chunks",
+    "one block), so prefills run in chunks",
     "preempt": "a cold prompt one block longer, preempted by the scheduler's own preemption "
-               "path after its first chunk and rescheduled: the truncation must not run twice",
+    "path after its first chunk and rescheduled: the truncation must not run twice",
 }
 ASSERT_53514 = ("num_new_tokens", "> 0")
 
@@ -46,8 +46,13 @@ def describe_exception(exc: BaseException, rid: str, rec: observe.Recorder) -> d
     function = (loc or {}).get("function")
     location = f"{loc['file']}:{loc['line']}" if loc else None
     is_assert = isinstance(exc, AssertionError)
-    rec.emit("assertion" if is_assert else "exception", request_id=rid, location=location,
-             statement=statement, exception=type(exc).__name__)
+    rec.emit(
+        "assertion" if is_assert else "exception",
+        request_id=rid,
+        location=location,
+        statement=statement,
+        exception=type(exc).__name__,
+    )
     return {
         "fired": True,
         "kind": "assertion" if is_assert else "exception",
@@ -61,14 +66,27 @@ def describe_exception(exc: BaseException, rid: str, rec: observe.Recorder) -> d
     }
 
 
-NOT_FIRED: dict[str, Any] = {"fired": False, "kind": None, "matches_53514": False,
-                             "location": None, "statement": None, "message": None,
-                             "traceback": None}
+NOT_FIRED: dict[str, Any] = {
+    "fired": False,
+    "kind": None,
+    "matches_53514": False,
+    "location": None,
+    "statement": None,
+    "message": None,
+    "traceback": None,
+}
 
 
-def run_variant(name: str, build: Callable[[int], tuple[Any, Any]], n: int, block: int,
-                vocab: int, default_budget: int, rec: observe.Recorder,
-                phase_prefix: str = "") -> dict[str, Any]:
+def run_variant(
+    name: str,
+    build: Callable[[int], tuple[Any, Any]],
+    n: int,
+    block: int,
+    vocab: int,
+    default_budget: int,
+    rec: observe.Recorder,
+    phase_prefix: str = "",
+) -> dict[str, Any]:
     """One trigger variant on a fresh scheduler. `build(budget)` -> (scheduler, factory)."""
     small = block
     budget = small if name in ("chunked", "preempt") else default_budget
@@ -79,12 +97,15 @@ def run_variant(name: str, build: Callable[[int], tuple[Any, Any]], n: int, bloc
     hooks = observe.wrap_connector(rec, connector)
     lookups = observe.wrap_lookups(rec, scheduler.kv_cache_manager)
     if not lookups:
-        raise drive.InternalsError("watch the prefix-cache lookup",
-                                   "the KV cache manager has none of "
-                                   + ", ".join(observe.LOOKUP_METHODS))
+        raise drive.InternalsError(
+            "watch the prefix-cache lookup",
+            "the KV cache manager has none of " + ", ".join(observe.LOOKUP_METHODS),
+        )
+
     # Each request gets its own kv_transfer_params (vLLM marks them, e.g. _p_side_truncated).
     def params() -> dict[str, Any]:
         return {"do_remote_decode": True}
+
     prompt = prompt_tokens(n, vocab)
     warm_len: int | None = n
     preempt_after = None
@@ -99,8 +120,10 @@ def run_variant(name: str, build: Callable[[int], tuple[Any, Any]], n: int, bloc
         preempt_after = 1
     else:
         raise drive.InternalsError("choose the trigger", f"unknown trigger {name!r}")
+
     def steps(m: int) -> int:
         return -(-m // budget) + 8
+
     warm_res = None
     if warm_len is not None:
         rec.phase = f"{phase_prefix}warmup"
@@ -112,14 +135,18 @@ def run_variant(name: str, build: Callable[[int], tuple[Any, Any]], n: int, bloc
     trig = factory.make(rid, trigger_prompt, params())
     assertion = dict(NOT_FIRED)
     try:
-        res = drive.run_request(scheduler, rec, trig, steps(len(trigger_prompt)),
-                                preempt_after=preempt_after)
+        res = drive.run_request(scheduler, rec, trig, steps(len(trigger_prompt)), preempt_after=preempt_after)
     except drive.InternalsError:
         raise
     except Exception as exc:
         assertion = describe_exception(exc, rid, rec)
-        res = {"len_before": len(trigger_prompt), "len_after": len(trig.prompt_token_ids),
-               "scheduled_tokens": 0, "scheduled_steps": [], "preempted_by": None}
+        res = {
+            "len_before": len(trigger_prompt),
+            "len_after": len(trig.prompt_token_ids),
+            "scheduled_tokens": 0,
+            "scheduled_steps": [],
+            "preempted_by": None,
+        }
     truncation = observe.summarize(rec, rid)
     truncations = len(rec.of_kind("truncate", rid))
     return {
@@ -140,7 +167,8 @@ def run_variant(name: str, build: Callable[[int], tuple[Any, Any]], n: int, bloc
         "wrapped": {"connector_hooks": hooks, "lookups": lookups},
         "connector_class": drive.qualname(type(connector)),
         "connector_scheduler_class": drive.qualname(
-            type(getattr(connector, "connector_scheduler", None) or connector)),
+            type(getattr(connector, "connector_scheduler", None) or connector)
+        ),
     }
 
 
@@ -151,5 +179,7 @@ def granularity_note(n: int, hash_block: int) -> str | None:
     lower = ((n - 1) // hash_block) * hash_block + 1
     upper = lower + hash_block
     would = f"N = {lower} or {upper}" if lower > 1 else f"N = {upper}"
-    return (f"N-1 = {n - 1} is not a multiple of the prefix-cache hash granularity "
-            f"{hash_block}, so no lookup can hit exactly N-1 tokens; {would} would")
+    return (
+        f"N-1 = {n - 1} is not a multiple of the prefix-cache hash granularity "
+        f"{hash_block}, so no lookup can hit exactly N-1 tokens; {would} would"
+    )
