@@ -301,6 +301,17 @@ def test_excerpt_starting_inside_a_key_block_leaks_nothing(start: int) -> None:
         assert "ERROR boom" in out and "next line" in out
 
 
+def test_redacting_a_whole_log_keeps_its_line_numbers() -> None:
+    """The bundle redacts a log before cutting excerpts: a key block's lines stay lines, so the
+    excerpts' line numbers are the file's."""
+    log = planted_log()
+    out = Redactor(context([])).text(log)
+    assert out.count("\n") == log.count("\n")
+    n = log.splitlines().index("AssertionError: assert num_new_tokens > 0")
+    assert out.splitlines()[n] == "AssertionError: assert num_new_tokens > 0"
+    assert not any(b in out for b in RSA_BODY + OPENSSH_BODY)
+
+
 def test_structured_values_keep_json_valid_and_ordinary_values() -> None:
     env = planted_env()
     red = Redactor(context([]))

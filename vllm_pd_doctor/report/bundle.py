@@ -287,9 +287,9 @@ def build(
     if g.config_text is not None:
         config_name = red.text(str(inputs.config))
         if g.config_text.ok:
-            files["raw/config" + (inputs.config.suffix if inputs.config else "")] = red.text(
-                g.config_text.value[0]
-            )
+            suffix = inputs.config.suffix if inputs.config else ""
+            suffix = suffix if suffix[1:].isalnum() and suffix.isascii() else ""  # .yaml, .sh ...
+            files["raw/config" + suffix] = red.text(g.config_text.value[0])
 
     log_docs, sigs = _logs(g, red, inputs.log_cap, files)
     version = g.interpreter.value.get("vllm_version") if g.interpreter.ok else None

@@ -83,7 +83,7 @@ def run_child(
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        procs.release(proc, grace=2.0)
+        procs.stop_group(proc, grace=2.0)
         proc.communicate()
         raise ChildTimeout(f"did not finish within {timeout:.0f} s") from None
     finally:
