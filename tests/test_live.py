@@ -171,6 +171,25 @@ def test_fixed_trace_truncates_in_on_new_request_before_lookup(
     assert trunc < lookup
 
 
+def test_buggy_release_survives_with_the_hotfix(tmp_path: Path, python_buggy_nixl: str) -> None:
+    """Issue 13: 0.28.0 started with PD_DOCTOR_HOTFIX=53514 survives the N-1 trigger, truncates
+    in on_new_request before the lookup, and a full P->D request returns D's own greedy tokens."""
+    run_dir = tmp_path / "run"
+    rc, doc, err = run_live(python_buggy_nixl, run_dir, "--hotfix")
+    assert rc == 0, err[-3000:]
+    assert doc["reproduced"] is False and doc["assertion"]["fired"] is False
+    t = doc["truncation"]
+    assert t["hook"] == "on_new_request" and t["before_lookup"] is True, t
+    assert t["tokens_removed"] == 1
+    assert any(n.startswith("hotfix: the prefill engine logged: pd-doctor hotfix 53514")
+               for n in doc["notes"]), doc["notes"]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["p_dead"] is False
+    tr = result["transfer"]
+    assert tr["decode_status"] == 200 and tr["matches_reference"] is True, tr
+    assert_clean(run_dir)
+
+
 def test_busy_port_exits_3(tmp_path: Path, python_fixed_nixl: str) -> None:
     python = python_fixed_nixl
     with socket.socket() as s:

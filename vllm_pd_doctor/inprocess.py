@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor import targetrun
+from vllm_pd_doctor import hotfix, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.model import (
     Assertion,
@@ -61,6 +61,8 @@ class ReproOptions:
     kv_role: str = "kv_producer"
     model: Path | None = None
     timeout: float = 600.0
+    hotfix: bool = False
+    """Apply pd-doctor's #53514 backport (target/hotfix.py) before building the scheduler."""
 
     @property
     def effective_prompt_len(self) -> int:
@@ -92,7 +94,7 @@ def parse_connectors(value: str) -> tuple[str, ...]:
 
 def make_options(*, connector: str, block_size: int, prompt_len: int | None,
                  mamba_cache_mode: str | None, kv_role: str, model: Path | None,
-                 timeout: float) -> ReproOptions:
+                 timeout: float, hotfix: bool = False) -> ReproOptions:
     connectors = parse_connectors(connector)
     if block_size < 1:
         raise BadInput(f"--block-size {block_size}: must be a positive number of tokens",
@@ -123,7 +125,7 @@ def make_options(*, connector: str, block_size: int, prompt_len: int | None,
         raise BadInput(f"--timeout {timeout}: must be positive")
     return ReproOptions(connectors=connectors, block_size=block_size, prompt_len=prompt_len,
                         mamba_cache_mode=mamba_cache_mode, kv_role=kv_role, model=model,
-                        timeout=timeout)
+                        timeout=timeout, hotfix=hotfix)
 
 
 def _check_hybrid_config(cfg: Path) -> None:
@@ -156,6 +158,7 @@ def run_inprocess(python: str, opts: ReproOptions, progress: Progress = quiet) -
         "kv_role": opts.kv_role,
         "model_dir": str(model),
         "max_model_len": DEFAULT_MAX_MODEL_LEN,
+        "hotfix": opts.hotfix,
     }
     with phase(progress, f"running the in-process harness in {python} (vLLM "
                          f"{interp.vllm_version or '?'}); importing vLLM takes a few seconds"):
@@ -172,6 +175,10 @@ def parse_answer(answer: dict[str, Any], python: str, opts: ReproOptions) -> Rep
     if err:
         _raise_for(err, opts, answer)
     results = tuple(_verdict(r) for r in answer.get("results", []))
+    patches = hotfix.patches_by_connector(answer)  # pd-doctor hotfix (issue 13)
+    if patches is not None:
+        results = tuple(dataclasses.replace(r, hotfix=patches.get(r.connector, ()))
+                        for r in results)
     report = ReproReport(
         engine="inprocess",
         vllm=VllmInstall(version=str(vinfo.get("version", "?")), path=str(vinfo.get("path", "?")),

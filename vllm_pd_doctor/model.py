@@ -143,6 +143,32 @@ class ScenarioConfig:
 
 
 @dataclass(frozen=True)
+class HotfixPatch:
+    """What the opt-in #53514 hotfix (`repro --hotfix`, target/hotfix.py) did to one class."""
+
+    connector: str
+    class_name: str
+    status: str
+    """patched, already patched, not needed, refused, no truncation, unavailable (or patch:
+    planned, in `hotfix status`)."""
+    reason: str
+    kv_connectors: tuple[str, ...] = ()
+    hook: str | None = None
+    scheduler_class: str | None = None
+    helper: str | None = None
+    helper_at: str | None = None
+    late_call_at: str | None = None
+    early_call_at: str | None = None
+    guard: str | None = None
+    guard_source: str | None = None
+    """release (the release's own `_p_side_truncated` guard) or added (pd-doctor's)."""
+
+    @property
+    def applied(self) -> bool:
+        return self.status in ("patched", "already patched")
+
+
+@dataclass(frozen=True)
 class ConnectorVerdict:
     """The repro verdict for one connector on one vLLM installation."""
 
@@ -166,6 +192,22 @@ class ConnectorVerdict:
     events: tuple[Event, ...] = ()
     error: RunError | None = None
     elapsed_s: float | None = None
+    hotfix: tuple[HotfixPatch, ...] | None = None
+    """None: no hotfix asked; else what it did to this connector's classes."""
+
+    @property
+    def hotfix_verdict(self) -> str | None:
+        """'fixed by hotfix', 'not fixed by hotfix', or 'hotfix not applied: ...' (None: not asked)."""
+        if self.hotfix is None or not self.ran:
+            return None
+        if not any(p.applied for p in self.hotfix):
+            why = "; ".join(f"{p.class_name}: {p.status} ({p.reason})" for p in self.hotfix)
+            return f"hotfix not applied: {why or 'no class of this connector found'}"
+        a, t, c = self.assertion, self.truncation, self.control
+        ok = (a is not None and not a.fired and t is not None and t.hook == "on_new_request"
+              and t.before_lookup is True and t.tokens_removed >= 1
+              and c is not None and not c.assertion_fired)
+        return "fixed by hotfix" if ok else "NOT fixed by hotfix"
 
     @property
     def ran(self) -> bool:

@@ -8,6 +8,7 @@ the local prefix-cache lookup (read from its source). Any condition that is know
 
 from __future__ import annotations
 
+from vllm_pd_doctor import hotfix
 from vllm_pd_doctor.checkconfig.inspect_vllm import sites_for
 from vllm_pd_doctor.checkconfig.rules.context import (
     PRODUCING,
@@ -64,10 +65,12 @@ def exposure(ctx: Context, probe: ProbeResult | None = None) -> Exposure:
         verdict = Verdict.unknown
     if probe is not None and probe.ran and probe.reproduced and verdict is not Verdict.not_exposed:
         verdict = Verdict.exposed
-    return Exposure(verdict=verdict, sides=tuple(sides), fixes=_fixes(verdict, sides), probe=probe)
+    python = ctx.vllm.python if ctx.vllm is not None else None
+    return Exposure(verdict=verdict, sides=tuple(sides), fixes=_fixes(verdict, sides, python),
+                    probe=probe)
 
 
-def _fixes(verdict: Verdict, sides: list[SideExposure]) -> tuple[str, ...]:
+def _fixes(verdict: Verdict, sides: list[SideExposure], python: str | None) -> tuple[str, ...]:
     if verdict is Verdict.not_exposed:
         return ()
     fixes: list[str] = []
@@ -83,6 +86,8 @@ def _fixes(verdict: Verdict, sides: list[SideExposure]) -> tuple[str, ...]:
         "every prefill recomputes the whole prompt (no prefix reuse on P), and for "
         "hybrid models mamba_cache_mode becomes none"
     )
+    if any(r.kind is ReasonKind.late_truncation for x in sides for r in x.why):
+        fixes.append(hotfix.advice(python))
     return tuple(fixes)
 
 

@@ -109,6 +109,9 @@ def repro(
                                            help="Seconds before the run is "
                                            "stopped.")] = 600.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
+    hotfix: Annotated[bool, typer.Option(
+        "--hotfix", help="Apply pd-doctor's opt-in #53514 backport (pd-doctor hotfix) first; "
+                         "the verdict says whether it fixed the release.")] = False,
     debug: DebugOpt = False,
 ) -> None:
     progress = progress_printer(not quiet)
@@ -127,7 +130,7 @@ def repro(
                 mamba_cache_mode=mamba_cache_mode, kv_role=kv_role, model=model,
                 prefill_url=prefill_url, decode_url=decode_url, confirm_remote=confirm_remote,
                 run_dir=run_dir, prefill_port=prefill_port, decode_port=decode_port,
-                device=device, timeout=timeout)
+                device=device, timeout=timeout, hotfix=hotfix)
             interpreter = _interpreter(python, vllm, package, progress, nixl=not live_opts.remote)
             report = live.run_live(interpreter, live_opts, progress)
             as_list = "all" in (k.strip().lower() for k in connector.split(","))
@@ -135,7 +138,7 @@ def repro(
             opts = inprocess.make_options(
                 connector=connector, block_size=block_size if block_size is not None else 16,
                 prompt_len=prompt_len, mamba_cache_mode=mamba_cache_mode, kv_role=kv_role,
-                model=model, timeout=timeout)
+                model=model, timeout=timeout, hotfix=hotfix)
             interpreter = _interpreter(python, vllm, package, progress)
             for w in opts.warnings():
                 hint(w)

@@ -63,6 +63,9 @@ def verdict_to_dict(report: ReproReport, r: ConnectorVerdict) -> dict[str, Any]:
         "events": [e.to_dict() for e in r.events],
         "elapsed_s": r.elapsed_s,
     })
+    if r.hotfix is not None:
+        doc["hotfix"] = {"applied": any(p.applied for p in r.hotfix), "verdict": r.hotfix_verdict,
+                         "patched": [dataclasses.asdict(p) for p in r.hotfix]}
     return doc
 
 

@@ -67,6 +67,10 @@ def verdict_panel(report: ReproReport, r: ConnectorVerdict) -> Panel:
         grid.add_row("call site", f"{t.call_site.location}  {t.call_site.code}")
     if t.statement is not None:
         grid.add_row("statement", f"{t.statement.location}  {t.statement.code}  [{t.statement.function}]")
+    if r.hotfix_verdict is not None:
+        grid.add_row("hotfix #53514", r.hotfix_verdict + "".join(
+            f"\n  {p.status} {p.class_name}.{p.hook} -> {p.helper} ({p.helper_at})"
+            for p in r.hotfix or () if p.applied))
     grid.add_row("prompt", f"{r.prompt_len_before} -> {r.prompt_len_after} tokens")
     grid.add_row("local prefix hit", f"{r.hit_tokens} tokens")
     grid.add_row("scheduled", f"{r.scheduled_tokens} tokens")

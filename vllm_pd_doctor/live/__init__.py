@@ -70,7 +70,8 @@ def run_local(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
             t = time.perf_counter()
             for eng in pair:
                 engines.start_engine(engines.engine_command(python, eng, model, tiny, device, lo),
-                                     engines.engine_env(python, eng, pypath, device, run_dir),
+                                     engines.engine_env(python, eng, pypath, device, run_dir,
+                                                       hotfix=lo.hotfix),
                                      eng, run_dir)
                 progress(f"starting the {eng.role} engine (vLLM {interp.vllm_version}, {device}, "
                          f"{lo.entry.label}, HTTP {eng.port}, side channel {eng.side_port}, pid "
@@ -110,12 +111,18 @@ def run_local(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
                        vllm=VllmInstall(version=interp.vllm_version or "?",
                                         path=interp.vllm_path or "?", python=python),
                        results=(verdict,), available_connectors=_available(), timings=timings,
-                       notes=tuple(_local_notes(res, events, p_eng, d_eng, run_dir)))
+                       notes=tuple(_local_notes(res, events, p_eng, d_eng, run_dir, lo, log_text)))
 
 
 def _local_notes(res: ProbeResult, events: list[dict[str, Any]], p_eng: engines.Engine,
-                 d_eng: engines.Engine, run_dir: Path) -> list[str]:
+                 d_eng: engines.Engine, run_dir: Path, lo: LiveOptions,
+                 log_text: str | None) -> list[str]:
     out = notes(res)
+    if lo.hotfix:
+        line = evidence.hotfix_line(log_text or "")
+        out.append(f"hotfix: the prefill engine logged: {line}" if line else
+                   "hotfix: asked for, but the prefill engine logged no 'pd-doctor hotfix' line "
+                   "(was the plugin loaded?)")
     for frm, to in evidence.conv_layout_restored(events):
         out.append(f"this vLLM's CPU platform set VLLM_SSM_CONV_STATE_LAYOUT={frm} (it does so "
                    f"on CPUs with AMX), which NIXL cannot transfer for Mamba; pd-doctor's plugin "

@@ -22,6 +22,8 @@ from typing import Any
 
 from vllm_pd_doctor import envs, procs, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.hotfix import ENV as HOTFIX_ENV
+from vllm_pd_doctor.hotfix import ISSUE as HOTFIX_ISSUE
 from vllm_pd_doctor.inprocess import repro_dir
 from vllm_pd_doctor.live.client import Client
 from vllm_pd_doctor.live.evidence import tail
@@ -215,7 +217,7 @@ def engine_command(python: str, eng: Engine, model: Path, tiny: bool, device: st
 
 
 def engine_env(python: str, eng: Engine, pythonpath: str, device: str,
-               run_dir: Path) -> dict[str, str]:
+               run_dir: Path, *, hotfix: bool = False) -> dict[str, str]:
     extra = {
         "VLLM_NIXL_SIDE_CHANNEL_HOST": "127.0.0.1",
         "VLLM_NIXL_SIDE_CHANNEL_PORT": str(eng.side_port),
@@ -227,6 +229,8 @@ def engine_env(python: str, eng: Engine, pythonpath: str, device: str,
         TRACE_ENV: str(eng.trace),
         RUN_ENV: str(run_dir),
     }
+    if hotfix:  # the plugin applies pd-doctor's #53514 backport in the EngineCore (issue 13)
+        extra[HOTFIX_ENV] = HOTFIX_ISSUE
     if device == "cpu":
         extra.update({"UCX_TLS": "tcp,self,sm", "UCX_NET_DEVICES": "lo",
                       "VLLM_CPU_OMP_THREADS_BIND": "0" if eng.role == "prefill" else "1"})

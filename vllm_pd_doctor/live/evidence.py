@@ -159,3 +159,12 @@ def conv_layout_restored(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
     found = {(str(e.get("from")), str(e.get("to"))) for e in events
              if e.get("kind") == "conv_state_layout_restored"}
     return sorted(found)
+
+
+def hotfix_line(log_text: str) -> str | None:
+    """The one line pd-doctor's hotfix logs at start in the EngineCore (what it patched)."""
+    for line in log_text.splitlines():
+        i = line.find("pd-doctor hotfix ")
+        if i >= 0:
+            return line[i:].strip()
+    return None

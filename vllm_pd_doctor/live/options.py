@@ -49,6 +49,8 @@ class LiveOptions:
     device: str | None = None
     """cpu or cuda; None: cuda for a CUDA vLLM build with a visible GPU, else cpu."""
     timeout: float = 600.0
+    hotfix: bool = False
+    """Start the engines with PD_DOCTOR_HOTFIX=53514 (pd-doctor's plugin applies the backport)."""
     """Seconds for the whole run (the engines' start-up gets at most `startup_timeout`)."""
     startup_timeout: float = 420.0
 
@@ -110,7 +112,7 @@ def from_repro_options(*, connector: str, block_size: int | None, prompt_len: in
                        mamba_cache_mode: str | None, kv_role: str, model: Path | None,
                        prefill_url: str | None, decode_url: str | None, confirm_remote: bool,
                        run_dir: Path | None, prefill_port: int | None, decode_port: int | None,
-                       device: str | None, timeout: float) -> LiveOptions:
+                       device: str | None, timeout: float, hotfix: bool = False) -> LiveOptions:
     """The repro command's options, checked, as a live run's (BadInput on a bad one).
 
     `kv_role` is checked like the in-process engine checks it; the live pair is always a
@@ -151,4 +153,4 @@ def from_repro_options(*, connector: str, block_size: int | None, prompt_len: in
                        decode_url=decode_url, confirm_remote=confirm_remote,
                        run_dir=run_dir.expanduser() if run_dir else None,
                        prefill_port=prefill_port, decode_port=decode_port, device=device,
-                       timeout=timeout)
+                       timeout=timeout, hotfix=hotfix)

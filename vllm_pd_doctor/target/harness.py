@@ -27,10 +27,11 @@ import traceback
 from typing import Any
 
 if __package__:
-    from . import connectors, observe
+    from . import connectors, hotfix, observe
 else:  # pragma: no cover - run as a plain script
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import connectors  # type: ignore[no-redef]
+    import hotfix  # type: ignore[no-redef]
     import observe  # type: ignore[no-redef]
 
 SCHEMA_VERSION = 1
@@ -573,6 +574,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                            f"(it has: {', '.join(sorted(present)) or 'none'})",
             }
             return out
+        if spec.get("hotfix"):  # pd-doctor hotfix (issue 13): patch before any scheduler exists
+            out["hotfix"] = hotfix.apply([present[k] for k in wanted])
         import_s = time.perf_counter() - t0
         setup = Setup(spec)
         out["timings"] = {"import_s": round(import_s, 3),

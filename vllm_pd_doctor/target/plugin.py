@@ -7,7 +7,8 @@ its connector hooks, its KV cache manager lookups and its `add_request` / `sched
 with the same watchers as the in-process engine (observe.py). Every event is appended to the
 trace file as one JSON line. The scheduler's behaviour is not changed; the one setting it may
 touch is the Mamba conv-state layout, and only when pd-doctor asks (keep_conv_state_layout).
-Stdlib + vLLM only.
+With PD_DOCTOR_HOTFIX=53514 it also applies the opt-in #53514 backport (hotfix.py), which does
+change the scheduler's behaviour: that is its purpose. Stdlib + vLLM only.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 import threading
 from typing import Any
 
-from . import observe
+from . import hotfix, observe
 
 ENV_TRACE = "PD_DOCTOR_TRACE"
 ENV_CONV_LAYOUT = "PD_DOCTOR_CONV_STATE_LAYOUT"
@@ -128,7 +129,10 @@ def keep_conv_state_layout(path: str) -> None:
 
 
 def register() -> None:
-    """Entry point (vllm.general_plugins). Active only when PD_DOCTOR_TRACE is set."""
+    """Entry point (vllm.general_plugins). Active only when PD_DOCTOR_TRACE or PD_DOCTOR_HOTFIX
+    is set. The hotfix (PD_DOCTOR_HOTFIX=53514, target/hotfix.py) is registered first so that
+    it patches the connector classes before the tracer wraps the connector's hooks."""
+    hotfix.register()
     path = os.environ.get(ENV_TRACE)
     if not path:
         return

@@ -1,0 +1,365 @@
+"""`pd-doctor hotfix`: put the opt-in #53514 backport into a vLLM environment, say where it stands.
+
+The backport itself is `target/hotfix.py` (stdlib + vLLM only, runs inside vLLM). `install` copies
+it, with the connector registry it reads, into the environment's site-packages as a small
+distribution of its own (`pd-doctor-hotfix`: a package, a dist-info with a `vllm.general_plugins`
+entry point and a RECORD of every file), without any of pd-doctor's dependencies. It stays
+inert until an engine starts with PD_DOCTOR_HOTFIX=53514 in its environment. `uninstall` removes
+exactly the files its RECORD lists (and the bytecode Python compiled from them). `status` says
+whether it is installed, enabled in the environment it is asked from, and needed by the
+installed release (observed: the same plan the plugin would follow, run in that interpreter).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_pd_doctor import __version__, targetrun
+from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.model import HotfixPatch
+
+ENV = "PD_DOCTOR_HOTFIX"
+ISSUE = "53514"
+ENV_SETTING = f"{ENV}={ISSUE}"
+DIST = "pd-doctor-hotfix"
+PACKAGE = "pd_doctor_hotfix"
+INSTALLER = "pd-doctor"
+ENTRY_POINT = f"{PACKAGE}.hotfix:register"
+SOURCES = ("hotfix.py", "hotfix_plan.py", "connectors.py")
+"""Files of `vllm_pd_doctor/target/` the installed plugin needs (stdlib + vLLM only)."""
+APPLIED = ("patched", "already patched")
+
+_INIT = '''"""pd-doctor's opt-in runtime backport of the vLLM #53514 fix (installed by `pd-doctor hotfix
+install`; inert unless the engine's environment holds PD_DOCTOR_HOTFIX=53514). Remove it with
+`pd-doctor hotfix uninstall --python <this environment's python>`."""
+'''
+
+_WHERE = (
+    "import json, os, sys, sysconfig, importlib.util, importlib.metadata as md\n"
+    "eps = []\n"
+    "for ep in md.entry_points(group='vllm.general_plugins'):\n"
+    "    dist = getattr(getattr(ep, 'dist', None), 'name', None)\n"
+    "    eps.append({'name': ep.name, 'value': ep.value, 'dist': dist})\n"
+    "p = sysconfig.get_paths()['purelib']\n"
+    "print(json.dumps({'purelib': p, 'writable': os.access(p, os.W_OK),"
+    " 'vllm': importlib.util.find_spec('vllm') is not None, 'plugins': eps}))\n"
+)
+
+
+@dataclass(frozen=True)
+class Installed:
+    """The pd-doctor-hotfix distribution found in an environment."""
+
+    dist_info: Path
+    version: str
+    files: tuple[Path, ...]
+    """Every file RECORD lists (absolute)."""
+    current: bool
+    """The installed module files are byte-identical to this pd-doctor's."""
+
+
+@dataclass(frozen=True)
+class Status:
+    """Where the hotfix stands for one environment."""
+
+    python: str
+    site_packages: str
+    installed: Installed | None
+    other_plugins: tuple[str, ...]
+    """Other `vllm.general_plugins` entry points that apply it too (pd-doctor's own plugin)."""
+    enabled: bool
+    """PD_DOCTOR_HOTFIX=53514 in the environment `status` was asked from."""
+    vllm_version: str | None
+    plan: tuple[HotfixPatch, ...]
+    """What the plugin would do to each connector class of that release (observed there)."""
+    plan_error: str | None = None
+
+    @property
+    def needed(self) -> bool | None:
+        """True: some connector truncates late and would be patched; None: could not tell."""
+        if self.plan_error is not None or not self.plan:
+            return None
+        return any(p.status in ("patch", *APPLIED) for p in self.plan)
+
+
+@dataclass(frozen=True)
+class Change:
+    """What install / uninstall did."""
+
+    python: str
+    site_packages: str
+    files: tuple[str, ...]
+    """Paths written (install) or removed (uninstall), relative to site-packages."""
+
+
+# ----------------------------------------------------------------------------- environment
+
+
+def _target_dir() -> Path:
+    return targetrun.TARGET_DIR
+
+
+def site_packages(python: str) -> tuple[Path, bool, bool, list[dict[str, Any]]]:
+    """(purelib, writable, has vllm, vllm.general_plugins entry points) of the interpreter."""
+    info = targetrun.ask(python, _WHERE, timeout=60)
+    purelib = info.get("purelib")
+    if not isinstance(purelib, str):
+        raise CouldNotRun(f"--python {python}: did not say where its site-packages is")
+    return Path(purelib), bool(info.get("writable")), bool(info.get("vllm")), list(info.get("plugins") or [])
+
+
+def _record_hash(data: bytes) -> str:
+    digest = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def _dist_info_name() -> str:
+    return f"{PACKAGE}-{__version__}.dist-info"
+
+
+def _payload() -> dict[str, bytes]:
+    """Relative path -> content of every file install writes, RECORD excluded."""
+    files: dict[str, bytes] = {f"{PACKAGE}/__init__.py": _INIT.encode()}
+    for name in SOURCES:
+        files[f"{PACKAGE}/{name}"] = (_target_dir() / name).read_bytes()
+    di = _dist_info_name()
+    files[f"{di}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: {DIST}\nVersion: {__version__}\n"
+        f"Summary: pd-doctor's opt-in runtime backport of the vLLM #{ISSUE} fix "
+        f"(active only with {ENV_SETTING})\n"
+    ).encode()
+    files[f"{di}/entry_points.txt"] = f"[vllm.general_plugins]\npd_doctor_hotfix = {ENTRY_POINT}\n".encode()
+    files[f"{di}/INSTALLER"] = f"{INSTALLER}\n".encode()
+    files[f"{di}/top_level.txt"] = f"{PACKAGE}\n".encode()
+    return files
+
+
+def find_installed(purelib: Path) -> Installed | None:
+    found = sorted(purelib.glob(f"{PACKAGE}-*.dist-info"))
+    if not found:
+        return None
+    di = found[-1]
+    record = di / "RECORD"
+    files: list[Path] = []
+    current = True
+    want = _payload()
+    try:
+        lines = record.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        rel, _, rest = line.partition(",")
+        if not rel:
+            continue
+        path = _inside(purelib, rel)
+        files.append(path)
+        if rel.startswith(f"{PACKAGE}/") and rel in want:
+            current = current and rest.split(",")[0] == _record_hash(want[rel])
+    version = di.name[len(PACKAGE) + 1 : -len(".dist-info")]
+    return Installed(dist_info=di, version=version, files=tuple(files), current=current)
+
+
+def _inside(purelib: Path, rel: str) -> Path:
+    path = (purelib / rel).resolve()
+    root = purelib.resolve()
+    if root not in path.parents:
+        raise CouldNotRun(f"{DIST}'s RECORD names {rel!r}, outside {purelib}: not touching it")
+    return path
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def install(python: str) -> Change:
+    """Write the plugin distribution into the interpreter's site-packages (replacing ours)."""
+    purelib, writable, has_vllm, _ = site_packages(python)
+    if not has_vllm:
+        raise CouldNotRun(
+            f"no vLLM in {python}: the hotfix is a vLLM plugin",
+            hint="point --python at the interpreter of your vLLM environment",
+        )
+    if not writable:
+        raise CouldNotRun(f"cannot write to {purelib}", hint="run as the environment's owner")
+    if find_installed(purelib) is not None:
+        uninstall(python)
+    files = _payload()
+    di = _dist_info_name()
+    record_rows = [f"{rel},{_record_hash(data)},{len(data)}" for rel, data in files.items()]
+    record_rows.append(f"{di}/RECORD,,")
+    files[f"{di}/RECORD"] = ("\n".join(record_rows) + "\n").encode()
+    written: list[str] = []
+    try:
+        for rel, data in files.items():
+            path = purelib / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            written.append(rel)
+    except OSError as exc:
+        _remove(purelib, written)
+        raise CouldNotRun(f"cannot install {DIST} into {purelib}: {exc}") from None
+    return Change(python=python, site_packages=str(purelib), files=tuple(written))
+
+
+def uninstall(python: str) -> Change:
+    """Remove exactly what install wrote (RECORD) and the bytecode compiled from it."""
+    purelib, _, _, _ = site_packages(python)
+    inst = find_installed(purelib)
+    if inst is None:
+        raise BadInput(
+            f"{DIST} is not installed in {purelib}", hint=f"pd-doctor hotfix status --python {python}"
+        )
+    try:
+        who = (inst.dist_info / "INSTALLER").read_text(encoding="utf-8").strip()
+    except OSError:
+        who = ""
+    if who != INSTALLER:
+        raise CouldNotRun(
+            f"{inst.dist_info} was not installed by pd-doctor (INSTALLER "
+            f"{who or 'missing'}): not removing it",
+            hint=f"remove it with the tool that installed it (pip uninstall {DIST})",
+        )
+    rels = [p.relative_to(purelib.resolve()).as_posix() for p in inst.files]
+    removed = _remove(purelib, rels)
+    return Change(python=python, site_packages=str(purelib), files=tuple(removed))
+
+
+def _remove(purelib: Path, rels: list[str]) -> list[str]:
+    removed: list[str] = []
+    dirs: set[Path] = set()
+    for rel in rels:
+        path = purelib / rel
+        if path.suffix == ".py":
+            cache = path.parent / "__pycache__"
+            for pyc in sorted(cache.glob(f"{path.stem}.*.pyc")):
+                pyc.unlink()
+                removed.append(pyc.relative_to(purelib).as_posix())
+            dirs.add(cache)
+        if path.is_file() or path.is_symlink():
+            path.unlink()
+            removed.append(rel)
+        dirs.add(path.parent)
+    for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+        if d != purelib and d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+    return removed
+
+
+def status(
+    python: str, environ: dict[str, str] | None = None, *, deep: bool = False, timeout: float = 300.0
+) -> Status:
+    """Installed? enabled (PD_DOCTOR_HOTFIX in `environ`)? needed by that release?
+
+    Needed is read from the installed source with `ast` (no import, a second), or with `deep`
+    from the plan the plugin itself would follow, run in `python` (imports vLLM).
+    """
+    env = os.environ if environ is None else environ
+    purelib, _, has_vllm, plugins = site_packages(python)
+    inst = find_installed(purelib)
+    others = tuple(
+        f"{p['name']} = {p['value']}"
+        for p in plugins
+        if str(p.get("value", "")).startswith("vllm_pd_doctor.")
+    )
+    plan: tuple[HotfixPatch, ...] = ()
+    err: str | None = None
+    version: str | None = None
+    interp = targetrun.probe_interpreter(python)
+    version = interp.vllm_version
+    if not has_vllm or interp.vllm_path is None:
+        err = "no vLLM in this interpreter"
+    elif deep:
+        run = targetrun.run_module(python, "hotfix", [], timeout=timeout, what="the hotfix plan")
+        version = (run.answer.get("vllm") or {}).get("version") or version
+        err = run.answer.get("error")
+        plan = tuple(patch_from_dict(d) for d in run.answer.get("plan") or ())
+    else:
+        plan = plan_from_source(Path(interp.vllm_path))
+    return Status(
+        python=python,
+        site_packages=str(purelib),
+        installed=inst,
+        other_plugins=others,
+        enabled=env.get(ENV, "").strip() == ISSUE,
+        vllm_version=version,
+        plan=plan,
+        plan_error=err,
+    )
+
+
+def plan_from_source(vllm_path: Path) -> tuple[HotfixPatch, ...]:
+    """Each truncation call site of the installed source, as the plan would word it (ast)."""
+    from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites
+
+    out = []
+    for s in find_sites(vllm_path):
+        if s.before_lookup is None:
+            continue
+        late = s.before_lookup is False
+        out.append(
+            HotfixPatch(
+                connector=s.connector,
+                class_name=s.caller_class or "?",
+                status="patch" if late else "not needed",
+                reason=f"{s.caller} calls {s.helper} "
+                f"{'after' if late else 'before'} the local prefix-cache lookup (source)",
+                helper=s.helper,
+                scheduler_class=s.caller_class,
+                late_call_at=s.location if late else None,
+                early_call_at=None if late else s.location,
+            )
+        )
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------- repro glue
+
+
+def patch_from_dict(d: dict[str, Any]) -> HotfixPatch:
+    return HotfixPatch(
+        connector=str(d.get("connector", "?")),
+        class_name=str(d.get("class") or d.get("kv_connector") or "?"),
+        status=str(d.get("status", "?")),
+        reason=str(d.get("reason", "")),
+        kv_connectors=tuple(d.get("kv_connectors") or ()),
+        hook=d.get("hook"),
+        scheduler_class=d.get("scheduler_class"),
+        helper=d.get("helper"),
+        helper_at=d.get("helper_at"),
+        late_call_at=d.get("late_call_at"),
+        early_call_at=d.get("early_call_at"),
+        guard=d.get("guard"),
+        guard_source=d.get("guard_source"),
+    )
+
+
+def patches_by_connector(answer: dict[str, Any]) -> dict[str, tuple[HotfixPatch, ...]] | None:
+    """The harness's `hotfix` answer grouped by connector key (None: no hotfix was asked)."""
+    entries = answer.get("hotfix")
+    if entries is None:
+        return None
+    out: dict[str, list[HotfixPatch]] = {}
+    for d in entries:
+        out.setdefault(str(d.get("connector")), []).append(patch_from_dict(d))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+# ----------------------------------------------------------------------------- advice
+
+
+def advice(python: str | None) -> str:
+    """The alternative to upgrading, with the exact commands (for check-config and report)."""
+    py = python or "/path/to/vllm-env/bin/python"
+    return (
+        f"if upgrading is not possible yet: pd-doctor's opt-in runtime backport of the fix "
+        f"(truncates in on_new_request through the release's own helper). Verify it on this "
+        f"release: `pd-doctor repro --python {py} --hotfix`; install it into the engines' "
+        f"environment: `pd-doctor hotfix install --python {py}`; enable it by starting the "
+        f"prefill engine with `{ENV_SETTING}` in its environment (it logs one line naming "
+        f"what it patched); check: `pd-doctor hotfix status --python {py}`; remove: "
+        f"`pd-doctor hotfix uninstall --python {py}`"
+    )
