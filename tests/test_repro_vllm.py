@@ -11,12 +11,12 @@ CONNECTORS = ("nixl", "nixl-push", "mooncake")
 
 @pytest.fixture(scope="module")
 def buggy_all(python_buggy, repro_json):
-    return repro_json(python_buggy, "--connector", "all")
+    return repro_json(python_buggy, "--connector", "all", "--block-size", "16")
 
 
 @pytest.fixture(scope="module")
 def fixed_all(python_fixed, repro_json):
-    return repro_json(python_fixed, "--connector", "all")
+    return repro_json(python_fixed, "--connector", "all", "--block-size", "16")
 
 
 def _by_connector(doc):
@@ -72,16 +72,24 @@ def test_buggy_call_site_names_the_scheduler_file(buggy_all):
     d = _by_connector(buggy_all[1])
     assert d["nixl"]["truncation"]["call_site"]["file"].endswith("nixl/pull_scheduler.py")
     assert d["nixl-push"]["truncation"]["call_site"]["file"].endswith("nixl/push_scheduler.py")
-    assert d["mooncake"]["truncation"]["call_site"]["file"].endswith(
-        "mooncake/mooncake_connector.py")
+    assert d["mooncake"]["truncation"]["call_site"]["file"].endswith("mooncake/mooncake_connector.py")
 
 
 def test_single_connector_json_is_an_object(python_buggy, repro_json):
-    rc, doc, err = repro_json(python_buggy)
+    rc, doc, err = repro_json(python_buggy, "--block-size", "16")
     assert rc == 1, err
     assert isinstance(doc, dict)
-    for key in ("schema_version", "vllm", "connector", "assertion", "truncation", "prefix_cache",
-                "prompt", "control", "events"):
+    for key in (
+        "schema_version",
+        "vllm",
+        "connector",
+        "assertion",
+        "truncation",
+        "prefix_cache",
+        "prompt",
+        "control",
+        "events",
+    ):
         assert key in doc
     assert doc["connector"] == "nixl"
     lib = doc["transfer_library"]
@@ -92,14 +100,15 @@ def test_single_connector_json_is_an_object(python_buggy, repro_json):
 
 
 def test_unaligned_prompt_cannot_fire_and_says_why(python_buggy, repro_json):
-    rc, doc, err = repro_json(python_buggy, "--prompt-len", "34")
+    rc, doc, err = repro_json(python_buggy, "--block-size", "16", "--prompt-len", "34")
     assert rc == 0, err
     assert doc["assertion"]["fired"] is False
-    assert "not a multiple of the block size" in err
+    assert "not a multiple of the prefix-cache hash granularity 32" in err
+    assert "N = 33 or 65 would" in err
 
 
 def test_table_output_names_the_assert(python_buggy, cli):
-    proc = cli("repro", "--python", python_buggy, "--quiet")
+    proc = cli("repro", "--python", python_buggy, "--block-size", "16", "--quiet")
     assert proc.returncode == 1, proc.stderr
     assert "REPRODUCED" in proc.stdout
     assert "scheduler.py:967" in proc.stdout

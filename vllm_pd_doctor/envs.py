@@ -43,6 +43,7 @@ both CUDA variants, and newer meta releases ask for a nixl-cu12 that does not ex
 
 _VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z0-9.+-]*)$")
 
+
 @dataclass(frozen=True)
 class ManagedEnv:
     """One provisioned environment."""
@@ -94,8 +95,7 @@ def validate(package: str, version: str) -> None:
     if package not in PACKAGES:
         raise BadInput(f"unknown package {package!r}", hint=f"use one of: {', '.join(PACKAGES)}")
     if not _VERSION_RE.match(version):
-        raise BadInput(f"{version!r} is not a release version",
-                       hint="give a version such as 0.28.0")
+        raise BadInput(f"{version!r} is not a release version", hint="give a version such as 0.28.0")
 
 
 def _load(path: Path) -> ManagedEnv | None:
@@ -104,9 +104,14 @@ def _load(path: Path) -> ManagedEnv | None:
         return None
     try:
         data = json.loads(marker.read_text(encoding="utf-8"))
-        return ManagedEnv(package=data["package"], version=data["version"], path=path,
-                          extras=tuple(data.get("extras", ())),
-                          install_s=data.get("install_s"), created=data.get("created"))
+        return ManagedEnv(
+            package=data["package"],
+            version=data["version"],
+            path=path,
+            extras=tuple(data.get("extras", ())),
+            install_s=data.get("install_s"),
+            created=data.get("created"),
+        )
     except (OSError, ValueError, KeyError):
         return None
 
@@ -218,7 +223,7 @@ def pip_settings() -> dict[str, list[str]]:
 
 def _exists(v: str) -> bool:
     if v.startswith("file://"):
-        v = v[len("file://"):]
+        v = v[len("file://") :]
     return "://" in v or os.path.exists(v)
 
 
@@ -239,14 +244,14 @@ def _run(cmd: list[str], log: Path, what: str, timeout: float) -> None:
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise CouldNotRun(f"{what}: timed out after {timeout:.0f} s",
-                              detail=log.read_text(errors="replace")[-3000:]) from None
+            raise CouldNotRun(
+                f"{what}: timed out after {timeout:.0f} s", detail=log.read_text(errors="replace")[-3000:]
+            ) from None
         finally:
             procs.release(proc)
     if proc.returncode != 0:
         text = log.read_text(errors="replace")
-        raise CouldNotRun(f"{what} failed: {_reason(text)}", hint=f"full log: {log}",
-                          detail=text[-4000:])
+        raise CouldNotRun(f"{what} failed: {_reason(text)}", hint=f"full log: {log}", detail=text[-4000:])
 
 
 def _reason(log: str) -> str:
@@ -273,8 +278,9 @@ def _keep_log(log: Path, name: str) -> Path:
     return dest
 
 
-def ensure(package: str, version: str, *, nixl: bool = False,
-           progress: Progress = quiet, timeout: float = 1800.0) -> ManagedEnv:
+def ensure(
+    package: str, version: str, *, nixl: bool = False, progress: Progress = quiet, timeout: float = 1800.0
+) -> ManagedEnv:
     """Return the environment for package==version, creating it if it is not there yet."""
     validate(package, version)
     path = envs_dir() / env_name(package, version)
@@ -285,30 +291,41 @@ def ensure(package: str, version: str, *, nixl: bool = False,
         if existing is not None:  # add NIXL to a complete environment
             with phase(progress, f"adding NIXL to {existing.name}"):
                 _install_nixl(existing.python, path)
-            return _write_marker(path, package, version, (*existing.extras, "nixl"),
-                                 existing.install_s)
+            return _write_marker(path, package, version, (*existing.extras, "nixl"), existing.install_s)
         if path.exists():
             progress(f"removing incomplete environment {path}")
             shutil.rmtree(path)
         with phase(progress, f"provisioning {package} {version}"):
-            return _create(path, package, version, nixl=nixl, progress=progress,
-                           timeout=timeout)
+            return _create(path, package, version, nixl=nixl, progress=progress, timeout=timeout)
 
 
-def _create(path: Path, package: str, version: str, *, nixl: bool, progress: Progress,
-            timeout: float) -> ManagedEnv:
+def _create(
+    path: Path, package: str, version: str, *, nixl: bool, progress: Progress, timeout: float
+) -> ManagedEnv:
     uv = uv_binary()
     t0 = time.perf_counter()
     path.mkdir(parents=True)
     log = path / "install.log"
     progress(f"creating {path} ({package}=={version}) with uv")
-    _run([uv, "venv", "-q", "--allow-existing", "--python", _python_request(),
-          "--python-preference", "only-system", str(path)],
-         log, f"creating a virtual environment for {package}=={version}", 300)
+    _run(
+        [
+            uv,
+            "venv",
+            "-q",
+            "--allow-existing",
+            "--python",
+            _python_request(),
+            "--python-preference",
+            "only-system",
+            str(path),
+        ],
+        log,
+        f"creating a virtual environment for {package}=={version}",
+        300,
+    )
     python = path / "bin" / "python"
     settings = pip_settings()
-    cmd = [uv, "pip", "install", "--python", str(python), "--compile-bytecode",
-           f"{package}=={version}"]
+    cmd = [uv, "pip", "install", "--python", str(python), "--compile-bytecode", f"{package}=={version}"]
     for fl in settings["find-links"]:
         cmd += ["--find-links", fl]
     for c in settings["constraint"]:
@@ -342,20 +359,31 @@ def _create(path: Path, package: str, version: str, *, nixl: bool, progress: Pro
 
 def _install_nixl(python: Path, path: Path) -> None:
     uv = uv_binary()
-    _run([uv, "pip", "install", "--python", str(python), "--compile-bytecode", "--no-deps",
-          *NIXL_PACKAGES], path / "install.log", "installing NIXL", 600)
+    _run(
+        [uv, "pip", "install", "--python", str(python), "--compile-bytecode", "--no-deps", *NIXL_PACKAGES],
+        path / "install.log",
+        "installing NIXL",
+        600,
+    )
 
 
-def _write_marker(path: Path, package: str, version: str, extras: tuple[str, ...],
-                  install_s: float | None) -> ManagedEnv:
+def _write_marker(
+    path: Path, package: str, version: str, extras: tuple[str, ...], install_s: float | None
+) -> ManagedEnv:
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    data = {"package": package, "version": version, "extras": list(extras),
-            "install_s": install_s, "created": created}
+    data = {
+        "package": package,
+        "version": version,
+        "extras": list(extras),
+        "install_s": install_s,
+        "created": created,
+    }
     tmp = path / (MARKER + ".tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path / MARKER)
-    return ManagedEnv(package=package, version=version, path=path, extras=extras,
-                      install_s=install_s, created=created)
+    return ManagedEnv(
+        package=package, version=version, path=path, extras=extras, install_s=install_s, created=created
+    )
 
 
 MIN_FREE_BYTES = 4 * 1024**3
@@ -369,8 +397,9 @@ def free_bytes() -> int:
     return shutil.disk_usage(probe).free
 
 
-def ensure_or_clean(package: str, version: str, *, progress: Progress = quiet,
-                    timeout: float = 1800.0) -> ManagedEnv:
+def ensure_or_clean(
+    package: str, version: str, *, progress: Progress = quiet, timeout: float = 1800.0
+) -> ManagedEnv:
     """`ensure`, refusing when the disk is nearly full, and removing what a failed install left.
 
     A complete environment is returned as is; otherwise at least MIN_FREE_BYTES must be free.
@@ -382,9 +411,11 @@ def ensure_or_clean(package: str, version: str, *, progress: Progress = quiet,
         return existing
     free = free_bytes()
     if free < MIN_FREE_BYTES:
-        raise CouldNotRun(f"only {free / 1024**3:.1f} GB free under {envs_dir()}; an environment "
-                          f"needs about {MIN_FREE_BYTES / 1024**3:.0f} GB",
-                          hint="remove environments with `pd-doctor envs rm`")
+        raise CouldNotRun(
+            f"only {free / 1024**3:.1f} GB free under {envs_dir()}; an environment "
+            f"needs about {MIN_FREE_BYTES / 1024**3:.0f} GB",
+            hint="remove environments with `pd-doctor envs rm`",
+        )
     try:
         return ensure(package, version, progress=progress, timeout=timeout)
     except BaseException:

@@ -62,15 +62,18 @@ def resolve(name: str, *, what: str = "--model") -> ResolvedModel:
     """A directory holding config.json, a config.json file, or an HF id in the local HF cache."""
     raw = name.strip()
     if not raw:
-        raise ModelNotResolved(f"{what}: empty model name", hint="give a directory, a config.json "
-                               "or a Hugging Face model id")
+        raise ModelNotResolved(
+            f"{what}: empty model name", hint="give a directory, a config.json or a Hugging Face model id"
+        )
     p = Path(raw).expanduser()
     if p.is_dir():
         cfg = p / "config.json"
         if cfg.is_file():
             return ResolvedModel(raw, cfg, "directory")
-        raise ModelNotResolved(f"{what} {raw}: no config.json in that directory",
-                               hint="point at the model directory that holds config.json")
+        raise ModelNotResolved(
+            f"{what} {raw}: no config.json in that directory",
+            hint="point at the model directory that holds config.json",
+        )
     if p.is_file():
         return ResolvedModel(raw, p, "file")
     if looks_like_hf_id(raw):
@@ -81,8 +84,11 @@ def resolve(name: str, *, what: str = "--model") -> ResolvedModel:
         raise ModelNotResolved(
             f"{what} {raw}: not in the local Hugging Face cache ({hf_cache_dir()})",
             hint=f"run `huggingface-cli download {raw} config.json` where the hub is reachable, or "
-                 f"save its config.json into a directory and pass --model DIR "
-                 f"(pd-doctor looks under {target}, offline)")
-    raise ModelNotResolved(f"{what} {raw}: no such file or directory",
-                           hint="give a directory with config.json, a config.json, or a Hugging "
-                                "Face model id present in the local HF cache")
+            f"save its config.json into a directory and pass --model DIR "
+            f"(pd-doctor looks under {target}, offline)",
+        )
+    raise ModelNotResolved(
+        f"{what} {raw}: no such file or directory",
+        hint="give a directory with config.json, a config.json, or a Hugging "
+        "Face model id present in the local HF cache",
+    )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor import hotfix, targetrun
+from vllm_pd_doctor import hfmodel, hotfix, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.model import (
     Assertion,
@@ -23,6 +23,7 @@ from vllm_pd_doctor.model import (
     ReproReport,
     RunError,
     ScenarioConfig,
+    TriggerRun,
     Truncation,
     VllmInstall,
 )
@@ -31,7 +32,9 @@ from vllm_pd_doctor.target import connectors
 
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
 MAMBA_CACHE_MODES = ("align", "all", "none")
-DEFAULT_MAX_MODEL_LEN = 4096
+PLATFORMS = ("cpu", "cuda")
+TRIGGERS = ("same-prompt", "shared-prefix", "chunked", "preempt")
+"""Trigger variants (the harness's `triggers.TRIGGERS` describes each)."""
 
 
 def repro_dir() -> Path:
@@ -40,8 +43,9 @@ def repro_dir() -> Path:
     for cand in (here / "_repro", here.parent / "repro"):
         if cand.is_dir():
             return cand
-    raise CouldNotRun("pd-doctor's repro assets are missing (repro/ or vllm_pd_doctor/_repro/)",
-                      hint="reinstall pd-doctor")
+    raise CouldNotRun(
+        "pd-doctor's repro assets are missing (repro/ or vllm_pd_doctor/_repro/)", hint="reinstall pd-doctor"
+    )
 
 
 def default_model_dir() -> Path:
@@ -54,27 +58,24 @@ class ReproOptions:
 
     connectors: tuple[str, ...]
     """Connector keys, or ("all",)."""
-    block_size: int = 16
+    block_size: int | None = None
+    """--block-size as requested; None: the platform's default (vLLM then aligns it)."""
     prompt_len: int | None = None
-    """N; default 2 x block size + 1 so that N-1 is block aligned."""
+    """N; default blocks x W + 1 with W the effective block size."""
     mamba_cache_mode: str | None = None
     kv_role: str = "kv_producer"
     model: Path | None = None
     timeout: float = 600.0
+    blocks: int | None = None
+    prefix_match_unit: int | None = None
+    platform: str | None = None
+    """cpu or cuda; None: the target vLLM's own platform."""
+    triggers: tuple[str, ...] = ("same-prompt",)
     hotfix: bool = False
     """Apply pd-doctor's #53514 backport (target/hotfix.py) before building the scheduler."""
 
-    @property
-    def effective_prompt_len(self) -> int:
-        return self.prompt_len if self.prompt_len is not None else 2 * self.block_size + 1
-
     def warnings(self) -> list[str]:
-        n = self.effective_prompt_len
-        if (n - 1) % self.block_size:
-            return [f"--prompt-len {n}: N-1 = {n - 1} is not a multiple of the block size "
-                    f"{self.block_size}, so no prefix-cache hit can cover exactly N-1 tokens; "
-                    f"the assertion cannot fire in this scenario (use N = k x "
-                    f"{self.block_size} + 1 to test for the bug)"]
+        """Nothing to warn about before the run: the harness explains N against vLLM's sizes."""
         return []
 
 
@@ -87,48 +88,91 @@ def parse_connectors(value: str) -> tuple[str, ...]:
         return ("all",)
     for k in keys:
         if k not in known:
-            raise BadInput(f"--connector {k}: unknown connector",
-                           hint=f"use one of {', '.join(known)}, or all")
+            raise BadInput(
+                f"--connector {k}: unknown connector", hint=f"use one of {', '.join(known)}, or all"
+            )
     return tuple(dict.fromkeys(keys))
 
 
-def make_options(*, connector: str, block_size: int, prompt_len: int | None,
-                 mamba_cache_mode: str | None, kv_role: str, model: Path | None,
-                 timeout: float, hotfix: bool = False) -> ReproOptions:
-    connectors = parse_connectors(connector)
-    if block_size < 1:
-        raise BadInput(f"--block-size {block_size}: must be a positive number of tokens",
-                       hint="use e.g. --block-size 16")
+def parse_triggers(value: str) -> tuple[str, ...]:
+    names = tuple(t.strip().lower() for t in value.split(",") if t.strip())
+    if "all" in names:
+        return TRIGGERS
+    bad = [t for t in names if t not in TRIGGERS]
+    if bad or not names:
+        raise BadInput(
+            f"--trigger {value}: unknown trigger",
+            hint=f"use one of {', '.join(TRIGGERS)}, a comma list, or all",
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def _positive(flag: str, value: int | None, hint: str) -> None:
+    if value is not None and value < 1:
+        raise BadInput(f"{flag} {value}: must be a positive number", hint=hint)
+
+
+def make_options(
+    *,
+    connector: str,
+    block_size: int | None,
+    prompt_len: int | None,
+    mamba_cache_mode: str | None,
+    kv_role: str,
+    model: Path | str | None,
+    timeout: float,
+    blocks: int | None = None,
+    prefix_match_unit: int | None = None,
+    platform: str | None = None,
+    trigger: str = "same-prompt",
+    hotfix: bool = False,
+) -> ReproOptions:
+    conns = parse_connectors(connector)
+    _positive("--block-size", block_size, "use e.g. --block-size 16, or omit it for the platform's default")
+    _positive("--blocks", blocks, "use e.g. --blocks 2 (N = 2 x W + 1)")
+    _positive("--prefix-match-unit", prefix_match_unit, "use e.g. --prefix-match-unit 16")
     if prompt_len is not None and prompt_len < 2:
-        raise BadInput(f"--prompt-len {prompt_len}: must be at least 2 (the prefill side keeps "
-                       "N-1 tokens, and at least one of them must be cached)",
-                       hint=f"omit it for the default {2 * block_size + 1}, or use k x "
-                            f"{block_size} + 1")
-    n = prompt_len if prompt_len is not None else 2 * block_size + 1
-    if n + 2 > DEFAULT_MAX_MODEL_LEN:
-        raise BadInput(f"--prompt-len {n}: longer than the harness's max model length "
-                       f"{DEFAULT_MAX_MODEL_LEN - 2}", hint="use a shorter prompt")
+        raise BadInput(
+            f"--prompt-len {prompt_len}: must be at least 2 (the prefill side keeps "
+            "N-1 tokens, and at least one of them must be cached)",
+            hint="omit it for the default W + 1 (W: the effective block size)",
+        )
+    if prompt_len is not None and blocks is not None:
+        raise BadInput("--prompt-len and --blocks both given", hint="use one of them")
     if kv_role not in KV_ROLES:
         raise BadInput(f"--kv-role {kv_role}: unknown role", hint=f"use one of {', '.join(KV_ROLES)}")
     if mamba_cache_mode is not None and mamba_cache_mode not in MAMBA_CACHE_MODES:
-        raise BadInput(f"--mamba-cache-mode {mamba_cache_mode}: unknown mode",
-                       hint=f"use one of {', '.join(MAMBA_CACHE_MODES)}")
+        raise BadInput(
+            f"--mamba-cache-mode {mamba_cache_mode}: unknown mode",
+            hint=f"use one of {', '.join(MAMBA_CACHE_MODES)}",
+        )
+    if platform is not None and platform not in PLATFORMS:
+        raise BadInput(f"--platform {platform}: unknown platform", hint=f"use one of {', '.join(PLATFORMS)}")
+    model_dir = None
     if model is not None:
-        model = model.expanduser()
-        cfg = model / "config.json" if model.is_dir() else model
-        if not cfg.is_file():
-            raise BadInput(f"--model {model}: no config.json there",
-                           hint="give a directory holding a Hugging Face style config.json")
-        model = cfg.parent
-        _check_hybrid_config(cfg)
+        resolved = hfmodel.resolve(str(model))
+        _check_json(resolved.config_path)
+        model_dir = resolved.directory.resolve()
     if timeout <= 0:
         raise BadInput(f"--timeout {timeout}: must be positive")
-    return ReproOptions(connectors=connectors, block_size=block_size, prompt_len=prompt_len,
-                        mamba_cache_mode=mamba_cache_mode, kv_role=kv_role, model=model,
-                        timeout=timeout, hotfix=hotfix)
+    return ReproOptions(
+        connectors=conns,
+        block_size=block_size,
+        prompt_len=prompt_len,
+        mamba_cache_mode=mamba_cache_mode,
+        kv_role=kv_role,
+        model=model_dir,
+        timeout=timeout,
+        blocks=blocks,
+        prefix_match_unit=prefix_match_unit,
+        platform=platform,
+        triggers=parse_triggers(trigger),
+        hotfix=hotfix,
+    )
 
 
-def _check_hybrid_config(cfg: Path) -> None:
+def _check_json(cfg: Path) -> None:
+    """vLLM decides whether the model is hybrid; here only: is it a JSON object at all."""
     from vllm_pd_doctor import limits
 
     text = limits.read_config_text(cfg, f"--model {cfg}")  # bounded, UTF-8 or BadInput
@@ -136,13 +180,11 @@ def _check_hybrid_config(cfg: Path) -> None:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise BadInput(f"--model {cfg}: not valid JSON ({exc})") from None
-    layers = data.get("layer_types") or data.get("layers_block_type") if isinstance(data, dict) \
-        else None
-    if not isinstance(layers, list) or "attention" not in layers or \
-            all(t == "attention" for t in layers):
-        raise BadInput(f"--model {cfg}: the in-process engine needs a hybrid config whose "
-                       "layer_types list holds both 'attention' and mamba layers",
-                       hint="omit --model to use the bundled tiny hybrid config")
+    if not isinstance(data, dict) or not data.get("architectures"):
+        raise BadInput(
+            f"--model {cfg}: no `architectures` list in this config.json",
+            hint="give a Hugging Face style config.json (vLLM picks the model class from its architectures)",
+        )
 
 
 def run_inprocess(python: str, opts: ReproOptions, progress: Progress = quiet) -> ReproReport:
@@ -153,17 +195,28 @@ def run_inprocess(python: str, opts: ReproOptions, progress: Progress = quiet) -
     spec = {
         "connectors": list(opts.connectors),
         "block_size": opts.block_size,
-        "prompt_len": opts.effective_prompt_len,
+        "prompt_len": opts.prompt_len,
+        "blocks": opts.blocks,
+        "prefix_match_unit": opts.prefix_match_unit,
+        "platform": opts.platform,
+        "triggers": list(opts.triggers),
         "mamba_cache_mode": opts.mamba_cache_mode,
         "kv_role": opts.kv_role,
         "model_dir": str(model),
-        "max_model_len": DEFAULT_MAX_MODEL_LEN,
         "hotfix": opts.hotfix,
     }
-    with phase(progress, f"running the in-process harness in {python} (vLLM "
-                         f"{interp.vllm_version or '?'}); importing vLLM takes a few seconds"):
-        run = targetrun.run_module(python, "harness", ["--spec", json.dumps(spec)],
-                                   timeout=opts.timeout, what="the in-process harness")
+    with phase(
+        progress,
+        f"running the in-process harness in {python} (vLLM "
+        f"{interp.vllm_version or '?'}); importing vLLM takes a few seconds",
+    ):
+        run = targetrun.run_module(
+            python,
+            "harness",
+            ["--spec", json.dumps(spec)],
+            timeout=opts.timeout,
+            what="the in-process harness",
+        )
     report = parse_answer(run.answer, python, opts)
     progress(f"harness finished in {run.wall_s:.1f} s")
     return report
@@ -174,15 +227,25 @@ def parse_answer(answer: dict[str, Any], python: str, opts: ReproOptions) -> Rep
     vinfo = answer.get("vllm") or {}
     if err:
         _raise_for(err, opts, answer)
+    if answer.get("not_affected"):
+        return ReproReport(
+            engine="inprocess",
+            vllm=VllmInstall(
+                version=str(vinfo.get("version", "?")), path=str(vinfo.get("path", "?")), python=python
+            ),
+            results=(),
+            timings={k: float(v) for k, v in (answer.get("timings") or {}).items()},
+            not_affected=dict(answer["not_affected"]),
+        )
     results = tuple(_verdict(r) for r in answer.get("results", []))
     patches = hotfix.patches_by_connector(answer)  # pd-doctor hotfix (issue 13)
     if patches is not None:
-        results = tuple(dataclasses.replace(r, hotfix=patches.get(r.connector, ()))
-                        for r in results)
+        results = tuple(dataclasses.replace(r, hotfix=patches.get(r.connector, ())) for r in results)
     report = ReproReport(
         engine="inprocess",
-        vllm=VllmInstall(version=str(vinfo.get("version", "?")), path=str(vinfo.get("path", "?")),
-                         python=python),
+        vllm=VllmInstall(
+            version=str(vinfo.get("version", "?")), path=str(vinfo.get("path", "?")), python=python
+        ),
         results=results,
         available_connectors=tuple(answer.get("available_connectors", ())),
         timings={k: float(v) for k, v in (answer.get("timings") or {}).items()},
@@ -193,8 +256,11 @@ def parse_answer(answer: dict[str, Any], python: str, opts: ReproOptions) -> Rep
         if failed and len(failed) == len(results):
             e = failed[0].error
             assert e is not None
-            _raise_for({"kind": e.kind, "stage": e.stage, "message": e.message,
-                        "traceback": e.traceback}, opts, answer)
+            _raise_for(
+                {"kind": e.kind, "stage": e.stage, "message": e.message, "traceback": e.traceback},
+                opts,
+                answer,
+            )
     return report
 
 
@@ -205,41 +271,114 @@ def _raise_for(err: dict[str, Any], opts: ReproOptions, answer: dict[str, Any]) 
     accepted = answer.get("mamba_cache_modes_accepted")
     if opts.mamba_cache_mode and accepted is not None and opts.mamba_cache_mode not in accepted:
         version = (answer.get("vllm") or {}).get("version", "?")
-        raise BadInput(f"--mamba-cache-mode {opts.mamba_cache_mode}: vLLM {version} does not "
-                       "accept it with prefix caching",
-                       hint=f"use one of: {', '.join(accepted) or 'none'}")
+        raise BadInput(
+            f"--mamba-cache-mode {opts.mamba_cache_mode}: vLLM {version} does not "
+            "accept it with prefix caching",
+            hint=f"use one of: {', '.join(accepted) or 'none'}",
+        )
+    if opts.prefix_match_unit and answer.get("prefix_match_unit_supported") is False:
+        version = (answer.get("vllm") or {}).get("version", "?")
+        raise BadInput(
+            f"--prefix-match-unit {opts.prefix_match_unit}: vLLM {version} has no "
+            "prefix_match_unit (its hash granularity is the block size)"
+        )
+    if stage == "build ModelConfig":
+        version = (answer.get("vllm") or {}).get("version", "?")
+        raise BadInput(
+            f"--model {opts.model or default_model_dir()}: vLLM {version} cannot read "
+            f"this config.json: {msg.split(' failed: ', 1)[-1]}",
+            hint="fix the config.json (vLLM validates it with transformers)",
+        )
     if kind == "no_vllm":
-        raise CouldNotRun(f"vLLM cannot be imported in this interpreter: {msg}",
-                          hint="point --python at your vLLM environment's interpreter")
+        raise CouldNotRun(
+            f"vLLM cannot be imported in this interpreter: {msg}",
+            hint="point --python at your vLLM environment's interpreter",
+        )
     if kind == "connector_missing":
         raise CouldNotRun(msg, hint="use --connector all to run every connector this vLLM has")
-    raise CouldNotRun(f"cannot drive this vLLM's internals while trying to {stage}: {msg}",
-                      hint="this vLLM may be too old or too new for the in-process engine; "
-                           "rerun with --debug and report it",
-                      detail=err.get("traceback"))
+    raise CouldNotRun(
+        f"cannot drive this vLLM's internals while trying to {stage}: {msg}",
+        hint="this vLLM may be too old or too new for the in-process engine; "
+        "rerun with --debug and report it",
+        detail=err.get("traceback"),
+    )
 
 
 def _notes(results: tuple[ConnectorVerdict, ...]) -> list[str]:
-    notes = []
+    notes = [f"{r.label}: {n}" for r in results for n in r.notes]
     for r in results:
         if r.transfer_library and r.transfer_library_installed is False:
-            notes.append(f"{r.label}: the transfer library ({r.transfer_library}) is not "
-                         "installed; it is not needed for the scheduler half this run drives")
+            notes.append(
+                f"{r.label}: the transfer library ({r.transfer_library}) is not "
+                "installed; it is not needed for the scheduler half this run drives"
+            )
     return notes
+
+
+def _assertion(a: dict[str, Any]) -> Assertion:
+    return Assertion(
+        fired=bool(a.get("fired")),
+        location=a.get("location"),
+        statement=a.get("statement"),
+        matches_53514=bool(a.get("matches_53514", False)),
+        traceback=a.get("traceback"),
+        kind=a.get("kind"),
+        message=a.get("message"),
+    )
+
+
+def _trigger(t: dict[str, Any]) -> TriggerRun:
+    tr = t.get("truncation") or {}
+    return TriggerRun(
+        name=str(t["name"]),
+        description=str(t.get("description", "")),
+        prompt_len=int(t["prompt_len"]),
+        assertion=_assertion(t["assertion"]),
+        hit_tokens=t.get("hit_tokens"),
+        truncation_hook=str(tr.get("hook") or "none"),
+        before_lookup=tr.get("before_lookup"),
+        truncations=int(t.get("truncations") or 0),
+        prompt_len_after=(t.get("prompt") or {}).get("len_after"),
+        scheduled_tokens=t.get("scheduled_tokens"),
+        max_num_batched_tokens=t.get("max_num_batched_tokens"),
+        warmup_len=t.get("warmup_len"),
+        preempted_by=t.get("preempted_by"),
+        events=tuple(Event.from_dict(e) for e in t.get("events", [])),
+    )
+
+
+def _control(c: dict[str, Any]) -> Control:
+    hit = c.get("hit_tokens")
+    return Control(
+        prompt_len=int(c["prompt_len"]),
+        assertion_fired=bool(c["assertion_fired"]),
+        hit_tokens=hit,
+        scheduled_tokens=int(c.get("scheduled_tokens") or 0),
+        truncation_hook=str(c.get("truncation_hook") or "none"),
+        label=f"control (prompt {c['prompt_len']}, hit {hit})",
+        matches_53514=bool(c.get("matches_53514", False)),
+        location=c.get("assertion_location"),
+        statement=c.get("assertion_statement"),
+    )
 
 
 def _verdict(r: dict[str, Any]) -> ConnectorVerdict:
     key = str(r.get("connector", "?"))
-    base = ConnectorVerdict(connector=key, label=str(r.get("connector_label", key)),
-                            kv_connector=str(r.get("kv_connector", "?")))
+    base = ConnectorVerdict(
+        connector=key, label=str(r.get("connector_label", key)), kv_connector=str(r.get("kv_connector", "?"))
+    )
     if "error" in r:
         e = r["error"]
-        return dataclasses.replace(base, error=RunError(
-            kind=str(e.get("kind")), stage=str(e.get("stage")), message=str(e.get("message")),
-            traceback=e.get("traceback")))
-    a = r["assertion"]
+        return dataclasses.replace(
+            base,
+            error=RunError(
+                kind=str(e.get("kind")),
+                stage=str(e.get("stage")),
+                message=str(e.get("message")),
+                traceback=e.get("traceback"),
+            ),
+        )
     t = r["truncation"]
-    c = r["control"]
     cfg = r["config"]
     lib = r.get("transfer_library") or {}
     return dataclasses.replace(
@@ -248,22 +387,27 @@ def _verdict(r: dict[str, Any]) -> ConnectorVerdict:
         connector_scheduler_class=r.get("connector_scheduler_class"),
         transfer_library=lib.get("module"),
         transfer_library_installed=lib.get("installed"),
-        config=ScenarioConfig(block_size=int(cfg["block_size"]), prompt_len=int(cfg["prompt_len"]),
-                              mamba_cache_mode=str(cfg["mamba_cache_mode"]),
-                              kv_role=str(cfg["kv_role"]), model=str(cfg["model_dir"])),
-        assertion=Assertion(fired=bool(a["fired"]), location=a.get("location"),
-                            statement=a.get("statement"),
-                            matches_53514=bool(a.get("matches_53514", False)),
-                            traceback=a.get("traceback")),
+        config=ScenarioConfig(
+            block_size=int(cfg["block_size"]),
+            prompt_len=int(cfg["prompt_len"]),
+            mamba_cache_mode=str(cfg["mamba_cache_mode"]),
+            kv_role=str(cfg["kv_role"]),
+            model=str(cfg["model_dir"]),
+            requested_block_size=cfg.get("requested_block_size"),
+            hash_block_size=cfg.get("hash_block_size"),
+            platform=cfg.get("platform"),
+            max_num_batched_tokens=cfg.get("max_num_batched_tokens"),
+        ),
+        assertion=_assertion(r["assertion"]),
         truncation=Truncation.from_observed(t),
         hit_tokens=r["prefix_cache"].get("hit_tokens"),
         prompt_len_before=r["prompt"].get("len_before"),
         prompt_len_after=r["prompt"].get("len_after"),
         scheduled_tokens=r.get("scheduled_tokens"),
-        control=Control(prompt_len=int(c["prompt_len"]), assertion_fired=bool(c["assertion_fired"]),
-                        hit_tokens=c.get("hit_tokens"),
-                        scheduled_tokens=int(c.get("scheduled_tokens") or 0),
-                        truncation_hook=str(c.get("truncation_hook") or "none")),
+        control=_control(r["control"]),
         events=tuple(Event.from_dict(e) for e in r.get("events", [])),
         elapsed_s=r.get("elapsed_s"),
+        triggers=tuple(_trigger(x) for x in r.get("triggers", [])),
+        notes=tuple(str(n) for n in r.get("notes", [])),
+        sizing=dict(r.get("sizing") or {}),
     )

@@ -98,9 +98,15 @@ class MatrixReport:
 
 def repro_options(timeout: float = 600.0) -> inprocess.ReproOptions:
     """The scenario every matrix cell runs: all connectors, block 16, N = 33, kv_producer."""
-    return inprocess.make_options(connector="all", block_size=16, prompt_len=None,
-                                  mamba_cache_mode=None, kv_role="kv_producer", model=None,
-                                  timeout=timeout)
+    return inprocess.make_options(
+        connector="all",
+        block_size=16,
+        prompt_len=None,
+        mamba_cache_mode=None,
+        kv_role="kv_producer",
+        model=None,
+        timeout=timeout,
+    )
 
 
 def cells_of(report: ReproReport) -> tuple[MatrixCell, ...]:
@@ -119,9 +125,13 @@ def _cell(key: str, r: ConnectorVerdict | None) -> MatrixCell:
     if not r.ran or r.assertion is None:
         return MatrixCell(key, NOT_RUNNABLE, reason="no verdict")
     t = r.truncation
-    return MatrixCell(key, FIRED if r.assertion.fired else NOT_FIRED,
-                      hook=t.hook if t else None, call_site=t.call_site if t else None,
-                      assertion_location=r.assertion.location)
+    return MatrixCell(
+        key,
+        FIRED if r.assertion.fired else NOT_FIRED,
+        hook=t.hook if t else None,
+        call_site=t.call_site if t else None,
+        assertion_location=r.assertion.location,
+    )
 
 
 def _reason(exc: BaseException) -> str:
@@ -149,8 +159,13 @@ class _Runner:
             env = envs.ensure_or_clean(self.package, release, progress=self.progress)
         except Exception as exc:
             self.progress(f"{release}: could not provision: {_reason(exc)}")
-            return ReleaseRow(release, NOT_PROVISIONED, reason=_reason(exc), cached=False,
-                              provision_s=round(time.perf_counter() - t0, 2))
+            return ReleaseRow(
+                release,
+                NOT_PROVISIONED,
+                reason=_reason(exc),
+                cached=False,
+                provision_s=round(time.perf_counter() - t0, 2),
+            )
         provision_s = round(time.perf_counter() - t0, 2)
         with self._repro_lock, phase(self.progress, f"{release}: running the repro"):
             t1 = time.perf_counter()
@@ -158,16 +173,30 @@ class _Runner:
                 report = inprocess.run_inprocess(str(env.python), self.opts, quiet)
             except Exception as exc:
                 self.progress(f"{release}: could not run: {_reason(exc)}")
-                return ReleaseRow(release, NOT_RUN, reason=_reason(exc), python=str(env.python),
-                                  cached=cached, provision_s=provision_s,
-                                  repro_s=round(time.perf_counter() - t1, 2))
+                return ReleaseRow(
+                    release,
+                    NOT_RUN,
+                    reason=_reason(exc),
+                    python=str(env.python),
+                    cached=cached,
+                    provision_s=provision_s,
+                    repro_s=round(time.perf_counter() - t1, 2),
+                )
             repro_s = round(time.perf_counter() - t1, 2)
-        row = ReleaseRow(release, RAN, cells=cells_of(report), vllm_version=report.vllm.version,
-                         python=str(env.python), cached=cached, provision_s=provision_s,
-                         repro_s=repro_s)
+        row = ReleaseRow(
+            release,
+            RAN,
+            cells=cells_of(report),
+            vllm_version=report.vllm.version,
+            python=str(env.python),
+            cached=cached,
+            provision_s=provision_s,
+            repro_s=repro_s,
+        )
         fired = [c.connector for c in row.cells if c.status == FIRED]
-        self.progress(f"{release}: {'FIRED for ' + ', '.join(fired) if fired else 'did not fire'}"
-                      f" ({repro_s:.1f} s)")
+        self.progress(
+            f"{release}: {'FIRED for ' + ', '.join(fired) if fired else 'did not fire'} ({repro_s:.1f} s)"
+        )
         return row
 
     def rows(self, releases: Sequence[str]) -> list[ReleaseRow]:
@@ -176,9 +205,16 @@ class _Runner:
             return [f.result() for f in futures]
 
 
-def run_matrix(package: str, releases: Sequence[str], *, unknown: Mapping[str, str] | None = None,
-               jobs: int = 2, timeout: float = 600.0, releases_source: str | None = None,
-               progress: Progress = quiet) -> MatrixReport:
+def run_matrix(
+    package: str,
+    releases: Sequence[str],
+    *,
+    unknown: Mapping[str, str] | None = None,
+    jobs: int = 2,
+    timeout: float = 600.0,
+    releases_source: str | None = None,
+    progress: Progress = quiet,
+) -> MatrixReport:
     """Run the repro in every release (provisioning as needed).
 
     `unknown` maps releases that are not published to the reason shown in their row.
@@ -188,9 +224,14 @@ def run_matrix(package: str, releases: Sequence[str], *, unknown: Mapping[str, s
     rows = runner.rows(list(releases))
     rows += [ReleaseRow(u, NOT_PUBLISHED, reason=why) for u, why in (unknown or {}).items()]
     rows.sort(key=lambda r: version_key(r.release))
-    return MatrixReport(package=package, rows=tuple(rows), connectors=connectors.connector_keys(),
-                        releases_source=releases_source,
-                        wall_s=round(time.perf_counter() - t0, 2), jobs=jobs)
+    return MatrixReport(
+        package=package,
+        rows=tuple(rows),
+        connectors=connectors.connector_keys(),
+        releases_source=releases_source,
+        wall_s=round(time.perf_counter() - t0, 2),
+        jobs=jobs,
+    )
 
 
 # --- bisection -------------------------------------------------------------------------------
@@ -230,8 +271,12 @@ class BisectResult:
         return "no_change" if self.same_verdict else "changed"
 
 
-def bisect_releases(candidates: Sequence[str], probe: Callable[[str], BisectStep],
-                    *, prefer: Callable[[str], bool] = lambda _: False) -> BisectResult:
+def bisect_releases(
+    candidates: Sequence[str],
+    probe: Callable[[str], BisectStep],
+    *,
+    prefer: Callable[[str], bool] = lambda _: False,
+) -> BisectResult:
     """Binary search for the first release whose verdict differs from the oldest one's.
 
     Assumes one change in the range. `prefer` marks releases that are cheap to test (cached
@@ -241,8 +286,9 @@ def bisect_releases(candidates: Sequence[str], probe: Callable[[str], BisectStep
     """
     cands = tuple(sorted(dict.fromkeys(candidates), key=version_key))
     if len(cands) < 2:
-        raise BadInput("bisect needs two different releases",
-                       hint="give --good and --bad releases that differ")
+        raise BadInput(
+            "bisect needs two different releases", hint="give --good and --bad releases that differ"
+        )
     steps: list[BisectStep] = []
 
     def test(release: str) -> BisectStep:
@@ -272,8 +318,9 @@ def bisect_releases(candidates: Sequence[str], probe: Callable[[str], BisectStep
             lo = mid
         else:
             hi = mid
-    return BisectResult(cands, tuple(steps), cands[lo], cands[hi],
-                        untested_between=tuple(cands[i] for i in range(lo + 1, hi)))
+    return BisectResult(
+        cands, tuple(steps), cands[lo], cands[hi], untested_between=tuple(cands[i] for i in range(lo + 1, hi))
+    )
 
 
 @dataclass(frozen=True)
@@ -291,14 +338,24 @@ class BisectReport:
     rows: dict[str, ReleaseRow] = field(default_factory=dict)
 
 
-def run_bisect(package: str, good: str, bad: str, candidates: Sequence[str], *,
-               connector: str = "nixl", timeout: float = 600.0,
-               only_cached: bool = False, releases_source: str | None = None,
-               progress: Progress = quiet) -> BisectReport:
+def run_bisect(
+    package: str,
+    good: str,
+    bad: str,
+    candidates: Sequence[str],
+    *,
+    connector: str = "nixl",
+    timeout: float = 600.0,
+    only_cached: bool = False,
+    releases_source: str | None = None,
+    progress: Progress = quiet,
+) -> BisectReport:
     """Bisect `candidates` (published releases between good and bad) on `connector` firing."""
     if connector not in connectors.connector_keys():
-        raise BadInput(f"--connector {connector}: unknown connector",
-                       hint=f"use one of {', '.join(connectors.connector_keys())}")
+        raise BadInput(
+            f"--connector {connector}: unknown connector",
+            hint=f"use one of {', '.join(connectors.connector_keys())}",
+        )
     t0 = time.perf_counter()
     runner = _Runner(package, jobs=1, timeout=timeout, progress=progress)
     rows: dict[str, ReleaseRow] = {}
@@ -324,7 +381,15 @@ def run_bisect(package: str, good: str, bad: str, candidates: Sequence[str], *,
         return envs.find(package, release) is not None
 
     result = bisect_releases(candidates, probe, prefer=cached)
-    return BisectReport(package=package, connector=connector, good=good, bad=bad,
-                        only_cached=only_cached, result=result, provisioned=tuple(provisioned),
-                        releases_source=releases_source,
-                        wall_s=round(time.perf_counter() - t0, 2), rows=rows)
+    return BisectReport(
+        package=package,
+        connector=connector,
+        good=good,
+        bad=bad,
+        only_cached=only_cached,
+        result=result,
+        provisioned=tuple(provisioned),
+        releases_source=releases_source,
+        wall_s=round(time.perf_counter() - t0, 2),
+        rows=rows,
+    )

@@ -29,12 +29,21 @@ class Frame:
     def from_dict(cls, d: dict[str, Any] | None) -> Frame | None:
         if not d:
             return None
-        return cls(file=str(d.get("file", "?")), line=int(d.get("line", 0) or 0),
-                   function=str(d.get("function", "?")), code=str(d.get("code", "") or ""))
+        return cls(
+            file=str(d.get("file", "?")),
+            line=int(d.get("line", 0) or 0),
+            function=str(d.get("function", "?")),
+            code=str(d.get("code", "") or ""),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "function": self.function,
-                "code": self.code, "location": self.location}
+        return {
+            "file": self.file,
+            "line": self.line,
+            "function": self.function,
+            "code": self.code,
+            "location": self.location,
+        }
 
 
 @dataclass(frozen=True)
@@ -47,8 +56,11 @@ class Assertion:
     statement: str | None = None
     """Source text of that line."""
     matches_53514: bool = False
-    """True when the statement is vLLM's `assert num_new_tokens > 0`."""
+    """True when the statement is vLLM's `assert num_new_tokens > 0` in `Scheduler.schedule`."""
     traceback: str | None = None
+    kind: str | None = None
+    """`assertion` or `exception` (another failure inside vLLM) when it fired."""
+    message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,13 +87,15 @@ class Truncation:
         if not summary:
             return cls(hook=missing, before_lookup=None)
         frames = (Frame.from_dict(d) for d in summary.get("stack") or ())
-        return cls(hook=str(summary.get("hook") or "none"),
-                   before_lookup=summary.get("before_lookup"),
-                   tokens_removed=int(summary.get("tokens_removed") or 0),
-                   operation=summary.get("op"),
-                   statement=Frame.from_dict(summary.get("statement")),
-                   call_site=Frame.from_dict(summary.get("helper_call_site")),
-                   stack=tuple(f for f in frames if f is not None))
+        return cls(
+            hook=str(summary.get("hook") or "none"),
+            before_lookup=summary.get("before_lookup"),
+            tokens_removed=int(summary.get("tokens_removed") or 0),
+            operation=summary.get("op"),
+            statement=Frame.from_dict(summary.get("statement")),
+            call_site=Frame.from_dict(summary.get("helper_call_site")),
+            stack=tuple(f for f in frames if f is not None),
+        )
 
 
 @dataclass(frozen=True)
@@ -93,8 +107,12 @@ class Control:
     hit_tokens: int | None
     scheduled_tokens: int
     truncation_hook: str
-    label: str = "control (N-2 hit)"
-    """How the control was made, as the reports title it (the live engine's differs)."""
+    label: str = "control"
+    """How the control was made, as the reports title it (with its prompt and actual hit)."""
+    matches_53514: bool = False
+    """The control fired vLLM's `assert num_new_tokens > 0` (counts as reproduced)."""
+    location: str | None = None
+    statement: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,15 +130,23 @@ class Event:
     def from_dict(cls, d: dict[str, Any]) -> Event:
         known = {"seq", "t_ms", "phase", "kind", "request_id"}
         return cls(
-            seq=int(d.get("seq", 0)), t_ms=float(d.get("t_ms", 0.0)),
-            phase=str(d.get("phase", "")), kind=str(d.get("kind", "")),
+            seq=int(d.get("seq", 0)),
+            t_ms=float(d.get("t_ms", 0.0)),
+            phase=str(d.get("phase", "")),
+            kind=str(d.get("kind", "")),
             request_id=d.get("request_id"),
             detail={k: v for k, v in d.items() if k not in known},
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "t_ms": self.t_ms, "phase": self.phase, "kind": self.kind,
-                "request_id": self.request_id, **self.detail}
+        return {
+            "seq": self.seq,
+            "t_ms": self.t_ms,
+            "phase": self.phase,
+            "kind": self.kind,
+            "request_id": self.request_id,
+            **self.detail,
+        }
 
 
 @dataclass(frozen=True)
@@ -136,10 +162,54 @@ class RunError:
 @dataclass(frozen=True)
 class ScenarioConfig:
     block_size: int
+    """Effective (attention) block size W, after the release's hybrid alignment."""
     prompt_len: int
     mamba_cache_mode: str
+    """Effective mode, after vLLM's rewrites (none -> align with prefix caching, all -> align)."""
     kv_role: str
     model: str
+    requested_block_size: int | None = None
+    """--block-size as given (None: the platform's default)."""
+    hash_block_size: int | None = None
+    """Prefix-cache hash granularity (vLLM's hash_block_size / prefix_match_unit)."""
+    platform: str | None = None
+    max_num_batched_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class TriggerRun:
+    """One trigger variant (same-prompt, shared-prefix, chunked, preempt) and what vLLM did."""
+
+    name: str
+    description: str
+    prompt_len: int
+    assertion: Assertion
+    hit_tokens: int | None = None
+    truncation_hook: str = "none"
+    before_lookup: bool | None = None
+    truncations: int = 0
+    """How many times the prompt shrank (1 = idempotent across a preemption)."""
+    prompt_len_after: int | None = None
+    scheduled_tokens: int | None = None
+    max_num_batched_tokens: int | None = None
+    warmup_len: int | None = None
+    preempted_by: str | None = None
+    events: tuple[Event, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        """One line: prompt, hit, what fired, how often the prompt was truncated."""
+        a = self.assertion
+        fired = (
+            ("#53514 assert fired" if a.matches_53514 else f"{a.kind or 'error'} at {a.location}")
+            if a.fired
+            else "did not fire"
+        )
+        extra = f", preempted via {self.preempted_by}" if self.preempted_by else ""
+        return (
+            f"prompt {self.prompt_len}, hit {self.hit_tokens}, {fired}, truncated "
+            f"{self.truncations}x by {self.truncation_hook}{extra}"
+        )
 
 
 @dataclass(frozen=True)
@@ -192,6 +262,11 @@ class ConnectorVerdict:
     events: tuple[Event, ...] = ()
     error: RunError | None = None
     elapsed_s: float | None = None
+    triggers: tuple[TriggerRun, ...] = ()
+    """Every trigger variant run (the first one fills the fields above)."""
+    notes: tuple[str, ...] = ()
+    sizing: dict[str, Any] = field(default_factory=dict)
+    """How vLLM sized the KV cache (platform, backend, before/after alignment, groups)."""
     hotfix: tuple[HotfixPatch, ...] | None = None
     """None: no hotfix asked; else what it did to this connector's classes."""
 
@@ -204,9 +279,16 @@ class ConnectorVerdict:
             why = "; ".join(f"{p.class_name}: {p.status} ({p.reason})" for p in self.hotfix)
             return f"hotfix not applied: {why or 'no class of this connector found'}"
         a, t, c = self.assertion, self.truncation, self.control
-        ok = (a is not None and not a.fired and t is not None and t.hook == "on_new_request"
-              and t.before_lookup is True and t.tokens_removed >= 1
-              and c is not None and not c.assertion_fired)
+        ok = (
+            a is not None
+            and not a.fired
+            and t is not None
+            and t.hook == "on_new_request"
+            and t.before_lookup is True
+            and t.tokens_removed >= 1
+            and c is not None
+            and not c.assertion_fired
+        )
         return "fixed by hotfix" if ok else "NOT fixed by hotfix"
 
     @property
@@ -215,7 +297,25 @@ class ConnectorVerdict:
 
     @property
     def reproduced(self) -> bool:
-        return self.ran and self.assertion is not None and self.assertion.fired
+        """#53514's assertion fired on a trigger or on the control (nothing else counts).
+
+        An assertion whose `kind` is unknown (a remote engine that died without a trace to
+        confirm what fired) keeps counting as fired: there is nothing more to tell it apart.
+        """
+        if not self.ran:
+            return False
+        fired = [self.assertion] + [t.assertion for t in self.triggers]
+        return any(a is not None and a.fired and (a.matches_53514 or a.kind is None) for a in fired) or (
+            self.control is not None and self.control.matches_53514
+        )
+
+    @property
+    def unexpected(self) -> Assertion | None:
+        """Another assertion or exception inside vLLM (not #53514's), if one fired."""
+        for a in [self.assertion] + [t.assertion for t in self.triggers]:
+            if a is not None and a.fired and a.kind is not None and not a.matches_53514:
+                return a
+        return None
 
 
 @dataclass(frozen=True)
@@ -235,10 +335,16 @@ class ReproReport:
     available_connectors: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    not_affected: dict[str, Any] | None = None
+    """Set when the model has no Mamba state: the reason and vLLM's evidence."""
 
     @property
     def reproduced(self) -> bool:
         return any(r.reproduced for r in self.results)
+
+    @property
+    def unexpected(self) -> Assertion | None:
+        return next((u for r in self.results if (u := r.unexpected) is not None), None)
 
     @property
     def any_ran(self) -> bool:

@@ -48,8 +48,12 @@ def normalize(versions: Iterable[str]) -> tuple[str, ...]:
         base, post = _RELEASE_RE.match(v).groups()  # type: ignore[union-attr]
         if post is not None and base in finals:
             continue
-        if post is not None and any(o != v and _RELEASE_RE.match(o).group(1) == base  # type: ignore[union-attr]
-                                    and version_key(o) > version_key(v) for o in finals):
+        if post is not None and any(
+            o != v
+            and _RELEASE_RE.match(o).group(1) == base  # type: ignore[union-attr]
+            and version_key(o) > version_key(v)
+            for o in finals
+        ):
             continue  # keep only the newest rebuild of a base that has no plain release
         keep.append(v)
     return tuple(sorted(keep, key=version_key))
@@ -96,9 +100,13 @@ def _from_pypi(package: str, timeout: float) -> list[str]:
 
 
 def _from_pip(package: str, timeout: float) -> list[str]:
-    proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", package],
-                          capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", package],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
     for line in proc.stdout.splitlines():
         if line.strip().startswith("Available versions:"):
             return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
@@ -122,9 +130,11 @@ def published(package: str, *, timeout: float = 15.0) -> PublishedReleases:
     saved = _load_saved(package)
     if saved is not None:
         return saved
-    raise CouldNotRun(f"cannot list the published {package} releases",
-                      hint="check network access to pypi.org, or give explicit versions",
-                      detail="\n".join(errors))
+    raise CouldNotRun(
+        f"cannot list the published {package} releases",
+        hint="check network access to pypi.org, or give explicit versions",
+        detail="\n".join(errors),
+    )
 
 
 def _save(package: str, versions: Sequence[str]) -> None:
@@ -132,9 +142,16 @@ def _save(package: str, versions: Sequence[str]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"package": package, "versions": list(versions),
-                                   "fetched": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}),
-                       encoding="utf-8")
+        tmp.write_text(
+            json.dumps(
+                {
+                    "package": package,
+                    "versions": list(versions),
+                    "fetched": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+            ),
+            encoding="utf-8",
+        )
         tmp.replace(path)
     except OSError:
         pass
@@ -143,8 +160,9 @@ def _save(package: str, versions: Sequence[str]) -> None:
 def _load_saved(package: str) -> PublishedReleases | None:
     try:
         data = json.loads(_saved_path(package).read_text(encoding="utf-8"))
-        return PublishedReleases(package, normalize(data["versions"]),
-                                 f"saved copy from {data.get('fetched', '?')}")
+        return PublishedReleases(
+            package, normalize(data["versions"]), f"saved copy from {data.get('fetched', '?')}"
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -171,15 +189,19 @@ def parse_spec(spec: str) -> list[tuple[str, str | None]]:
             lo, hi = lo.strip(), hi.strip()
             for v in (lo, hi):
                 if not is_release(v):
-                    raise BadInput(f"--vllm {item}: {v!r} is not a release version",
-                                   hint="a range is FIRST..LAST, e.g. 0.24.0..0.33.0")
+                    raise BadInput(
+                        f"--vllm {item}: {v!r} is not a release version",
+                        hint="a range is FIRST..LAST, e.g. 0.24.0..0.33.0",
+                    )
             if version_key(lo) > version_key(hi):
                 raise BadInput(f"--vllm {item}: the range is reversed", hint=f"use {hi}..{lo}")
             out.append((lo, hi))
         else:
             if not is_release(item):
-                raise BadInput(f"--vllm {item}: not a release version",
-                               hint="give final releases such as 0.28.0 (no rc/dev builds)")
+                raise BadInput(
+                    f"--vllm {item}: not a release version",
+                    hint="give final releases such as 0.28.0 (no rc/dev builds)",
+                )
             out.append((item, None))
     return out
 
@@ -194,8 +216,9 @@ def select(spec: str, pub: PublishedReleases) -> Selection:
             continue
         got = pub.between(lo, hi)
         if not got:
-            raise BadInput(f"--vllm {lo}..{hi}: no published {pub.package} release in this range",
-                           hint=_range_hint(pub))
+            raise BadInput(
+                f"--vllm {lo}..{hi}: no published {pub.package} release in this range", hint=_range_hint(pub)
+            )
         chosen.extend(got)
     rel = tuple(sorted(dict.fromkeys(chosen), key=version_key))
     unk = tuple(u for u in dict.fromkeys(unknown) if u not in rel)

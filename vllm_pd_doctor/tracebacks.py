@@ -12,7 +12,8 @@ import re
 _PREFIX = re.compile(
     r"^(?:\x1b\[[0-9;]*m)*(?:\((?:[A-Za-z0-9_]+)(?: pid=\d+)?\)\s*)?"
     r"(?:(?:\x1b\[[0-9;]*m)*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?:\x1b\[[0-9;]*m)*\s+"
-    r"\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\]\s?)?")
+    r"\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\]\s?)?"
+)
 
 TB_START = "Traceback (most recent call last):"
 _EXC_LINE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure)\b")
@@ -60,7 +61,7 @@ def tracebacks(text: str) -> tuple[tuple[str, ...], ...]:
     while i < len(body):
         if body[i].lstrip().startswith(TB_START):
             end = traceback_end(body, i)
-            out.append(tuple(body[i:end + 1]))
+            out.append(tuple(body[i : end + 1]))
             i = end + 1
         else:
             i += 1

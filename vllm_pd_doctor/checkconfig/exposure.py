@@ -66,8 +66,7 @@ def exposure(ctx: Context, probe: ProbeResult | None = None) -> Exposure:
     if probe is not None and probe.ran and probe.reproduced and verdict is not Verdict.not_exposed:
         verdict = Verdict.exposed
     python = ctx.vllm.python if ctx.vllm is not None else None
-    return Exposure(verdict=verdict, sides=tuple(sides), fixes=_fixes(verdict, sides, python),
-                    probe=probe)
+    return Exposure(verdict=verdict, sides=tuple(sides), fixes=_fixes(verdict, sides, python), probe=probe)
 
 
 def _fixes(verdict: Verdict, sides: list[SideExposure], python: str | None) -> tuple[str, ...]:

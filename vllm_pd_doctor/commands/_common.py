@@ -21,13 +21,19 @@ from rich.text import Text
 from vllm_pd_doctor.errors import boundary
 from vllm_pd_doctor.formats import OutputFormat, emit
 
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks and child logs on errors.",
-                                        envvar="PD_DOCTOR_DEBUG")]
-FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f",
-                                                 help="Report format on stdout.")]
-PythonOpt = Annotated[Path | None, typer.Option(
-    "--python", help="Interpreter of the vLLM environment to examine (default: this one). "
-                     "pd-doctor need not be installed there.", show_default=False)]
+DebugOpt = Annotated[
+    bool, typer.Option("--debug", help="Show tracebacks and child logs on errors.", envvar="PD_DOCTOR_DEBUG")
+]
+FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Report format on stdout.")]
+PythonOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--python",
+        help="Interpreter of the vLLM environment to examine (default: this one). "
+        "pd-doctor need not be installed there.",
+        show_default=False,
+    ),
+]
 
 
 def stderr() -> Console:
@@ -41,8 +47,7 @@ class _Elapsed:
         self.what, self.t0 = what, t0
 
     def __rich__(self) -> Text:
-        return Text(f"{time.monotonic() - self.t0:3.0f} s  {self.what}", no_wrap=True,
-                    overflow="ellipsis")
+        return Text(f"{time.monotonic() - self.t0:3.0f} s  {self.what}", no_wrap=True, overflow="ellipsis")
 
 
 class Reporter:
@@ -76,11 +81,16 @@ class Reporter:
             return
         key = next(self._keys)
         with self._lock:
-            self._open[key] = Spinner("dots", text=_Elapsed(what, time.monotonic()),
-                                      style="cyan")
+            self._open[key] = Spinner("dots", text=_Elapsed(what, time.monotonic()), style="cyan")
             if self._live is None:
-                self._live = Live(self, console=self.console, refresh_per_second=4,
-                                  transient=True, redirect_stdout=False, redirect_stderr=False)
+                self._live = Live(
+                    self,
+                    console=self.console,
+                    refresh_per_second=4,
+                    transient=True,
+                    redirect_stdout=False,
+                    redirect_stderr=False,
+                )
                 self._live.start(refresh=True)
         try:
             yield

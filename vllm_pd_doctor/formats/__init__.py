@@ -83,8 +83,9 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     }
 
 
-def emit(result: object, fmt: OutputFormat, *, width: int = 110, color: bool = False,
-         as_list: bool = False) -> str:
+def emit(
+    result: object, fmt: OutputFormat, *, width: int = 110, color: bool = False, as_list: bool = False
+) -> str:
     """`result` (a ReproReport, CheckReport, RuleCatalogue, MatrixReport, BisectReport or
     EnvListing) as text in `fmt`."""
     fn = formatters().get((type(result), OutputFormat(fmt)))

@@ -15,15 +15,18 @@ from vllm_pd_doctor.matrix import (
     ReleaseRow,
 )
 
-ROW_LABEL = {NOT_PUBLISHED: "not a published release", NOT_PROVISIONED: "could not provision",
-             NOT_RUN: "could not run"}
+ROW_LABEL = {
+    NOT_PUBLISHED: "not a published release",
+    NOT_PROVISIONED: "could not provision",
+    NOT_RUN: "could not run",
+}
 
 CONNECTOR_PREFIX = "vllm/distributed/kv_transfer/kv_connector/v1/"
 
 
 def short_location(location: str) -> str:
     """`vllm/distributed/kv_transfer/kv_connector/v1/nixl/x.py:9` -> `nixl/x.py:9` (table only)."""
-    return location[len(CONNECTOR_PREFIX):] if location.startswith(CONNECTOR_PREFIX) else location
+    return location[len(CONNECTOR_PREFIX) :] if location.startswith(CONNECTOR_PREFIX) else location
 
 
 def cell_text(c: MatrixCell | None, *, short: bool = False) -> str:
@@ -46,9 +49,11 @@ def row_reason(r: ReleaseRow) -> str:
 def bisect_lines(b: BisectReport) -> list[str]:
     """The bisection, step by step, then its answer."""
     res = b.result
-    lines = [f"bisect {b.package} on {b.connector} firing: good {b.good}, bad {b.bad}; "
-             f"{len(res.candidates)} release(s) in range"
-             + (" (only those with a cached environment are tested)" if b.only_cached else "")]
+    lines = [
+        f"bisect {b.package} on {b.connector} firing: good {b.good}, bad {b.bad}; "
+        f"{len(res.candidates)} release(s) in range"
+        + (" (only those with a cached environment are tested)" if b.only_cached else "")
+    ]
     for s in res.steps:
         if s.verdict is None and s.row is not None and s.row.cached is False and b.only_cached:
             lines.append(f"  skipped {s.release}: {s.row.reason}")
@@ -61,29 +66,34 @@ def bisect_lines(b: BisectReport) -> list[str]:
     elif res.same_verdict:
         lines.append(f"no change: {res.before} and {res.after} give the same verdict")
     else:
-        for label, rel in (("last with the old verdict", res.before),
-                           ("first with the new verdict", res.after)):
+        for label, rel in (
+            ("last with the old verdict", res.before),
+            ("first with the new verdict", res.after),
+        ):
             row = b.rows.get(rel or "")
             cell = row.cell(b.connector) if row else None
             lines.append(f"{label}: {rel}  {cell_text(cell)}")
         if res.untested_between:
-            lines.append("releases between them that were not tested: "
-                         + ", ".join(res.untested_between)
-                         + " (the change is in one of them or at "
-                         + f"{res.after})")
-    lines.append(f"environments created: {', '.join(b.provisioned) or 'none'}; "
-                 f"wall {b.wall_s:.1f} s")
+            lines.append(
+                "releases between them that were not tested: "
+                + ", ".join(res.untested_between)
+                + " (the change is in one of them or at "
+                + f"{res.after})"
+            )
+    lines.append(f"environments created: {', '.join(b.provisioned) or 'none'}; wall {b.wall_s:.1f} s")
     return lines
 
 
 def check_inputs_lines(r: CheckReport) -> list[str]:
     """What check-config read (and what it was not given)."""
     i = r.inputs
-    lines = [f"prefill command: {i.prefill or 'not given'}",
-             f"decode command: {i.decode or 'not given'}",
-             f"model: {i.model + ' (' + str(i.model_source) + ')' if i.model else 'not given'}"
-             + (f", hybrid: {'yes' if r.model.hybrid else 'no'}" if r.model else ""),
-             f"vLLM: {_vllm_line(r)} ({i.python})"]
+    lines = [
+        f"prefill command: {i.prefill or 'not given'}",
+        f"decode command: {i.decode or 'not given'}",
+        f"model: {i.model + ' (' + str(i.model_source) + ')' if i.model else 'not given'}"
+        + (f", hybrid: {'yes' if r.model.hybrid else 'no'}" if r.model else ""),
+        f"vLLM: {_vllm_line(r)} ({i.python})",
+    ]
     if r.nixl is not None:
         d = ", ".join(f"{n}=={v}" for n, v in r.nixl.dists) or "none"
         lines.append(f"NIXL: {d}")

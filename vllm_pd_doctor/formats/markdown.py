@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
 from vllm_pd_doctor.envs import EnvListing
+from vllm_pd_doctor.formats import mermaid
 from vllm_pd_doctor.formats._text import bisect_lines, cell_text, check_inputs_lines, row_reason
 from vllm_pd_doctor.matrix import BisectReport, MatrixReport
 from vllm_pd_doctor.model import ConnectorVerdict, ReproReport
@@ -24,13 +25,25 @@ def verdict_md(report: ReproReport, r: ConnectorVerdict) -> str:
         return head + f"Could not run: {r.error.stage}: {r.error.message}\n"
     a, t, c = r.assertion, r.truncation, r.control
     assert a is not None and t is not None and c is not None
-    if a.fired:
-        verdict = f"**Reproduced**: `{a.statement}` fired at `{a.location}`."
+    if r.reproduced:
+        verdict = (
+            f"**Reproduced**: `{a.statement}` fired at `{a.location}`."
+            if a.fired
+            else f"**Reproduced** on the control: `{c.statement}` fired at `{c.location}`."
+        )
+    elif a.fired:
+        verdict = f"**Not #53514**: another {a.kind} at `{a.location}`: `{a.statement}`."
     else:
         verdict = "**Not reproduced**: the trigger request was scheduled."
-    order = "n/a" if t.before_lookup is None else (
-        "before the local prefix-cache lookup" if t.before_lookup else
-        "after the local prefix-cache lookup")
+    order = (
+        "n/a"
+        if t.before_lookup is None
+        else (
+            "before the local prefix-cache lookup"
+            if t.before_lookup
+            else "after the local prefix-cache lookup"
+        )
+    )
     rows = [
         ("truncated by", f"`{t.hook}` ({order})"),
         ("call site", f"`{t.call_site.location}` `{t.call_site.code}`" if t.call_site else "-"),
@@ -38,26 +51,31 @@ def verdict_md(report: ReproReport, r: ConnectorVerdict) -> str:
         ("prompt", f"{r.prompt_len_before} -> {r.prompt_len_after} tokens"),
         ("local prefix-cache hit", f"{r.hit_tokens} tokens"),
         ("scheduled", f"{r.scheduled_tokens} tokens"),
-        (c.label, f"prompt {c.prompt_len}, hit {c.hit_tokens}, "
-                              f"{'fired' if c.assertion_fired else 'did not fire'}"),
+        (
+            c.label,
+            f"prompt {c.prompt_len}, hit {c.hit_tokens}, {'fired' if c.assertion_fired else 'did not fire'}",
+        ),
     ]
+    rows += [(f"trigger `{x.name}`", x.summary) for x in r.triggers if len(r.triggers) > 1]
     table = "| | |\n|---|---|\n" + "".join(f"| {k} | {_cell(v)} |\n" for k, v in rows)
-    return head + verdict + "\n\n" + table
+    diagram = mermaid.fenced(r)
+    return head + verdict + "\n\n" + table + (f"\n{diagram}" if diagram else "")
 
 
 def repro_md(report: ReproReport) -> str:
     parts = [f"## pd-doctor repro ({report.engine} engine): vLLM {report.vllm.version}\n"]
     if len(report.results) > 1:
-        parts.append("| connector | fired | truncation hook | before lookup | hit |\n"
-                     "|---|---|---|---|---|\n")
+        parts.append("| connector | fired | truncation hook | before lookup | hit |\n|---|---|---|---|---|\n")
         for r in report.results:
             if r.error is not None:
                 parts.append(f"| {r.connector} | could not run | {_cell(r.error.message)} | | |\n")
             else:
                 assert r.assertion and r.truncation
-                parts.append(f"| {r.connector} | {'**yes**' if r.assertion.fired else 'no'} | "
-                             f"`{r.truncation.hook}` | {r.truncation.before_lookup} | "
-                             f"{r.hit_tokens} |\n")
+                parts.append(
+                    f"| {r.connector} | {'**yes**' if r.assertion.fired else 'no'} | "
+                    f"`{r.truncation.hook}` | {r.truncation.before_lookup} | "
+                    f"{r.hit_tokens} |\n"
+                )
         parts.append("\n")
     parts.extend(verdict_md(report, r) + "\n" for r in report.results)
     for n in report.notes:
@@ -70,13 +88,14 @@ def repro_md(report: ReproReport) -> str:
 
 def check_md(r: CheckReport) -> str:
     e = r.exposure
-    out = ["# pd-doctor check-config", "",
-           f"**vLLM #53514 (P-side N-1 truncation): {e.verdict}**", ""]
+    out = ["# pd-doctor check-config", "", f"**vLLM #53514 (P-side N-1 truncation): {e.verdict}**", ""]
     if e.sides:
         out += ["| side | connector | verdict | why | where |", "|---|---|---|---|---|"]
         for s in e.sides:
-            out.append(f"| {s.role} | {s.connector or '-'} | {s.verdict} | "
-                       f"{_cell_br('; '.join(s.reasons))} | {_cell_br('; '.join(s.evidence))} |")
+            out.append(
+                f"| {s.role} | {s.connector or '-'} | {s.verdict} | "
+                f"{_cell_br('; '.join(s.reasons))} | {_cell_br('; '.join(s.evidence))} |"
+            )
         out.append("")
     if e.probe is not None:
         out += [f"Probe: {e.probe.detail}", ""]
@@ -88,8 +107,10 @@ def check_md(r: CheckReport) -> str:
     if r.findings:
         out += ["| severity | id | finding | evidence | fix | refs |", "|---|---|---|---|---|---|"]
         for f in r.findings:
-            out.append(f"| {f.severity.value} | `{f.id}` | {_cell_br(f.title)} | "
-                       f"{_cell_br(f.evidence)} | {_cell_br(f.fix)} | {_cell_br(', '.join(f.refs))} |")
+            out.append(
+                f"| {f.severity.value} | `{f.id}` | {_cell_br(f.title)} | "
+                f"{_cell_br(f.evidence)} | {_cell_br(f.fix)} | {_cell_br(', '.join(f.refs))} |"
+            )
     else:
         out.append("No findings.")
     out += ["", "## Inputs", ""] + [f"- {line}" for line in check_inputs_lines(r)] + [""]
@@ -99,8 +120,10 @@ def check_md(r: CheckReport) -> str:
 def rules_md(c: RuleCatalogue) -> str:
     out = ["| id | severity | title | fix | refs |", "|---|---|---|---|---|"]
     for r in c.rules:
-        out.append(f"| `{r.id}` | {r.severity.value} | {_cell_br(r.title)} | {_cell_br(r.fix)} | "
-                   f"{_cell_br(', '.join(r.refs))} |")
+        out.append(
+            f"| `{r.id}` | {r.severity.value} | {_cell_br(r.title)} | {_cell_br(r.fix)} | "
+            f"{_cell_br(', '.join(r.refs))} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -108,8 +131,7 @@ def rules_md(c: RuleCatalogue) -> str:
 
 
 def matrix_md(m: MatrixReport) -> str:
-    head = ("| release | " + " | ".join(m.connectors) + " |\n|---|"
-            + "---|" * len(m.connectors) + "\n")
+    head = "| release | " + " | ".join(m.connectors) + " |\n|---|" + "---|" * len(m.connectors) + "\n"
     body = ""
     for r in m.rows:
         if r.status != "ran":
@@ -123,24 +145,31 @@ def matrix_md(m: MatrixReport) -> str:
                 text = text.replace(c.call_site.location, f"`{c.call_site.location}`")
             cells.append(_cell(text))
         body += f"| {r.release} | " + " | ".join(cells) + " |\n"
-    return (f"## vLLM #53514 (P-side N-1 truncation): {m.package} release matrix\n\n"
-            f"In-process repro (real Scheduler + connector scheduler half, hybrid model, block 16, "
-            f"N = 33) per release. `FIRED`: `assert num_new_tokens > 0` fired; the hook that "
-            f"truncated the prompt and its call site follow.\n\n" + head + body)
+    return (
+        f"## vLLM #53514 (P-side N-1 truncation): {m.package} release matrix\n\n"
+        f"In-process repro (real Scheduler + connector scheduler half, hybrid model, block 16, "
+        f"N = 33) per release. `FIRED`: `assert num_new_tokens > 0` fired; the hook that "
+        f"truncated the prompt and its call site follow.\n\n" + head + body
+    )
 
 
 def bisect_md(b: BisectReport) -> str:
-    return (f"## pd-doctor bisect: {b.package}, {b.connector}\n\n"
-            + "".join(f"- {_cell(line.strip())}\n" for line in bisect_lines(b)))
+    return f"## pd-doctor bisect: {b.package}, {b.connector}\n\n" + "".join(
+        f"- {_cell(line.strip())}\n" for line in bisect_lines(b)
+    )
 
 
 # --- envs -------------------------------------------------------------------------------------
 
 
 def envs_md(e: EnvListing) -> str:
-    rows = "".join(f"| {m.name} | {m.package} | {m.version} | {','.join(m.extras) or '-'} | "
-                   f"{f'{m.install_s:.0f} s' if m.install_s else '?'} | `{m.python}` |\n"
-                   for m in e.envs)
-    return (f"## pd-doctor environments in `{e.envs_dir}`\n\n"
-            "| name | package | version | extras | installed in | python |\n"
-            "|---|---|---|---|---|---|\n" + rows)
+    rows = "".join(
+        f"| {m.name} | {m.package} | {m.version} | {','.join(m.extras) or '-'} | "
+        f"{f'{m.install_s:.0f} s' if m.install_s else '?'} | `{m.python}` |\n"
+        for m in e.envs
+    )
+    return (
+        f"## pd-doctor environments in `{e.envs_dir}`\n\n"
+        "| name | package | version | extras | installed in | python |\n"
+        "|---|---|---|---|---|---|\n" + rows
+    )

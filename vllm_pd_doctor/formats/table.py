@@ -25,15 +25,21 @@ from vllm_pd_doctor.formats._text import (
 from vllm_pd_doctor.matrix import FIRED, NOT_FIRED, BisectReport, MatrixReport
 from vllm_pd_doctor.model import ConnectorVerdict, ReproReport
 
-TIMELINE_KINDS = ("add_request", "hook_enter", "lookup", "truncate", "scheduled", "assertion",
-                  "finished")
+TIMELINE_KINDS = ("add_request", "hook_enter", "lookup", "truncate", "scheduled", "assertion", "finished")
 
 
 def render(renderable: RenderableType, *, width: int = 110, color: bool = False) -> str:
     """Render to a string (formatters are pure functions returning text)."""
     buf = io.StringIO()
-    console = Console(file=buf, width=width, force_terminal=color, no_color=not color,
-                      highlight=False, soft_wrap=False, markup=False)
+    console = Console(
+        file=buf,
+        width=width,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        soft_wrap=False,
+        markup=False,
+    )
     console.print(renderable)
     return buf.getvalue()
 
@@ -45,42 +51,65 @@ def _yes_no(v: bool | None) -> str:
 def verdict_panel(report: ReproReport, r: ConnectorVerdict) -> Panel:
     title = f"{r.label}  ({r.kv_connector}) on vLLM {report.vllm.version}"
     if r.error is not None:
-        body = Text.assemble(("COULD NOT RUN", "bold yellow"),
-                             f"\n{r.error.stage}: {r.error.message}")
+        body = Text.assemble(("COULD NOT RUN", "bold yellow"), f"\n{r.error.stage}: {r.error.message}")
         return Panel(body, title=title, border_style="yellow")
     a, t, c = r.assertion, r.truncation, r.control
     assert a is not None and t is not None and c is not None
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    if a.fired:
+    if r.reproduced:
         head = Text("REPRODUCED: the prefill EngineCore would die", style="bold red")
-        grid.add_row("assertion", f"{a.statement or 'assert'}  at {a.location}")
+        grid.add_row(
+            "assertion",
+            f"{a.statement or 'assert'}  at {a.location}"
+            if a.fired
+            else f"on the control: {c.statement}  at {c.location}",
+        )
     else:
         head = Text("NOT REPRODUCED: the trigger request was scheduled", style="bold green")
-        grid.add_row("assertion", "did not fire")
-    order = "none" if t.before_lookup is None else (
-        "before the local prefix-cache lookup" if t.before_lookup
-        else "AFTER the local prefix-cache lookup")
+        grid.add_row(
+            "assertion",
+            f"another {a.kind} at {a.location}: {a.statement or a.message}" if a.fired else "did not fire",
+        )
+    order = (
+        "none"
+        if t.before_lookup is None
+        else (
+            "before the local prefix-cache lookup"
+            if t.before_lookup
+            else "AFTER the local prefix-cache lookup"
+        )
+    )
     grid.add_row("truncated by", f"{t.hook}  ({order})")
     if t.call_site is not None:
         grid.add_row("call site", f"{t.call_site.location}  {t.call_site.code}")
     if t.statement is not None:
         grid.add_row("statement", f"{t.statement.location}  {t.statement.code}  [{t.statement.function}]")
     if r.hotfix_verdict is not None:
-        grid.add_row("hotfix #53514", r.hotfix_verdict + "".join(
-            f"\n  {p.status} {p.class_name}.{p.hook} -> {p.helper} ({p.helper_at})"
-            for p in r.hotfix or () if p.applied))
+        grid.add_row(
+            "hotfix #53514",
+            r.hotfix_verdict
+            + "".join(
+                f"\n  {p.status} {p.class_name}.{p.hook} -> {p.helper} ({p.helper_at})"
+                for p in r.hotfix or ()
+                if p.applied
+            ),
+        )
     grid.add_row("prompt", f"{r.prompt_len_before} -> {r.prompt_len_after} tokens")
     grid.add_row("local prefix hit", f"{r.hit_tokens} tokens")
     grid.add_row("scheduled", f"{r.scheduled_tokens} tokens")
     ctl = "fired" if c.assertion_fired else "did not fire"
-    grid.add_row(c.label,
-                 f"prompt {c.prompt_len}, hit {c.hit_tokens}, {ctl}, scheduled {c.scheduled_tokens}")
+    grid.add_row(c.label, f"prompt {c.prompt_len}, hit {c.hit_tokens}, {ctl}, scheduled {c.scheduled_tokens}")
+    for x in r.triggers if len(r.triggers) > 1 else ():
+        grid.add_row(f"trigger {x.name}", x.summary)
     if r.config is not None:
-        grid.add_row("scenario", f"block {r.config.block_size}, mamba_cache_mode "
-                                 f"{r.config.mamba_cache_mode}, kv_role {r.config.kv_role}")
-    return Panel(Group(head, grid), title=title, border_style="red" if a.fired else "green")
+        grid.add_row(
+            "scenario",
+            f"block {r.config.block_size}, mamba_cache_mode "
+            f"{r.config.mamba_cache_mode}, kv_role {r.config.kv_role}",
+        )
+    return Panel(Group(head, grid), title=title, border_style="red" if r.reproduced else "green")
 
 
 def timeline(r: ConnectorVerdict) -> Table:
@@ -100,8 +129,10 @@ def timeline(r: ConnectorVerdict) -> Table:
         elif e.kind == "truncate":
             what = "prompt shrank"
             st = (d.get("stack") or [{}])[-1]
-            detail = f"{d.get('op')} {d.get('len_before')}->{d.get('len_after')} in " \
-                     f"{st.get('function')} ({st.get('file')}:{st.get('line')}), hook {d.get('hook')}"
+            detail = (
+                f"{d.get('op')} {d.get('len_before')}->{d.get('len_after')} in "
+                f"{st.get('function')} ({st.get('file')}:{st.get('line')}), hook {d.get('hook')}"
+            )
         elif e.kind == "assertion":
             what, detail = "AssertionError", f"{d.get('statement')} at {d.get('location')}"
         else:
@@ -113,8 +144,9 @@ def timeline(r: ConnectorVerdict) -> Table:
 def repro_table(report: ReproReport) -> RenderableType:
     parts: list[RenderableType] = []
     if len(report.results) > 1:
-        summary = Table(title=f"vLLM {report.vllm.version}: P-side N-1 truncation (#53514)",
-                        title_justify="left")
+        summary = Table(
+            title=f"vLLM {report.vllm.version}: P-side N-1 truncation (#53514)", title_justify="left"
+        )
         for col in ("connector", "fired", "hook", "before lookup", "hit", "control"):
             summary.add_column(col)
         for r in report.results:
@@ -122,12 +154,14 @@ def repro_table(report: ReproReport) -> RenderableType:
                 summary.add_row(r.connector, "could not run", r.error.message, "", "", "")
                 continue
             assert r.assertion and r.truncation and r.control
-            summary.add_row(r.connector,
-                            Text("FIRED", style="bold red") if r.assertion.fired else
-                            Text("no", style="green"),
-                            r.truncation.hook, _yes_no(r.truncation.before_lookup),
-                            str(r.hit_tokens),
-                            "fired" if r.control.assertion_fired else "no")
+            summary.add_row(
+                r.connector,
+                Text("FIRED", style="bold red") if r.assertion.fired else Text("no", style="green"),
+                r.truncation.hook,
+                _yes_no(r.truncation.before_lookup),
+                str(r.hit_tokens),
+                "fired" if r.control.assertion_fired else "no",
+            )
         parts.append(summary)
     for r in report.results:
         parts.append(verdict_panel(report, r))
@@ -144,8 +178,10 @@ _VERDICT_STYLE = {"exposed": "bold red", "not exposed": "bold green", "unknown":
 
 def check_table(r: CheckReport) -> RenderableType:
     e = r.exposure
-    head = Text.assemble(("vLLM #53514 (P-side N-1 truncation): ", "bold"),
-                         (e.verdict.upper(), _VERDICT_STYLE.get(e.verdict, "bold")))
+    head = Text.assemble(
+        ("vLLM #53514 (P-side N-1 truncation): ", "bold"),
+        (e.verdict.upper(), _VERDICT_STYLE.get(e.verdict, "bold")),
+    )
     side = Table(show_header=True, header_style="bold", expand=False, box=None, padding=(0, 2))
     side.add_column("side")
     side.add_column("connector")
@@ -153,8 +189,7 @@ def check_table(r: CheckReport) -> RenderableType:
     side.add_column("why / where", overflow="fold")
     for s in e.sides:
         why = "; ".join(s.reasons) + ("\n" + "\n".join(s.evidence) if s.evidence else "")
-        side.add_row(s.role, s.connector or "-", Text(s.verdict, _VERDICT_STYLE.get(s.verdict,
-                                                                                      "")), why)
+        side.add_row(s.role, s.connector or "-", Text(s.verdict, _VERDICT_STYLE.get(s.verdict, "")), why)
     parts: list[RenderableType] = [head]
     if e.sides:
         parts.append(side)
@@ -169,8 +204,13 @@ def check_table(r: CheckReport) -> RenderableType:
     t.add_column("fix", ratio=2, overflow="fold")
     t.add_column("refs", ratio=1, overflow="fold")
     for f in r.findings:
-        t.add_row(Text(f.severity.value, _SEVERITY_STYLE[f.severity]), f.id,
-                  Text(f"{f.title}\n{f.evidence}"), Text(f.fix), Text(", ".join(f.refs)))
+        t.add_row(
+            Text(f.severity.value, _SEVERITY_STYLE[f.severity]),
+            f.id,
+            Text(f"{f.title}\n{f.evidence}"),
+            Text(f.fix),
+            Text(", ".join(f.refs)),
+        )
     if not r.findings:
         t.add_row("-", "-", "no findings", "", "")
     parts.append(t)
@@ -187,8 +227,13 @@ def rules_table(c: RuleCatalogue) -> RenderableType:
     t.add_column("fix", ratio=2, overflow="fold")
     t.add_column("refs", ratio=1, overflow="fold")
     for r in c.rules:
-        t.add_row(r.id, Text(r.severity.value, _SEVERITY_STYLE[r.severity]), Text(r.title),
-                  Text(r.fix), Text(", ".join(r.refs)))
+        t.add_row(
+            r.id,
+            Text(r.severity.value, _SEVERITY_STYLE[r.severity]),
+            Text(r.title),
+            Text(r.fix),
+            Text(", ".join(r.refs)),
+        )
     return t
 
 
@@ -196,15 +241,18 @@ def rules_table(c: RuleCatalogue) -> RenderableType:
 
 
 def matrix_table(m: MatrixReport) -> RenderableType:
-    t = Table(title=f"{m.package}: P-side N-1 truncation (#53514), release x connector",
-              title_justify="left")
+    t = Table(title=f"{m.package}: P-side N-1 truncation (#53514), release x connector", title_justify="left")
     t.add_column("release", no_wrap=True)
     for key in m.connectors:
         t.add_column(key, overflow="fold")
     for r in m.rows:
         if r.status != "ran":
-            t.add_row(r.release, Text(row_reason(r), style="yellow"),
-                      *([""] * (len(m.connectors) - 1)), end_section=True)
+            t.add_row(
+                r.release,
+                Text(row_reason(r), style="yellow"),
+                *([""] * (len(m.connectors) - 1)),
+                end_section=True,
+            )
             continue
         cells: list[Text] = []
         for key in m.connectors:
@@ -212,9 +260,12 @@ def matrix_table(m: MatrixReport) -> RenderableType:
             style = {FIRED: "bold red", NOT_FIRED: "green"}.get(c.status if c else "", "dim")
             cells.append(Text(cell_text(c, short=True), style=style))
         t.add_row(r.release, *cells)
-    foot = Text(f"call sites under {CONNECTOR_PREFIX}; "
-                f"wall {m.wall_s:.1f} s; repro total {m.repro_s_total:.1f} s; "
-                f"releases from {m.releases_source or 'the command line'}", style="dim")
+    foot = Text(
+        f"call sites under {CONNECTOR_PREFIX}; "
+        f"wall {m.wall_s:.1f} s; repro total {m.repro_s_total:.1f} s; "
+        f"releases from {m.releases_source or 'the command line'}",
+        style="dim",
+    )
     return Group(t, foot)
 
 
@@ -230,6 +281,12 @@ def envs_table(e: EnvListing) -> RenderableType:
     for col in ("name", "package", "version", "extras", "installed in", "python"):
         table.add_column(col)
     for m in e.envs:
-        table.add_row(m.name, m.package, m.version, ",".join(m.extras) or "-",
-                      f"{m.install_s:.0f} s" if m.install_s else "?", str(m.python))
+        table.add_row(
+            m.name,
+            m.package,
+            m.version,
+            ",".join(m.extras) or "-",
+            f"{m.install_s:.0f} s" if m.install_s else "?",
+            str(m.python),
+        )
     return table

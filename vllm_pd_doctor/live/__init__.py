@@ -69,20 +69,25 @@ def run_local(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
         with engines.plugin_path() as pypath:
             t = time.perf_counter()
             for eng in pair:
-                engines.start_engine(engines.engine_command(python, eng, model, tiny, device, lo),
-                                     engines.engine_env(python, eng, pypath, device, run_dir,
-                                                       hotfix=lo.hotfix),
-                                     eng, run_dir)
-                progress(f"starting the {eng.role} engine (vLLM {interp.vllm_version}, {device}, "
-                         f"{lo.entry.label}, HTTP {eng.port}, side channel {eng.side_port}, pid "
-                         f"{eng.proc.pid if eng.proc else '?'})")
+                engines.start_engine(
+                    engines.engine_command(python, eng, model, tiny, device, lo),
+                    engines.engine_env(python, eng, pypath, device, run_dir, hotfix=lo.hotfix),
+                    eng,
+                    run_dir,
+                )
+                progress(
+                    f"starting the {eng.role} engine (vLLM {interp.vllm_version}, {device}, "
+                    f"{lo.entry.label}, HTTP {eng.port}, side channel {eng.side_port}, pid "
+                    f"{eng.proc.pid if eng.proc else '?'})"
+                )
             engines.write_pids(run_dir, pair)
             with phase(progress, "booting the prefill and decode engines"):
                 engines.wait_healthy(client, pair, min(lo.startup_timeout, lo.timeout), progress)
             timings["engines_healthy_s"] = round(time.perf_counter() - t, 3)
             try:
-                res = run_probe(client, p_eng.url, d_eng.url, None, lo.prompt_len, progress,
-                                p_alive=lambda: p_eng.alive)
+                res = run_probe(
+                    client, p_eng.url, d_eng.url, None, lo.prompt_len, progress, p_alive=lambda: p_eng.alive
+                )
             except (CouldNotRun, httpx.HTTPError) as exc:
                 engines.say_tail(progress, "the prefill engine's log", p_eng.log)
                 engines.say_tail(progress, "the decode engine's log", d_eng.log)
@@ -107,36 +112,54 @@ def run_local(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
             timings[f"{eng.role}_healthy_s"] = round(eng.healthy_s, 3)
     timings["total_s"] = round(time.perf_counter() - t_total, 3)
     write_result(run_dir, res, verdict, timings)
-    return ReproReport(engine="live",
-                       vllm=VllmInstall(version=interp.vllm_version or "?",
-                                        path=interp.vllm_path or "?", python=python),
-                       results=(verdict,), available_connectors=_available(), timings=timings,
-                       notes=tuple(_local_notes(res, events, p_eng, d_eng, run_dir, lo, log_text)))
+    return ReproReport(
+        engine="live",
+        vllm=VllmInstall(version=interp.vllm_version or "?", path=interp.vllm_path or "?", python=python),
+        results=(verdict,),
+        available_connectors=_available(),
+        timings=timings,
+        notes=tuple(_local_notes(res, events, p_eng, d_eng, run_dir, lo, log_text)),
+    )
 
 
-def _local_notes(res: ProbeResult, events: list[dict[str, Any]], p_eng: engines.Engine,
-                 d_eng: engines.Engine, run_dir: Path, lo: LiveOptions,
-                 log_text: str | None) -> list[str]:
+def _local_notes(
+    res: ProbeResult,
+    events: list[dict[str, Any]],
+    p_eng: engines.Engine,
+    d_eng: engines.Engine,
+    run_dir: Path,
+    lo: LiveOptions,
+    log_text: str | None,
+) -> list[str]:
     out = notes(res)
     if lo.hotfix:
         line = evidence.hotfix_line(log_text or "")
-        out.append(f"hotfix: the prefill engine logged: {line}" if line else
-                   "hotfix: asked for, but the prefill engine logged no 'pd-doctor hotfix' line "
-                   "(was the plugin loaded?)")
+        out.append(
+            f"hotfix: the prefill engine logged: {line}"
+            if line
+            else "hotfix: asked for, but the prefill engine logged no 'pd-doctor hotfix' line "
+            "(was the plugin loaded?)"
+        )
     for frm, to in evidence.conv_layout_restored(events):
-        out.append(f"this vLLM's CPU platform set VLLM_SSM_CONV_STATE_LAYOUT={frm} (it does so "
-                   f"on CPUs with AMX), which NIXL cannot transfer for Mamba; pd-doctor's plugin "
-                   f"kept the explicit {to} in the engine processes (later releases keep it)")
+        out.append(
+            f"this vLLM's CPU platform set VLLM_SSM_CONV_STATE_LAYOUT={frm} (it does so "
+            f"on CPUs with AMX), which NIXL cannot transfer for Mamba; pd-doctor's plugin "
+            f"kept the explicit {to} in the engine processes (later releases keep it)"
+        )
     if not events:
-        out.append("the plugin recorded no events: which truncation path ran is unknown "
-                   f"(trace {p_eng.trace})")
-    out += [f"prefill log: {p_eng.log}", f"decode log: {d_eng.log}",
-            f"prefill trace: {p_eng.trace}", f"run directory: {run_dir}"]
+        out.append(
+            f"the plugin recorded no events: which truncation path ran is unknown (trace {p_eng.trace})"
+        )
+    out += [
+        f"prefill log: {p_eng.log}",
+        f"decode log: {d_eng.log}",
+        f"prefill trace: {p_eng.trace}",
+        f"run directory: {run_dir}",
+    ]
     return out
 
 
-def _say_traceback(progress: Progress, log_text: str, p_eng: engines.Engine,
-                   n: int = 14) -> None:
+def _say_traceback(progress: Progress, log_text: str, p_eng: engines.Engine, n: int = 14) -> None:
     """The end of the fatal traceback in P's log (its tail is often shutdown noise)."""
     tb = (evidence.assertion_from_log(log_text) or {}).get("traceback")
     if not tb:
@@ -153,13 +176,17 @@ def run_remote(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
         if u and not urllib.parse.urlparse(u).scheme.startswith("http"):
             raise BadInput(f"{u}: not an http(s) URL", hint="e.g. http://10.0.0.5:8000")
     if not is_loopback(lo.prefill_url) and not lo.confirm_remote:
-        raise BadInput(f"--prefill-url {lo.prefill_url}: this probe can kill the prefill engine "
-                       "there (vLLM #53514)",
-                       hint=f"add {CONFIRM_FLAG} to run it against a non-local engine")
+        raise BadInput(
+            f"--prefill-url {lo.prefill_url}: this probe can kill the prefill engine there (vLLM #53514)",
+            hint=f"add {CONFIRM_FLAG} to run it against a non-local engine",
+        )
     p_url = lo.prefill_url.rstrip("/")
     d_url = lo.decode_url.rstrip("/") if lo.decode_url else None
-    progress(f"remote probe against prefill {p_url}" + (f", decode {d_url}" if d_url else "")
-             + ": THIS MAY KILL THE PREFILL ENGINE")
+    progress(
+        f"remote probe against prefill {p_url}"
+        + (f", decode {d_url}" if d_url else "")
+        + ": THIS MAY KILL THE PREFILL ENGINE"
+    )
     client = Client()
     t0 = time.perf_counter()
     try:
@@ -172,12 +199,18 @@ def run_remote(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
         client.close()
     verdict = build_verdict(res, [], None, res.model, lo)
     timings = {**res.timings, "total_s": round(time.perf_counter() - t0, 3)}
-    out = [*notes(res),
-           f"remote run against {p_url}: the prefill engine "
-           f"{'was killed by this probe' if res.p_dead else 'survived'}",
-           "which truncation path ran is not visible remotely (it needs pd-doctor's vLLM "
-           "plugin in the server's environment and PD_DOCTOR_TRACE set)"]
-    return ReproReport(engine="live-remote",
-                       vllm=VllmInstall(version="remote", path=p_url, python=python),
-                       results=(verdict,), available_connectors=_available(), timings=timings,
-                       notes=tuple(out))
+    out = [
+        *notes(res),
+        f"remote run against {p_url}: the prefill engine "
+        f"{'was killed by this probe' if res.p_dead else 'survived'}",
+        "which truncation path ran is not visible remotely (it needs pd-doctor's vLLM "
+        "plugin in the server's environment and PD_DOCTOR_TRACE set)",
+    ]
+    return ReproReport(
+        engine="live-remote",
+        vllm=VllmInstall(version="remote", path=p_url, python=python),
+        results=(verdict,),
+        available_connectors=_available(),
+        timings=timings,
+        notes=tuple(out),
+    )

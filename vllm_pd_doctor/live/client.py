@@ -58,20 +58,33 @@ class Client:
         r.raise_for_status()
         return str(r.json()["data"][0]["id"])
 
-    def complete(self, base: str, model: str, tokens: list[int], *, max_tokens: int,
-                 tag: str, kv: dict[str, Any] | None) -> Outcome:
+    def complete(
+        self,
+        base: str,
+        model: str,
+        tokens: list[int],
+        *,
+        max_tokens: int,
+        tag: str,
+        kv: dict[str, Any] | None,
+    ) -> Outcome:
         """A greedy completion of token-id `tokens`, its request id `tag`; never raises."""
-        body: dict[str, Any] = {"model": model, "prompt": tokens, "max_tokens": max_tokens,
-                                "temperature": 0.0, "return_token_ids": True}
+        body: dict[str, Any] = {
+            "model": model,
+            "prompt": tokens,
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "return_token_ids": True,
+        }
         if kv is not None:
             body["kv_transfer_params"] = kv
         t0 = time.perf_counter()
         try:
-            r = self.http.post(f"{base}/v1/completions", json=body,
-                               headers={"X-Request-Id": tag})
+            r = self.http.post(f"{base}/v1/completions", json=body, headers={"X-Request-Id": tag})
         except httpx.HTTPError as exc:
-            return Outcome(status=None, error=f"{type(exc).__name__}: {exc}",
-                           elapsed_s=time.perf_counter() - t0)
+            return Outcome(
+                status=None, error=f"{type(exc).__name__}: {exc}", elapsed_s=time.perf_counter() - t0
+            )
         try:
             data: Any = r.json()
         except ValueError:

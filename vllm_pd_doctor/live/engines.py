@@ -91,8 +91,10 @@ def check_ports(lo: LiveOptions) -> None:
     """CouldNotRun when a port the user chose is taken (before anything starts)."""
     for flag, port in (("--prefill-port", lo.prefill_port), ("--decode-port", lo.decode_port)):
         if port is not None and port_in_use(port):
-            raise CouldNotRun(f"{flag} {port}: port {port} on 127.0.0.1 is already in use",
-                              hint="pick another port, or omit it to use a free one")
+            raise CouldNotRun(
+                f"{flag} {port}: port {port} on 127.0.0.1 is already in use",
+                hint="pick another port, or omit it to use a free one",
+            )
 
 
 def new_run_dir(lo: LiveOptions) -> Path:
@@ -115,9 +117,16 @@ def plan(lo: LiveOptions, run_dir: Path) -> list[Engine]:
                 taken.add(p)
                 return p
 
-    return [Engine(role=r, port=(lo.prefill_port if r == "prefill" else lo.decode_port) or pick(),
-                   side_port=pick(), log=run_dir / f"{r}.log", trace=run_dir / f"{r}-trace.jsonl")
-            for r in ROLES]
+    return [
+        Engine(
+            role=r,
+            port=(lo.prefill_port if r == "prefill" else lo.decode_port) or pick(),
+            side_port=pick(),
+            log=run_dir / f"{r}.log",
+            trace=run_dir / f"{r}-trace.jsonl",
+        )
+        for r in ROLES
+    ]
 
 
 def say_tail(progress: Progress, what: str, path: Path, n: int = 25) -> None:
@@ -147,8 +156,10 @@ def model_dir(python: str, lo: LiveOptions, progress: Progress) -> tuple[Path, b
     """The model to serve and whether it is pd-doctor's tiny one (token-id prompts, no tokenizer)."""
     if lo.model is not None:
         if not lo.model.is_dir():
-            raise BadInput(f"--model {lo.model}: not a directory",
-                           hint="give a local Hugging Face model directory (config + weights)")
+            raise BadInput(
+                f"--model {lo.model}: not a directory",
+                hint="give a local Hugging Face model directory (config + weights)",
+            )
         return lo.model, False
     out = envs.home() / "models" / "tiny-hybrid"
     if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
@@ -159,14 +170,20 @@ def model_dir(python: str, lo: LiveOptions, progress: Progress) -> tuple[Path, b
     src = repro_dir() / "models" / "tiny-hybrid"
     progress(f"model: generating the tiny hybrid model (random weights) at {out}")
     try:
-        proc = procs.run([python, str(script), str(src), str(out)], text=True, timeout=300,
-                         env=targetrun.child_env(python=python))
+        proc = procs.run(
+            [python, str(script), str(src), str(out)],
+            text=True,
+            timeout=300,
+            env=targetrun.child_env(python=python),
+        )
     except subprocess.TimeoutExpired:
         raise CouldNotRun("generating the tiny model took more than 300 s") from None
     if proc.returncode != 0 or not (out / "config.json").is_file():
-        raise CouldNotRun("could not generate the tiny hybrid model in the target interpreter",
-                          hint="it needs torch and transformers (both come with vLLM)",
-                          detail=(proc.stdout + proc.stderr)[-4000:])
+        raise CouldNotRun(
+            "could not generate the tiny hybrid model in the target interpreter",
+            hint="it needs torch and transformers (both come with vLLM)",
+            detail=(proc.stdout + proc.stderr)[-4000:],
+        )
     return out, True
 
 
@@ -180,31 +197,48 @@ def plugin_path() -> Iterator[str]:
         info = Path(path) / DIST_INFO
         info.mkdir()
         (info / "METADATA").write_text(
-            "Metadata-Version: 2.1\nName: pd-doctor-live-plugin\nVersion: 0.0\n", encoding="utf-8")
-        (info / "entry_points.txt").write_text(f"[vllm.general_plugins]\n{ENTRY_POINT}\n",
-                                               encoding="utf-8")
+            "Metadata-Version: 2.1\nName: pd-doctor-live-plugin\nVersion: 0.0\n", encoding="utf-8"
+        )
+        (info / "entry_points.txt").write_text(f"[vllm.general_plugins]\n{ENTRY_POINT}\n", encoding="utf-8")
         yield path
 
 
 def kv_transfer_config(eng: Engine, device: str, lo: LiveOptions) -> dict[str, Any]:
     """The engine's `--kv-transfer-config`, from the connector's registry entry."""
     entry = lo.entry
-    kv_cfg: dict[str, Any] = {"kv_connector": entry.vllm_names[0],
-                              "kv_role": "kv_producer" if eng.role == "prefill" else "kv_consumer",
-                              "kv_buffer_device": "cpu" if device == "cpu" else "cuda"}
+    kv_cfg: dict[str, Any] = {
+        "kv_connector": entry.vllm_names[0],
+        "kv_role": "kv_producer" if eng.role == "prefill" else "kv_consumer",
+        "kv_buffer_device": "cpu" if device == "cpu" else "cuda",
+    }
     if KV_LEASE_S is not None:
         kv_cfg["kv_connector_extra_config"] = {"kv_lease_duration": KV_LEASE_S}
     kv_cfg.update(entry.kv_connector_extra)
     return kv_cfg
 
 
-def engine_command(python: str, eng: Engine, model: Path, tiny: bool, device: str,
-                   lo: LiveOptions) -> list[str]:
-    cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-           "--host", "127.0.0.1", "--port", str(eng.port),
-           "--max-model-len", str(MAX_MODEL_LEN), "--enforce-eager",
-           "--enable-prefix-caching", "--mamba-cache-mode", lo.effective_mamba_cache_mode,
-           "--kv-transfer-config", json.dumps(kv_transfer_config(eng, device, lo))]
+def engine_command(
+    python: str, eng: Engine, model: Path, tiny: bool, device: str, lo: LiveOptions
+) -> list[str]:
+    cmd = [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(eng.port),
+        "--max-model-len",
+        str(MAX_MODEL_LEN),
+        "--enforce-eager",
+        "--enable-prefix-caching",
+        "--mamba-cache-mode",
+        lo.effective_mamba_cache_mode,
+        "--kv-transfer-config",
+        json.dumps(kv_transfer_config(eng, device, lo)),
+    ]
     if tiny:
         cmd += ["--skip-tokenizer-init", "--dtype", "bfloat16"]
     if device == "cpu":
@@ -216,8 +250,9 @@ def engine_command(python: str, eng: Engine, model: Path, tiny: bool, device: st
     return cmd
 
 
-def engine_env(python: str, eng: Engine, pythonpath: str, device: str,
-               run_dir: Path, *, hotfix: bool = False) -> dict[str, str]:
+def engine_env(
+    python: str, eng: Engine, pythonpath: str, device: str, run_dir: Path, *, hotfix: bool = False
+) -> dict[str, str]:
     extra = {
         "VLLM_NIXL_SIDE_CHANNEL_HOST": "127.0.0.1",
         "VLLM_NIXL_SIDE_CHANNEL_PORT": str(eng.side_port),
@@ -232,8 +267,13 @@ def engine_env(python: str, eng: Engine, pythonpath: str, device: str,
     if hotfix:  # the plugin applies pd-doctor's #53514 backport in the EngineCore (issue 13)
         extra[HOTFIX_ENV] = HOTFIX_ISSUE
     if device == "cpu":
-        extra.update({"UCX_TLS": "tcp,self,sm", "UCX_NET_DEVICES": "lo",
-                      "VLLM_CPU_OMP_THREADS_BIND": "0" if eng.role == "prefill" else "1"})
+        extra.update(
+            {
+                "UCX_TLS": "tcp,self,sm",
+                "UCX_NET_DEVICES": "lo",
+                "VLLM_CPU_OMP_THREADS_BIND": "0" if eng.role == "prefill" else "1",
+            }
+        )
     else:
         extra["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
     env = targetrun.child_env(extra, pythonpath=pythonpath, python=python)
@@ -253,8 +293,9 @@ def start_engine(cmd: list[str], env: dict[str, str], eng: Engine, cwd: Path) ->
 
 def write_pids(run_dir: Path, engines: list[Engine]) -> None:
     """`pids.json` in the run directory: role -> pid (an outside cleanup can find them)."""
-    (run_dir / "pids.json").write_text(json.dumps(
-        {e.role: e.proc.pid for e in engines if e.proc}), encoding="utf-8")
+    (run_dir / "pids.json").write_text(
+        json.dumps({e.role: e.proc.pid for e in engines if e.proc}), encoding="utf-8"
+    )
 
 
 def stop_all(engines: list[Engine]) -> float:
@@ -270,21 +311,28 @@ def stop_all(engines: list[Engine]) -> float:
 def _exit_reason(eng: Engine, rc: int) -> CouldNotRun:
     log = eng.log.read_text(encoding="utf-8", errors="replace")
     if "Address already in use" in log or "address already in use" in log:
-        return CouldNotRun(f"the {eng.role} engine could not bind its port: a port is already "
-                           "in use", hint=f"log: {eng.log}", detail=tail(eng.log, 60))
+        return CouldNotRun(
+            f"the {eng.role} engine could not bind its port: a port is already in use",
+            hint=f"log: {eng.log}",
+            detail=tail(eng.log, 60),
+        )
     if "requires DS conv state layout" in log:
         return CouldNotRun(
             f"the {eng.role} engine exited with code {rc} before it became healthy: NIXL needs "
             "the DS Mamba conv-state layout, and the engine's workers ran with SD "
             "(VLLM_SSM_CONV_STATE_LAYOUT)",
             hint="this vLLM replaced the DS layout pd-doctor asked for; try another release or "
-                 f"a GPU; log: {eng.log}", detail=tail(eng.log, 60))
-    return CouldNotRun(f"the {eng.role} engine exited with code {rc} before it became healthy",
-                       hint=f"see its log: {eng.log}", detail=tail(eng.log, 60))
+            f"a GPU; log: {eng.log}",
+            detail=tail(eng.log, 60),
+        )
+    return CouldNotRun(
+        f"the {eng.role} engine exited with code {rc} before it became healthy",
+        hint=f"see its log: {eng.log}",
+        detail=tail(eng.log, 60),
+    )
 
 
-def wait_healthy(client: Client, engines: list[Engine], timeout: float,
-                 progress: Progress) -> None:
+def wait_healthy(client: Client, engines: list[Engine], timeout: float, progress: Progress) -> None:
     """Until every engine answers /health; CouldNotRun when one exits or time runs out."""
     t0 = time.perf_counter()
     last_say = t0
@@ -298,19 +346,22 @@ def wait_healthy(client: Client, engines: list[Engine], timeout: float,
                 raise _exit_reason(eng, rc)
             if client.healthy(eng.url):
                 eng.healthy_s = time.perf_counter() - eng.started
-                progress(f"{eng.role} engine healthy after {eng.healthy_s:.1f} s "
-                         f"(port {eng.port})")
+                progress(f"{eng.role} engine healthy after {eng.healthy_s:.1f} s (port {eng.port})")
                 pending.remove(eng)
         now = time.perf_counter()
         if now - t0 > timeout:
             for eng in pending:
                 say_tail(progress, f"the {eng.role} engine's log", eng.log)
-            raise CouldNotRun(f"{' and '.join(e.role for e in pending)} engine not healthy "
-                              f"within {timeout:.0f} s", hint="raise --timeout or check the "
-                              "machine's load", detail=tail(pending[0].log, 60))
+            raise CouldNotRun(
+                f"{' and '.join(e.role for e in pending)} engine not healthy within {timeout:.0f} s",
+                hint="raise --timeout or check the machine's load",
+                detail=tail(pending[0].log, 60),
+            )
         if pending and now - last_say >= 15:
             last_say = now
-            progress(f"engines starting: {now - t0:.0f} s elapsed, waiting for "
-                     f"{', '.join(e.role for e in pending)}")
+            progress(
+                f"engines starting: {now - t0:.0f} s elapsed, waiting for "
+                f"{', '.join(e.role for e in pending)}"
+            )
         if pending:
             time.sleep(0.5)

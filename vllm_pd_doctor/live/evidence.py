@@ -93,8 +93,12 @@ def assertion_from_log(text: str) -> dict[str, Any] | None:
     tbs = tracebacks.tracebacks(text)
     ours = [tb for tb in tbs if any(ASSERT_53514 in line for line in tb)]
     matches = bool(ours) or ASSERT_53514 in text
-    if (not tbs and not matches and "EngineCore encountered a fatal error" not in text
-            and "EngineDeadError" not in text):
+    if (
+        not tbs
+        and not matches
+        and "EngineCore encountered a fatal error" not in text
+        and "EngineDeadError" not in text
+    ):
         return None
     tb = "\n".join((ours or tbs)[-1]) if tbs else None
     location = statement = None
@@ -106,8 +110,7 @@ def assertion_from_log(text: str) -> dict[str, Any] | None:
             statement = code.strip()
     if matches and statement is None:
         statement = ASSERT_53514
-    return {"location": location, "statement": statement, "traceback": tb,
-            "matches_53514": matches}
+    return {"location": location, "statement": statement, "traceback": tb, "matches_53514": matches}
 
 
 def fatal_line(text: str) -> str | None:
@@ -156,8 +159,11 @@ def summary_for(events: list[dict[str, Any]], tag: str) -> dict[str, Any] | None
 
 def conv_layout_restored(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """(from, to) of each Mamba conv-state layout the plugin put back in an engine process."""
-    found = {(str(e.get("from")), str(e.get("to"))) for e in events
-             if e.get("kind") == "conv_state_layout_restored"}
+    found = {
+        (str(e.get("from")), str(e.get("to")))
+        for e in events
+        if e.get("kind") == "conv_state_layout_restored"
+    }
     return sorted(found)
 
 

@@ -63,8 +63,9 @@ class LiveOptions:
         """The registry entry of `connector`."""
         c = connectors.get(self.connector)
         if c is None or not c.live:
-            raise BadInput(f"--connector {self.connector}: the live engine cannot serve it",
-                           hint=_live_hint())
+            raise BadInput(
+                f"--connector {self.connector}: the live engine cannot serve it", hint=_live_hint()
+            )
         return c
 
     @property
@@ -94,8 +95,9 @@ def parse_connector(value: str) -> str:
         raise BadInput("--connector: empty", hint=f"use one of {', '.join(known)}, all")
     for k in keys:
         if k != "all" and k not in known:
-            raise BadInput(f"--connector {k}: unknown connector",
-                           hint=f"use one of {', '.join(known)}, or all")
+            raise BadInput(
+                f"--connector {k}: unknown connector", hint=f"use one of {', '.join(known)}, or all"
+            )
     served = live_connectors()
     if "all" in keys:
         keys = tuple(c.key for c in served)
@@ -103,16 +105,28 @@ def parse_connector(value: str) -> str:
         labels = ", ".join(c.label for c in served) or "no"
         raise BadInput(f"--engine live supports the {labels} connector only", hint=_live_hint())
     if len(keys) > 1:
-        raise BadInput("--engine live runs one connector at a time",
-                       hint=f"give one of {', '.join(keys)}")
+        raise BadInput("--engine live runs one connector at a time", hint=f"give one of {', '.join(keys)}")
     return keys[0]
 
 
-def from_repro_options(*, connector: str, block_size: int | None, prompt_len: int | None,
-                       mamba_cache_mode: str | None, kv_role: str, model: Path | None,
-                       prefill_url: str | None, decode_url: str | None, confirm_remote: bool,
-                       run_dir: Path | None, prefill_port: int | None, decode_port: int | None,
-                       device: str | None, timeout: float, hotfix: bool = False) -> LiveOptions:
+def from_repro_options(
+    *,
+    connector: str,
+    block_size: int | None,
+    prompt_len: int | None,
+    mamba_cache_mode: str | None,
+    kv_role: str,
+    model: Path | None,
+    prefill_url: str | None,
+    decode_url: str | None,
+    confirm_remote: bool,
+    run_dir: Path | None,
+    prefill_port: int | None,
+    decode_port: int | None,
+    device: str | None,
+    timeout: float,
+    hotfix: bool = False,
+) -> LiveOptions:
     """The repro command's options, checked, as a live run's (BadInput on a bad one).
 
     `kv_role` is checked like the in-process engine checks it; the live pair is always a
@@ -122,17 +136,23 @@ def from_repro_options(*, connector: str, block_size: int | None, prompt_len: in
     if decode_url and not prefill_url:
         raise BadInput("--decode-url needs --prefill-url")
     if prefill_url and (prefill_port or decode_port or model or device):
-        raise BadInput("--prefill-url probes existing engines: --model, --device and the port "
-                       "options do not apply")
+        raise BadInput(
+            "--prefill-url probes existing engines: --model, --device and the port options do not apply"
+        )
     if block_size is not None and block_size < 1:
         raise BadInput(f"--block-size {block_size}: must be a positive number of tokens")
     if prompt_len is not None and prompt_len < 2:
-        raise BadInput(f"--prompt-len {prompt_len}: must be at least 2 (the prefill side keeps "
-                       "N-1 tokens, and at least one of them must be cached)",
-                       hint="omit it for the default: the effective block size + 1")
+        raise BadInput(
+            f"--prompt-len {prompt_len}: must be at least 2 (the prefill side keeps "
+            "N-1 tokens, and at least one of them must be cached)",
+            hint="omit it for the default: the effective block size + 1",
+        )
     if prompt_len is not None and not prefill_url and prompt_len + 1 > MAX_MODEL_LEN:
-        raise BadInput(f"--prompt-len {prompt_len}: longer than the live engines' max model "
-                       f"length {MAX_MODEL_LEN} allows (N + 1 tokens)", hint="use a shorter prompt")
+        raise BadInput(
+            f"--prompt-len {prompt_len}: longer than the live engines' max model "
+            f"length {MAX_MODEL_LEN} allows (N + 1 tokens)",
+            hint="use a shorter prompt",
+        )
     for flag, port in (("--prefill-port", prefill_port), ("--decode-port", decode_port)):
         if port is not None and not 0 < port < 65536:
             raise BadInput(f"{flag} {port}: not a TCP port")
@@ -141,16 +161,30 @@ def from_repro_options(*, connector: str, block_size: int | None, prompt_len: in
     if kv_role not in KV_ROLES:
         raise BadInput(f"--kv-role {kv_role}: unknown role", hint=f"use one of {', '.join(KV_ROLES)}")
     if mamba_cache_mode is not None and mamba_cache_mode not in MAMBA_CACHE_MODES:
-        raise BadInput(f"--mamba-cache-mode {mamba_cache_mode}: unknown mode",
-                       hint=f"use one of {', '.join(MAMBA_CACHE_MODES)}")
+        raise BadInput(
+            f"--mamba-cache-mode {mamba_cache_mode}: unknown mode",
+            hint=f"use one of {', '.join(MAMBA_CACHE_MODES)}",
+        )
     if model is not None:
         model = model.expanduser()
         if not (model / "config.json").is_file():
-            raise BadInput(f"--model {model}: no config.json there",
-                           hint="give a local Hugging Face model directory (config + weights)")
-    return LiveOptions(connector=key, prompt_len=prompt_len, mamba_cache_mode=mamba_cache_mode,
-                       model=model, block_size=block_size, prefill_url=prefill_url,
-                       decode_url=decode_url, confirm_remote=confirm_remote,
-                       run_dir=run_dir.expanduser() if run_dir else None,
-                       prefill_port=prefill_port, decode_port=decode_port, device=device,
-                       timeout=timeout, hotfix=hotfix)
+            raise BadInput(
+                f"--model {model}: no config.json there",
+                hint="give a local Hugging Face model directory (config + weights)",
+            )
+    return LiveOptions(
+        connector=key,
+        prompt_len=prompt_len,
+        mamba_cache_mode=mamba_cache_mode,
+        model=model,
+        block_size=block_size,
+        prefill_url=prefill_url,
+        decode_url=decode_url,
+        confirm_remote=confirm_remote,
+        run_dir=run_dir.expanduser() if run_dir else None,
+        prefill_port=prefill_port,
+        decode_port=decode_port,
+        device=device,
+        timeout=timeout,
+        hotfix=hotfix,
+    )

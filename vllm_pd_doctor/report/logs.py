@@ -20,22 +20,37 @@ class Signature:
 
 
 SIGNATURES: tuple[Signature, ...] = (
-    Signature("assert_53514", "assert num_new_tokens > 0",
-              "the scheduler's assertion of vLLM #53514 (P-side N-1 truncation)"),
-    Signature("enginecore_fatal", "EngineCore encountered a fatal error",
-              "the engine core died"),
+    Signature(
+        "assert_53514",
+        "assert num_new_tokens > 0",
+        "the scheduler's assertion of vLLM #53514 (P-side N-1 truncation)",
+    ),
+    Signature("enginecore_fatal", "EngineCore encountered a fatal error", "the engine core died"),
     Signature("dump_input", "[dump_input.py", "vLLM's dump of the scheduler state at the crash"),
-    Signature("nixl_compat_ok", "NIXL compatibility check passed",
-              "the NIXL handshake's compatibility check passed"),
+    Signature(
+        "nixl_compat_ok", "NIXL compatibility check passed", "the NIXL handshake's compatibility check passed"
+    ),
     Signature("handshake_failed", "handshake_failed", "a NIXL handshake failed"),
-    Signature("no_kv_connector", "Got kv_transfer_params, but no KVConnector found",
-              "a request carried kv_transfer_params to an engine without a KV connector"),
-    Signature("mamba_conv_layout", "3-read Mamba conv transfer requires DS conv state layout",
-              "the Mamba conv-state transfer needs the DS conv state layout"),
-    Signature("ssm_one_block", "SSM can only have one local block",
-              "the SSM (Mamba) state spans more than one local block"),
-    Signature("attn_block_size", "Setting attention block size to",
-              "vLLM raised the attention block size to fit the mamba page size"),
+    Signature(
+        "no_kv_connector",
+        "Got kv_transfer_params, but no KVConnector found",
+        "a request carried kv_transfer_params to an engine without a KV connector",
+    ),
+    Signature(
+        "mamba_conv_layout",
+        "3-read Mamba conv transfer requires DS conv state layout",
+        "the Mamba conv-state transfer needs the DS conv state layout",
+    ),
+    Signature(
+        "ssm_one_block",
+        "SSM can only have one local block",
+        "the SSM (Mamba) state spans more than one local block",
+    ),
+    Signature(
+        "attn_block_size",
+        "Setting attention block size to",
+        "vLLM raised the attention block size to fit the mamba page size",
+    ),
     Signature("nixl_transfer_failed", "NIXL transfer failed", "a NIXL transfer failed"),
     Signature("nixl_error", "nixlBackendError", "NIXL reported a backend error"),
     Signature("kv_load_failed", "Failed to load KV", "a KV load failed on the decode side"),
@@ -116,8 +131,7 @@ def find(text: str) -> LogFindings:
     excerpts = []
     for a, b, kind in merged:
         reasons = tuple(dict.fromkeys(r for k in range(a, b + 1) for r in reasons_at.get(k, ())))
-        excerpts.append(Excerpt(kind=kind, reasons=reasons, first_line=a + 1,
-                                lines=tuple(raw[a:b + 1])))
+        excerpts.append(Excerpt(kind=kind, reasons=reasons, first_line=a + 1, lines=tuple(raw[a : b + 1])))
     sigs = tuple((s.key, counts[s.key]) for s in SIGNATURES if s.key in counts)
     return LogFindings(signatures=sigs, excerpts=tuple(excerpts))
 
@@ -153,4 +167,4 @@ def cap(text: str, limit: int) -> tuple[str, int]:
     tail = limit - head
     cut = len(text) - head - tail
     marker = f"\n[... pd-doctor cut {cut} characters here (log capped at {limit}) ...]\n"
-    return text[:head] + marker + text[len(text) - tail:], cut
+    return text[:head] + marker + text[len(text) - tail :], cut

@@ -61,22 +61,55 @@ def unregister(key: str) -> None:
     _CONNECTORS.pop(key, None)
 
 
-register(Connector(
-    key="nixl", label="NIXL (pull)", vllm_names=("NixlConnector", "NixlPullConnector"),
-    library="nixl", source_words=("nixl",), truncating_hooks=(LATE_HOOK, EARLY_HOOK),
-    fixed_in="0.29.0", fix_refs=("vllm#53514", "vllm#53523"), live=True))
-register(Connector(
-    key="nixl-push", label="NIXL (push)", vllm_names=("NixlPushConnector",), library="nixl",
-    source_words=("nixl",), truncating_hooks=(LATE_HOOK, EARLY_HOOK), fixed_in="0.29.0",
-    fix_refs=("vllm#53514", "vllm#53523")))
-register(Connector(
-    key="mooncake", label="Mooncake", vllm_names=("MooncakeConnector",), library="mooncake",
-    source_words=("mooncake",), truncating_hooks=(LATE_HOOK, EARLY_HOOK), fixed_in="0.29.0",
-    fix_refs=("vllm#53514", "vllm#53663")))
-register(Connector(
-    key="moriio", label="MoRIIO", vllm_names=("MoRIIOConnector",), library="mori",
-    source_words=("moriio",), truncating_hooks=(EARLY_HOOK,), fixed_in="0.31.0",
-    fix_refs=("vllm#53514",)))
+register(
+    Connector(
+        key="nixl",
+        label="NIXL (pull)",
+        vllm_names=("NixlConnector", "NixlPullConnector"),
+        library="nixl",
+        source_words=("nixl",),
+        truncating_hooks=(LATE_HOOK, EARLY_HOOK),
+        fixed_in="0.29.0",
+        fix_refs=("vllm#53514", "vllm#53523"),
+        live=True,
+    )
+)
+register(
+    Connector(
+        key="nixl-push",
+        label="NIXL (push)",
+        vllm_names=("NixlPushConnector",),
+        library="nixl",
+        source_words=("nixl",),
+        truncating_hooks=(LATE_HOOK, EARLY_HOOK),
+        fixed_in="0.29.0",
+        fix_refs=("vllm#53514", "vllm#53523"),
+    )
+)
+register(
+    Connector(
+        key="mooncake",
+        label="Mooncake",
+        vllm_names=("MooncakeConnector",),
+        library="mooncake",
+        source_words=("mooncake",),
+        truncating_hooks=(LATE_HOOK, EARLY_HOOK),
+        fixed_in="0.29.0",
+        fix_refs=("vllm#53514", "vllm#53663"),
+    )
+)
+register(
+    Connector(
+        key="moriio",
+        label="MoRIIO",
+        vllm_names=("MoRIIOConnector",),
+        library="mori",
+        source_words=("moriio",),
+        truncating_hooks=(EARLY_HOOK,),
+        fixed_in="0.31.0",
+        fix_refs=("vllm#53514",),
+    )
+)
 
 
 def all_connectors() -> tuple[Connector, ...]:

@@ -34,7 +34,7 @@ def vllm_relpath(filename: str) -> str:
     norm = filename.replace("\\", "/")
     marker = "/vllm/"
     idx = norm.rfind(marker)
-    if idx >= 0 and "/site-packages/" in norm[:idx + 1] + "/site-packages/":
+    if idx >= 0 and "/site-packages/" in norm[: idx + 1] + "/site-packages/":
         return norm[idx + 1 :]
     return norm
 
@@ -209,16 +209,14 @@ def _hook_wrapper(rec: Recorder, name: str, original: Callable[..., Any]) -> Cal
         req = _request_of(args, kwargs)
         rid = str(getattr(req, "request_id", "")) or None
         before = _num_tokens(req)
-        rec.emit("hook_enter", hook=name, request_id=rid, num_tokens=before,
-                 args=_int_args(args))
+        rec.emit("hook_enter", hook=name, request_id=rid, num_tokens=before, args=_int_args(args))
         rec._hook_stack.append(name)
         try:
             result = original(*args, **kwargs)
         finally:
             rec._hook_stack.pop()
         after = _num_tokens(req)
-        rec.emit("hook_exit", hook=name, request_id=rid, num_tokens=after,
-                 result=_plain(result))
+        rec.emit("hook_exit", hook=name, request_id=rid, num_tokens=after, result=_plain(result))
         return result
 
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]

@@ -61,11 +61,14 @@ def _wrap_add_request(rec: observe.Recorder, sched: Any) -> None:
     def add_request(request: Any, *args: Any, **kwargs: Any) -> Any:
         watched = watch_prompt(rec, request)
         ktp = getattr(request, "kv_transfer_params", None)
-        rec.emit("add_request", request_id=str(getattr(request, "request_id", "")),
-                 num_tokens=observe._num_tokens(request),
-                 num_prompt_tokens=observe._num_prompt_tokens(request),
-                 watched=watched,
-                 kv_transfer_params=sorted(ktp) if isinstance(ktp, dict) else None)
+        rec.emit(
+            "add_request",
+            request_id=str(getattr(request, "request_id", "")),
+            num_tokens=observe._num_tokens(request),
+            num_prompt_tokens=observe._num_prompt_tokens(request),
+            watched=watched,
+            kv_transfer_params=sorted(ktp) if isinstance(ktp, dict) else None,
+        )
         return original(request, *args, **kwargs)
 
     add_request.__wrapped__ = original  # type: ignore[attr-defined]
@@ -80,8 +83,13 @@ def _wrap_schedule(rec: observe.Recorder, sched: Any) -> None:
             return original(*args, **kwargs)
         except BaseException as exc:
             loc = observe.exception_location(exc)
-            rec.emit("exception", type=type(exc).__name__, message=str(exc), location=loc,
-                     traceback=observe.format_exception(exc)[-6000:])
+            rec.emit(
+                "exception",
+                type=type(exc).__name__,
+                message=str(exc),
+                location=loc,
+                traceback=observe.format_exception(exc)[-6000:],
+            )
             raise
 
     schedule.__wrapped__ = original  # type: ignore[attr-defined]
@@ -99,12 +107,16 @@ def instrument(sched: Any, path: str) -> None:
     _wrap_add_request(rec, sched)
     _wrap_schedule(rec, sched)
     cache_cfg = getattr(sched, "cache_config", None)
-    rec.emit("scheduler_ready", scheduler_class=type(sched).__qualname__,
-             connector_class=type(connector).__qualname__ if connector is not None else None,
-             hooks=hooks, lookups=lookups,
-             block_size=getattr(cache_cfg, "block_size", None),
-             mamba_cache_mode=str(getattr(cache_cfg, "mamba_cache_mode", None)),
-             enable_prefix_caching=getattr(cache_cfg, "enable_prefix_caching", None))
+    rec.emit(
+        "scheduler_ready",
+        scheduler_class=type(sched).__qualname__,
+        connector_class=type(connector).__qualname__ if connector is not None else None,
+        hooks=hooks,
+        lookups=lookups,
+        block_size=getattr(cache_cfg, "block_size", None),
+        mamba_cache_mode=str(getattr(cache_cfg, "mamba_cache_mode", None)),
+        enable_prefix_caching=getattr(cache_cfg, "enable_prefix_caching", None),
+    )
 
 
 def keep_conv_state_layout(path: str) -> None:

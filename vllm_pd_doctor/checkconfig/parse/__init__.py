@@ -29,13 +29,25 @@ from vllm_pd_doctor.checkconfig.types import LaunchCommand, ServeConfig
 def parse_launch(cmd: LaunchCommand, *, table: FlagTable = BUILTIN) -> ServeConfig:
     """One server's arguments -> ServeConfig (role, env and machine from the LaunchCommand)."""
     what = f"{cmd.source} ({cmd.name or cmd.role})"
-    return parse_args(list(cmd.args), dict(cmd.env), role=cmd.role, what=what, machine=cmd.host,
-                      source=cmd.source, table=table)
+    return parse_args(
+        list(cmd.args),
+        dict(cmd.env),
+        role=cmd.role,
+        what=what,
+        machine=cmd.host,
+        source=cmd.source,
+        table=table,
+    )
 
 
-def parse_command(text: str, *, role: str, what: str | None = None,
-                  variables: Mapping[str, str] | None = None,
-                  table: FlagTable = BUILTIN) -> ServeConfig:
+def parse_command(
+    text: str,
+    *,
+    role: str,
+    what: str | None = None,
+    variables: Mapping[str, str] | None = None,
+    table: FlagTable = BUILTIN,
+) -> ServeConfig:
     """Parse one launch command (a string, wrappers allowed) for a role."""
     what = what or f"--{role}-cmd"
     launch = launch_from_command(text, what=what, role=role, variables=variables)
@@ -48,5 +60,16 @@ def split_command(text: str, what: str) -> tuple[list[str], dict[str, str]]:
     return list(launch.args), dict(launch.env)
 
 
-__all__ = ["FLAGS", "ROLES", "SHORT", "FlagTable", "for_python", "load_config_file",
-           "parse_args", "parse_command", "parse_config_text", "parse_launch", "split_command"]
+__all__ = [
+    "FLAGS",
+    "ROLES",
+    "SHORT",
+    "FlagTable",
+    "for_python",
+    "load_config_file",
+    "parse_args",
+    "parse_command",
+    "parse_config_text",
+    "parse_launch",
+    "split_command",
+]

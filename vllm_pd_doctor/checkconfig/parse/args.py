@@ -24,13 +24,16 @@ def _unresolved(what: str, flag: str, raw: str, expected: str) -> BadInput | Non
         return None
     vars_ = [n for n in names if not n.startswith("$(")]
     if vars_:
-        return BadInput(f"{what}: --{flag} {raw!r}: ${vars_[0]} is not set in the file "
-                        f"(needs {expected})",
-                        hint=f"give its value: --set {vars_[0]}=VALUE")
-    return BadInput(f"{what}: --{flag} {raw!r}: the value comes from {names[0]}, which "
-                    f"pd-doctor does not run (needs {expected})",
-                    hint="assign it to a variable in the script and give that one with "
-                         "--set VAR=VALUE, or write the value into the command")
+        return BadInput(
+            f"{what}: --{flag} {raw!r}: ${vars_[0]} is not set in the file (needs {expected})",
+            hint=f"give its value: --set {vars_[0]}=VALUE",
+        )
+    return BadInput(
+        f"{what}: --{flag} {raw!r}: the value comes from {names[0]}, which "
+        f"pd-doctor does not run (needs {expected})",
+        hint="assign it to a variable in the script and give that one with "
+        "--set VAR=VALUE, or write the value into the command",
+    )
 
 
 def _json_value(what: str, flag: str, raw: str) -> Any:
@@ -40,18 +43,19 @@ def _json_value(what: str, flag: str, raw: str) -> Any:
         err = _unresolved(what, flag, raw, "a JSON object")
         if err is not None:
             raise err from None
-        raise BadInput(f"--{flag}: malformed JSON at line {exc.lineno} column {exc.colno} "
-                       f"(position {exc.pos}): {exc.msg.lower()}",
-                       hint=f"{_near(raw, exc.pos)}; expected a JSON object such as "
-                            "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}'"
-                       ) from None
+        raise BadInput(
+            f"--{flag}: malformed JSON at line {exc.lineno} column {exc.colno} "
+            f"(position {exc.pos}): {exc.msg.lower()}",
+            hint=f"{_near(raw, exc.pos)}; expected a JSON object such as "
+            '\'{"kv_connector":"NixlConnector","kv_role":"kv_producer"}\'',
+        ) from None
     except RecursionError:
         raise BadInput(f"--{flag}: JSON nested too deeply") from None
 
 
 def _near(raw: str, pos: int) -> str:
     lo = max(0, pos - 15)
-    return f"near {raw[lo:pos + 15]!r}"
+    return f"near {raw[lo : pos + 15]!r}"
 
 
 def _bool(what: str, flag: str, raw: str) -> bool:
@@ -110,9 +114,16 @@ def _is_number(tok: str) -> bool:
     return True
 
 
-def parse_args(args: list[str], env: dict[str, str], *, role: str, what: str,
-               machine: str | None = None, source: str = "command line",
-               table: FlagTable = BUILTIN) -> ServeConfig:
+def parse_args(
+    args: list[str],
+    env: dict[str, str],
+    *,
+    role: str,
+    what: str,
+    machine: str | None = None,
+    source: str = "command line",
+    table: FlagTable = BUILTIN,
+) -> ServeConfig:
     """Parse `vllm serve` arguments into a ServeConfig."""
     values: dict[str, Any] = {}
     dotted: dict[str, dict[str, Any]] = {}
@@ -177,9 +188,10 @@ def parse_args(args: list[str], env: dict[str, str], *, role: str, what: str,
         elif kind == JSON:
             v = _json_value(what, base, raw)
             if base in _MODEL_JSON and not isinstance(v, dict):
-                raise BadInput(f"--{base}: expected a JSON object, got {type(v).__name__}",
-                               hint="e.g. '{\"kv_connector\":\"NixlConnector\",\"kv_role\":"
-                                    "\"kv_both\"}'")
+                raise BadInput(
+                    f"--{base}: expected a JSON object, got {type(v).__name__}",
+                    hint='e.g. \'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\'',
+                )
             values[base] = v
         else:
             values[base] = raw
@@ -190,14 +202,15 @@ def parse_args(args: list[str], env: dict[str, str], *, role: str, what: str,
         values[base] = merged
     # vLLM takes one positional (the model): words after unknown flags beyond it were values
     extra = len(positional) - 1
-    drop = set(after_unknown[:max(0, extra)]) if extra > 0 else set()
+    drop = set(after_unknown[: max(0, extra)]) if extra > 0 else set()
     if "model" in values and after_unknown:
         drop = set(after_unknown)
     positional = [p for k, p in enumerate(positional) if k not in drop]
     model = positional[0] if positional else values.get("model")
     if "config" in values:
-        unknown.append(f"--config {values['config']} (vLLM config file not found here: "
-                       "its settings are not checked)")
+        unknown.append(
+            f"--config {values['config']} (vLLM config file not found here: its settings are not checked)"
+        )
     ktc = values.get("kv-transfer-config")
 
     def geti(key: str, default: int) -> int:
@@ -217,15 +230,19 @@ def parse_args(args: list[str], env: dict[str, str], *, role: str, what: str,
         return v if isinstance(v, bool) else None
 
     return ServeConfig(
-        role=role, model=str(model) if model is not None else None, port=opt_int("port"),
-        host=opt_str("host"), machine=machine,
+        role=role,
+        model=str(model) if model is not None else None,
+        port=opt_int("port"),
+        host=opt_str("host"),
+        machine=machine,
         tensor_parallel_size=geti("tensor-parallel-size", 1),
         pipeline_parallel_size=geti("pipeline-parallel-size", 1),
         data_parallel_size=geti("data-parallel-size", 1),
         data_parallel_size_local=opt_int("data-parallel-size-local"),
         data_parallel_rank=opt_int("data-parallel-rank"),
         prefill_context_parallel_size=geti("prefill-context-parallel-size", 1),
-        block_size=opt_int("block-size"), dtype=opt_str("dtype"),
+        block_size=opt_int("block-size"),
+        dtype=opt_str("dtype"),
         kv_cache_dtype=opt_str("kv-cache-dtype"),
         attention_backend=opt_str("attention-backend") or env.get("VLLM_ATTENTION_BACKEND"),
         speculative_config=values.get("speculative-config"),
@@ -233,6 +250,9 @@ def parse_args(args: list[str], env: dict[str, str], *, role: str, what: str,
         mamba_cache_mode=opt_str("mamba-cache-mode"),
         async_scheduling=opt_bool("async-scheduling"),
         kv_transfer_config=ktc if isinstance(ktc, dict) else None,
-        env=dict(env), unknown_flags=tuple(unknown), source=source, values=values,
+        env=dict(env),
+        unknown_flags=tuple(unknown),
+        source=source,
+        values=values,
         argv=tuple(args),
     )

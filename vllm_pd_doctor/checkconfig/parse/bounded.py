@@ -17,9 +17,11 @@ def read_text(path: Path, label: str) -> str:
     """The file as UTF-8 text; devices, FIFOs, huge and binary files refused (exit 2)."""
     data, _size = limits.read_bounded(path, MAX_BYTES, label)
     if b"\x00" in data:
-        raise BadInput(f"{label}: binary file, neither text nor YAML/JSON",
-                       hint="give a shell script, a text file with one launch command per role, "
-                            "or YAML/JSON (prefill:/decode: entries, Kubernetes manifests)")
+        raise BadInput(
+            f"{label}: binary file, neither text nor YAML/JSON",
+            hint="give a shell script, a text file with one launch command per role, "
+            "or YAML/JSON (prefill:/decode: entries, Kubernetes manifests)",
+        )
     return limits.decode_utf8(data, label)
 
 
@@ -32,7 +34,8 @@ def load_json(text: str, label: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise BadInput(f"{label}: malformed JSON at line {exc.lineno} column {exc.colno}: "
-                       f"{exc.msg.lower()}") from None
+        raise BadInput(
+            f"{label}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg.lower()}"
+        ) from None
     except RecursionError:
         raise BadInput(f"{label}: JSON nested too deeply") from None

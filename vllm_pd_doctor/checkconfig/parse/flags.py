@@ -23,45 +23,112 @@ BOOL = "bool"
 """BooleanOptionalAction or store_true: `--x`, `--no-x`, `--x true|false`."""
 
 FLAGS: dict[str, str] = {
-    "model": STR, "port": INT, "host": STR, "tensor-parallel-size": INT,
-    "pipeline-parallel-size": INT, "data-parallel-size": INT,
-    "data-parallel-size-local": INT, "data-parallel-rank": INT,
-    "data-parallel-start-rank": INT, "data-parallel-address": STR,
-    "data-parallel-rpc-port": INT, "prefill-context-parallel-size": INT,
-    "decode-context-parallel-size": INT, "block-size": INT, "dtype": STR,
-    "kv-cache-dtype": STR, "attention-backend": STR, "speculative-config": JSON,
-    "kv-transfer-config": JSON, "compilation-config": JSON, "attention-config": JSON,
-    "enable-prefix-caching": BOOL, "mamba-cache-mode": STR, "async-scheduling": BOOL,
-    "enforce-eager": BOOL, "max-model-len": STR, "max-num-seqs": INT,
-    "max-num-batched-tokens": INT, "gpu-memory-utilization": STR, "served-model-name": STR,
-    "trust-remote-code": BOOL, "tokenizer": STR, "seed": INT, "quantization": STR,
-    "enable-chunked-prefill": BOOL, "disable-log-requests": BOOL,
-    "enable-log-requests": BOOL, "disable-log-stats": BOOL, "uvicorn-log-level": STR,
-    "load-format": STR, "download-dir": STR, "revision": STR, "hf-overrides": JSON,
-    "kv-events-config": JSON, "enable-expert-parallel": BOOL, "api-key": STR,
-    "disable-hybrid-kv-cache-manager": BOOL, "max-num-partial-prefills": INT,
-    "swap-space": STR, "cpu-offload-gb": STR, "distributed-executor-backend": STR,
-    "num-gpu-blocks-override": INT, "limit-mm-per-prompt": JSON, "headless": BOOL,
-    "api-server-count": INT, "prefix-caching-hash-algo": STR, "mamba-ssm-cache-dtype": STR,
-    "structured-outputs-config": JSON, "generation-config": STR, "chat-template": STR,
-    "enable-auto-tool-choice": BOOL, "tool-call-parser": STR, "reasoning-parser": STR,
-    "config": STR, "kv-sharing-fast-prefill": BOOL, "max-logprobs": INT,
-    "long-prefill-token-threshold": INT, "scheduling-policy": STR, "ssl-keyfile": STR,
-    "ssl-certfile": STR, "root-path": STR, "override-generation-config": JSON,
-    "enable-dbo": BOOL, "no-enable-prefix-caching": BOOL, "disable-uvicorn-access-log": BOOL,
-    "enable-sleep-mode": BOOL, "skip-tokenizer-init": BOOL, "enable-lora": BOOL,
-    "disable-custom-all-reduce": BOOL, "enable-eplb": BOOL, "mm-processor-cache-gb": STR,
-    "max-num-batched-tokens-per-step": INT, "data-parallel-hybrid-lb": BOOL,
-    "data-parallel-external-lb": BOOL, "data-parallel-backend": STR, "all2all-backend": STR,
-    "max-cudagraph-capture-size": INT, "disable-cascade-attn": BOOL,
+    "model": STR,
+    "port": INT,
+    "host": STR,
+    "tensor-parallel-size": INT,
+    "pipeline-parallel-size": INT,
+    "data-parallel-size": INT,
+    "data-parallel-size-local": INT,
+    "data-parallel-rank": INT,
+    "data-parallel-start-rank": INT,
+    "data-parallel-address": STR,
+    "data-parallel-rpc-port": INT,
+    "prefill-context-parallel-size": INT,
+    "decode-context-parallel-size": INT,
+    "block-size": INT,
+    "dtype": STR,
+    "kv-cache-dtype": STR,
+    "attention-backend": STR,
+    "speculative-config": JSON,
+    "kv-transfer-config": JSON,
+    "compilation-config": JSON,
+    "attention-config": JSON,
+    "enable-prefix-caching": BOOL,
+    "mamba-cache-mode": STR,
+    "async-scheduling": BOOL,
+    "enforce-eager": BOOL,
+    "max-model-len": STR,
+    "max-num-seqs": INT,
+    "max-num-batched-tokens": INT,
+    "gpu-memory-utilization": STR,
+    "served-model-name": STR,
+    "trust-remote-code": BOOL,
+    "tokenizer": STR,
+    "seed": INT,
+    "quantization": STR,
+    "enable-chunked-prefill": BOOL,
+    "disable-log-requests": BOOL,
+    "enable-log-requests": BOOL,
+    "disable-log-stats": BOOL,
+    "uvicorn-log-level": STR,
+    "load-format": STR,
+    "download-dir": STR,
+    "revision": STR,
+    "hf-overrides": JSON,
+    "kv-events-config": JSON,
+    "enable-expert-parallel": BOOL,
+    "api-key": STR,
+    "disable-hybrid-kv-cache-manager": BOOL,
+    "max-num-partial-prefills": INT,
+    "swap-space": STR,
+    "cpu-offload-gb": STR,
+    "distributed-executor-backend": STR,
+    "num-gpu-blocks-override": INT,
+    "limit-mm-per-prompt": JSON,
+    "headless": BOOL,
+    "api-server-count": INT,
+    "prefix-caching-hash-algo": STR,
+    "mamba-ssm-cache-dtype": STR,
+    "structured-outputs-config": JSON,
+    "generation-config": STR,
+    "chat-template": STR,
+    "enable-auto-tool-choice": BOOL,
+    "tool-call-parser": STR,
+    "reasoning-parser": STR,
+    "config": STR,
+    "kv-sharing-fast-prefill": BOOL,
+    "max-logprobs": INT,
+    "long-prefill-token-threshold": INT,
+    "scheduling-policy": STR,
+    "ssl-keyfile": STR,
+    "ssl-certfile": STR,
+    "root-path": STR,
+    "override-generation-config": JSON,
+    "enable-dbo": BOOL,
+    "no-enable-prefix-caching": BOOL,
+    "disable-uvicorn-access-log": BOOL,
+    "enable-sleep-mode": BOOL,
+    "skip-tokenizer-init": BOOL,
+    "enable-lora": BOOL,
+    "disable-custom-all-reduce": BOOL,
+    "enable-eplb": BOOL,
+    "mm-processor-cache-gb": STR,
+    "max-num-batched-tokens-per-step": INT,
+    "data-parallel-hybrid-lb": BOOL,
+    "data-parallel-external-lb": BOOL,
+    "data-parallel-backend": STR,
+    "all2all-backend": STR,
+    "max-cudagraph-capture-size": INT,
+    "disable-cascade-attn": BOOL,
 }
-SHORT = {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size",
-         "dp": "data-parallel-size", "dpl": "data-parallel-size-local",
-         "dcp": "decode-context-parallel-size", "pcp": "prefill-context-parallel-size",
-         "q": "quantization", "O": "compilation-config", "ac": "attention-config",
-         "asc": "api-server-count", "dpa": "data-parallel-address",
-         "dpp": "data-parallel-rpc-port", "dpb": "data-parallel-backend", "ep":
-         "enable-expert-parallel", "sc": "structured-outputs-config"}
+SHORT = {
+    "tp": "tensor-parallel-size",
+    "pp": "pipeline-parallel-size",
+    "dp": "data-parallel-size",
+    "dpl": "data-parallel-size-local",
+    "dcp": "decode-context-parallel-size",
+    "pcp": "prefill-context-parallel-size",
+    "q": "quantization",
+    "O": "compilation-config",
+    "ac": "attention-config",
+    "asc": "api-server-count",
+    "dpa": "data-parallel-address",
+    "dpp": "data-parallel-rpc-port",
+    "dpb": "data-parallel-backend",
+    "ep": "enable-expert-parallel",
+    "sc": "structured-outputs-config",
+}
 
 _VERSION = 1
 """Bump when the reader changes (invalidates cached tables)."""
@@ -137,8 +204,7 @@ def _is_switch(kw: ast.keyword, fields: dict[str, bool]) -> bool:
     """An add_argument keyword that makes the flag take no value."""
     if kw.arg == "action":
         txt = ast.unparse(kw.value)
-        return any(x in txt for x in ("store_true", "store_false", "BooleanOptional",
-                                      "store_const"))
+        return any(x in txt for x in ("store_true", "store_false", "BooleanOptional", "store_const"))
     if kw.arg == "nargs":
         return ast.unparse(kw.value) == "0"
     return kw.arg is None and bool(fields.get(_splat_field(kw.value) or ""))
@@ -162,8 +228,9 @@ def _read(vdir: str) -> FlagTable:
     if cache is not None:
         try:
             doc = json.loads(cache.read_text(encoding="utf-8"))
-            return FlagTable(installed=dict(doc["installed"]), aliases=dict(doc["aliases"]),
-                             source=f"{vdir} (ast, cached)")
+            return FlagTable(
+                installed=dict(doc["installed"]), aliases=dict(doc["aliases"]), source=f"{vdir} (ast, cached)"
+            )
         except (OSError, ValueError, KeyError, TypeError):
             pass
     table = _read_source(vdir)
@@ -171,8 +238,9 @@ def _read(vdir: str) -> FlagTable:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"installed": table.installed, "aliases": table.aliases}),
-                           encoding="utf-8")
+            tmp.write_text(
+                json.dumps({"installed": table.installed, "aliases": table.aliases}), encoding="utf-8"
+            )
             os.replace(tmp, cache)
         except OSError:
             pass
@@ -204,12 +272,17 @@ def _read_source(vdir: str) -> FlagTable:
                             kinds[st.target.id.replace("_", "-")] = BOOL if is_bool else STR
     for tree in trees:
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "add_argument"):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"
+            ):
                 continue
-            opts = [a.value for a in node.args
-                    if isinstance(a, ast.Constant) and isinstance(a.value, str)
-                    and a.value.startswith("-")]
+            opts = [
+                a.value
+                for a in node.args
+                if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")
+            ]
             longs = [o[2:] for o in opts if o.startswith("--")]
             if not longs:
                 continue

@@ -26,34 +26,43 @@ from vllm_pd_doctor.errors import BadInput
 
 ROLES = ("prefill", "decode")
 _LABEL = re.compile(r"^(\s*)(prefill|decode)\s*[:=]\s*", re.IGNORECASE | re.MULTILINE)
-_YAML_START = re.compile(r"^(---\s*$|apiVersion\s*:|kind\s*:|services\s*:|roles\s*:"
-                         r"|(prefill|decode)\s*:\s*($|[|>]|\{|\[))")
+_YAML_START = re.compile(
+    r"^(---\s*$|apiVersion\s*:|kind\s*:|services\s*:|roles\s*:"
+    r"|(prefill|decode)\s*:\s*($|[|>]|\{|\[))"
+)
 
 
-def load_config_file(path: Path, *, variables: Mapping[str, str] | None = None
-                     ) -> tuple[LaunchCommand, ...]:
+def load_config_file(path: Path, *, variables: Mapping[str, str] | None = None) -> tuple[LaunchCommand, ...]:
     """Every vLLM server a file starts: shell script, text, YAML/JSON, Kubernetes, compose."""
     label = f"--config {path}"
     text = bounded.read_text(path, label)
-    return parse_config_text(text, label=label, suffix=path.suffix.lower(),
-                             variables=variables or {}, base=path.parent)
+    return parse_config_text(
+        text, label=label, suffix=path.suffix.lower(), variables=variables or {}, base=path.parent
+    )
 
 
-def parse_config_text(text: str, *, label: str, suffix: str = "",
-                      variables: Mapping[str, str] | None = None,
-                      base: Path | None = None) -> tuple[LaunchCommand, ...]:
+def parse_config_text(
+    text: str,
+    *,
+    label: str,
+    suffix: str = "",
+    variables: Mapping[str, str] | None = None,
+    base: Path | None = None,
+) -> tuple[LaunchCommand, ...]:
     try:
         return _parse_config_text(text, label, suffix, dict(variables or {}), base)
     except RecursionError:
         raise BadInput(f"{label}: nested too deeply") from None
     except ShellSyntaxError as exc:  # a command string inside YAML/JSON
-        raise BadInput(f"{label}: cannot split a command ({exc})",
-                       hint="check the quotes around JSON values such as --kv-transfer-config"
-                       ) from None
+        raise BadInput(
+            f"{label}: cannot split a command ({exc})",
+            hint="check the quotes around JSON values such as --kv-transfer-config",
+        ) from None
 
 
-def _parse_config_text(text: str, label: str, suffix: str, variables: dict[str, str],
-                       base: Path | None) -> tuple[LaunchCommand, ...]:
+def _parse_config_text(
+    text: str, label: str, suffix: str, variables: dict[str, str], base: Path | None
+) -> tuple[LaunchCommand, ...]:
     proxy: dict[str, str] = {}
     found: list[Found] | None = None
     stripped = text.lstrip()
@@ -61,8 +70,9 @@ def _parse_config_text(text: str, label: str, suffix: str, variables: dict[str, 
         doc = bounded.load_json(text, label)
         found = manifests.from_docs([doc], label, variables)
         if found is None:
-            raise BadInput(f"{label}: expected a mapping with prefill: and decode: entries, got "
-                           f"{type(doc).__name__}")
+            raise BadInput(
+                f"{label}: expected a mapping with prefill: and decode: entries, got {type(doc).__name__}"
+            )
     elif suffix in (".yaml", ".yml") or _looks_like_yaml(text):
         try:
             docs = bounded.load_yaml_all(text, label)
@@ -78,11 +88,14 @@ def _parse_config_text(text: str, label: str, suffix: str, variables: dict[str, 
         found, proxy = _from_shell(text, label, variables)
     if not found:
         if stripped.startswith(("{", "[")) or suffix in (".json", ".yaml", ".yml"):
-            raise BadInput(f"{label}: no prefill: or decode: entry, and no container or command "
-                           "that starts vLLM",
-                           hint="write prefill: {args: [...], env: {...}} and decode: {...}")
-        raise BadInput(f"{label}: no launch command found (neither text with `vllm serve` lines "
-                       "nor YAML/JSON with prefill:/decode: or containers)")
+            raise BadInput(
+                f"{label}: no prefill: or decode: entry, and no container or command that starts vLLM",
+                hint="write prefill: {args: [...], env: {...}} and decode: {...}",
+            )
+        raise BadInput(
+            f"{label}: no launch command found (neither text with `vllm serve` lines "
+            "nor YAML/JSON with prefill:/decode: or containers)"
+        )
     for f in found:
         merge_vllm_config(f, base)
     return tuple(_assign(found, proxy, label))
@@ -97,8 +110,7 @@ def _looks_like_yaml(text: str) -> bool:
     return False
 
 
-_FENCE = re.compile(r"^```[ \t]*(bash|sh|shell|console|zsh|text)?[ \t]*\n(.*?)^```",
-                    re.MULTILINE | re.DOTALL)
+_FENCE = re.compile(r"^```[ \t]*(bash|sh|shell|console|zsh|text)?[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _PROMPT_CONT = re.compile(r"(\\\r?\n)[ \t]*> ")
 _PROMPT = re.compile(r"^([ \t]*)\$ (?=\S)", re.MULTILINE)
 _COMMENT = re.compile(r"^([ \t]*)#(?!!)(.*)$", re.MULTILINE)
@@ -121,41 +133,52 @@ def _prepare(text: str) -> str:
     return _COMMENT.sub(comment, text)
 
 
-def _from_shell(text: str, label: str, variables: Mapping[str, str]
-                ) -> tuple[list[Found], dict[str, str]]:
+def _from_shell(text: str, label: str, variables: Mapping[str, str]) -> tuple[list[Found], dict[str, str]]:
     text = _prepare(text)
     it = Interp(variables)
     try:
         it.run_text(text)
     except ShellSyntaxError as exc:
-        raise BadInput(f"{label}: cannot split the command ({exc})",
-                       hint="check the quotes around JSON values such as --kv-transfer-config"
-                       ) from None
+        raise BadInput(
+            f"{label}: cannot split the command ({exc})",
+            hint="check the quotes around JSON values such as --kv-transfer-config",
+        ) from None
     except RecursionError:
         raise BadInput(f"{label}: shell text nested too deeply") from None
     return it.found, it.proxy_roles
 
 
-def launch_from_command(text: str, *, what: str, role: str,
-                        variables: Mapping[str, str] | None = None) -> LaunchCommand:
+def launch_from_command(
+    text: str, *, what: str, role: str, variables: Mapping[str, str] | None = None
+) -> LaunchCommand:
     """One command string (--prefill-cmd) -> its LaunchCommand (role as given)."""
     if not text.strip():
-        raise BadInput(f"{what}: empty command",
-                       hint="give the full launch command, e.g. \"vllm serve MODEL ...\"")
+        raise BadInput(
+            f"{what}: empty command", hint='give the full launch command, e.g. "vllm serve MODEL ..."'
+        )
     it = Interp(variables or {})
     try:
         it.run_text(_prepare(text))
     except ShellSyntaxError as exc:
-        raise BadInput(f"{what}: cannot split the command ({exc})",
-                       hint="check the quotes around JSON values such as --kv-transfer-config"
-                       ) from None
+        raise BadInput(
+            f"{what}: cannot split the command ({exc})",
+            hint="check the quotes around JSON values such as --kv-transfer-config",
+        ) from None
     except RecursionError:
         raise BadInput(f"{what}: nested too deeply") from None
     f = it.found[0] if it.found else _bare(text, what, variables or {})
     merge_vllm_config(f, Path.cwd())
-    return LaunchCommand(role=role, args=tuple(f.args), env=tuple(f.env.items()), source=what,
-                         name=role, role_source="given as " + what, network=f.network,
-                         network_evidence=f.network_evidence, launcher=f.launcher)
+    return LaunchCommand(
+        role=role,
+        args=tuple(f.args),
+        env=tuple(f.env.items()),
+        source=what,
+        name=role,
+        role_source="given as " + what,
+        network=f.network,
+        network_evidence=f.network_evidence,
+        launcher=f.launcher,
+    )
 
 
 def _bare(text: str, what: str, variables: Mapping[str, str]) -> Found:
@@ -172,23 +195,29 @@ def _bare(text: str, what: str, variables: Mapping[str, str]) -> Found:
     while words and words[0] in ("env", "nohup", "exec", "time"):
         words.pop(0)
     if not words:
-        raise BadInput(f"{what}: empty command", hint='give e.g. "vllm serve MODEL --kv-transfer-'
-                       'config \'{\\"kv_connector\\":\\"NixlConnector\\",\\"kv_role\\":\\"kv_both\\"}\'"')
+        raise BadInput(
+            f"{what}: empty command",
+            hint='give e.g. "vllm serve MODEL --kv-transfer-'
+            'config \'{\\"kv_connector\\":\\"NixlConnector\\",\\"kv_role\\":\\"kv_both\\"}\'"',
+        )
     if words[0].startswith("-") or words[0] == "serve":
         return Found(words[1:] if words[0] == "serve" else words, env, "arguments")
     if words[0].rsplit("/", 1)[-1] == "vllm":
-        raise BadInput(f"{what}: not a `vllm serve` command ({' '.join(words[:2])!r})",
-                       hint="give the command that starts the engine: vllm serve MODEL ...")
-    raise BadInput(f"{what}: not a vLLM server command (starts with {words[0]!r})",
-                   hint="use `vllm serve MODEL ...`, `python -m vllm.entrypoints.openai.api_server"
-                        " --model MODEL ...` or `python -m dynamo.vllm ...`")
+        raise BadInput(
+            f"{what}: not a `vllm serve` command ({' '.join(words[:2])!r})",
+            hint="give the command that starts the engine: vllm serve MODEL ...",
+        )
+    raise BadInput(
+        f"{what}: not a vLLM server command (starts with {words[0]!r})",
+        hint="use `vllm serve MODEL ...`, `python -m vllm.entrypoints.openai.api_server"
+        " --model MODEL ...` or `python -m dynamo.vllm ...`",
+    )
 
 
 def merge_vllm_config(f: Found, base: Path | None) -> None:
     """Insert the flags of `--config FILE` where vLLM does (after the model; the CLI wins)."""
     args = f.args
-    idx = next((k for k, a in enumerate(args) if a == "--config" or a.startswith("--config=")),
-               None)
+    idx = next((k for k, a in enumerate(args) if a == "--config" or a.startswith("--config=")), None)
     if idx is None:
         return
     if args[idx] == "--config":
@@ -252,7 +281,8 @@ def _assign(found: list[Found], proxy: dict[str, str], label: str) -> list[Launc
         elif port and proxy.get(port):
             f.role, f.role_source = proxy[port], f"proxy sends {proxy[port]} to port {port}"
         elif f.launcher.endswith("dynamo.vllm") and any(
-                g.launcher.endswith("dynamo.vllm") and g.role == "prefill" for g in found):
+            g.launcher.endswith("dynamo.vllm") and g.role == "prefill" for g in found
+        ):
             f.role, f.role_source = "decode", "dynamo.vllm worker without a prefill flag"
         elif any(n.startswith("comment-role:") for n in f.notes):
             hint = next(n for n in f.notes if n.startswith("comment-role:")).split(":", 1)[1]
@@ -282,8 +312,18 @@ def _assign(found: list[Found], proxy: dict[str, str], label: str) -> list[Launc
             used[name] = used.get(name, -1) + 1
             name = f"{name}-{used[name]}"
         host = f.network[5:] if f.network and f.network.startswith("host:") else None
-        out.append(LaunchCommand(role=role, args=tuple(f.args), env=tuple(f.env.items()),
-                                 host=host, source=label, name=name, role_source=f.role_source,
-                                 network=f.network, network_evidence=f.network_evidence,
-                                 launcher=f.launcher))
+        out.append(
+            LaunchCommand(
+                role=role,
+                args=tuple(f.args),
+                env=tuple(f.env.items()),
+                host=host,
+                source=label,
+                name=name,
+                role_source=f.role_source,
+                network=f.network,
+                network_evidence=f.network_evidence,
+                launcher=f.launcher,
+            )
+        )
     return out

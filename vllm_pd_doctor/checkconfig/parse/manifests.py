@@ -21,9 +21,25 @@ from vllm_pd_doctor.checkconfig.parse.wrappers import Found
 from vllm_pd_doctor.errors import BadInput
 
 ROLES = ("prefill", "decode")
-_STRUCTURAL = {"spec", "template", "containers", "initContainers", "extraPodSpec", "mainContainer",
-               "services", "roles", "entryTemplate", "workerTemplate", "leaderTemplate",
-               "leaderWorkerTemplate", "backend", "workers", "predictor", "decoder", "worker"}
+_STRUCTURAL = {
+    "spec",
+    "template",
+    "containers",
+    "initContainers",
+    "extraPodSpec",
+    "mainContainer",
+    "services",
+    "roles",
+    "entryTemplate",
+    "workerTemplate",
+    "leaderTemplate",
+    "leaderWorkerTemplate",
+    "backend",
+    "workers",
+    "predictor",
+    "decoder",
+    "worker",
+}
 _K8S_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
@@ -69,8 +85,9 @@ def from_docs(docs: list[Any], label: str, variables: Mapping[str, str]) -> list
 def _is_vllm_config(d: dict[str, Any]) -> bool:
     keys = [str(k).replace("_", "-") for k in d]
     known = sum(1 for k in keys if k in FLAGS)
-    return bool(keys) and known >= max(1, len(keys) // 2) and ("model" in keys
-                                                             or "kv-transfer-config" in keys)
+    return (
+        bool(keys) and known >= max(1, len(keys) // 2) and ("model" in keys or "kv-transfer-config" in keys)
+    )
 
 
 def config_args(cfg: Mapping[str, Any]) -> list[str]:
@@ -96,22 +113,28 @@ def config_args(cfg: Mapping[str, Any]) -> list[str]:
 
 # --- our mapping format ----------------------------------------------------------------------
 
+
 def _from_mapping(doc: dict[str, Any], label: str, variables: Mapping[str, str]) -> list[Found]:
     out: list[Found] = []
     for key, entry in doc.items():
         role = role_from_name(str(key)) if str(key).lower() not in ROLES else str(key).lower()
         if role is None or entry is None:
             continue
-        entries = entry if isinstance(entry, list) and entry and all(
-            isinstance(e, dict) for e in entry) else [entry]
+        entries = (
+            entry
+            if isinstance(entry, list) and entry and all(isinstance(e, dict) for e in entry)
+            else [entry]
+        )
         for k, e in enumerate(entries):
             f = _entry(e, role, f"{label} ({key})", variables)
             f.role, f.role_source = role, f"{key}: entry"
             f.name = str(key) if len(entries) == 1 else f"{key}-{k}"
             out.append(f)
     if not out:
-        raise BadInput(f"{label}: no prefill: or decode: entry",
-                       hint="write prefill: {args: [...], env: {...}} and decode: {...}")
+        raise BadInput(
+            f"{label}: no prefill: or decode: entry",
+            hint="write prefill: {args: [...], env: {...}} and decode: {...}",
+        )
     return out
 
 
@@ -148,8 +171,15 @@ def _env_value(item: dict[str, Any]) -> str:
     return ""
 
 
-def _run(argv: list[str], env: dict[str, str], variables: Mapping[str, str], *,
-         network: str | None = None, evidence: str = "", launcher: str = "") -> list[Found]:
+def _run(
+    argv: list[str],
+    env: dict[str, str],
+    variables: Mapping[str, str],
+    *,
+    network: str | None = None,
+    evidence: str = "",
+    launcher: str = "",
+) -> list[Found]:
     it = Interp({**variables, **env})
     it.ctx[0].env = dict(env)
     it.ctx[0].launcher, it.ctx[0].network, it.ctx[0].network_evidence = launcher, network, evidence
@@ -162,15 +192,18 @@ def _entry(entry: Any, role: str, what: str, variables: Mapping[str, str]) -> Fo
     if isinstance(entry, str):
         found = _run_text(entry, variables)
         if not found:
-            raise BadInput(f"{what}: not a vLLM server command ({entry.strip()[:40]!r})",
-                           hint="use `vllm serve MODEL ...` or `python -m "
-                                "vllm.entrypoints.openai.api_server --model MODEL ...`")
+            raise BadInput(
+                f"{what}: not a vLLM server command ({entry.strip()[:40]!r})",
+                hint="use `vllm serve MODEL ...` or `python -m "
+                "vllm.entrypoints.openai.api_server --model MODEL ...`",
+            )
         return found[0]
     if isinstance(entry, list):
         entry = {"args": entry}
     if not isinstance(entry, dict):
-        raise BadInput(f"{what}: expected a command string or a mapping with args/env, got "
-                       f"{type(entry).__name__}")
+        raise BadInput(
+            f"{what}: expected a command string or a mapping with args/env, got {type(entry).__name__}"
+        )
     env = _env_map(entry.get("env"), what)
     cmd = entry.get("command", entry.get("cmd"))
     raw_args = entry.get("args", [])
@@ -222,6 +255,7 @@ def _run_text(text: str, variables: Mapping[str, str]) -> list[Found]:
 
 # --- docker compose -------------------------------------------------------------------------
 
+
 def _words(v: Any, what: str) -> list[str]:
     """compose `command:` / `entrypoint:`: a string is split shell-like (not run by a shell)."""
     if isinstance(v, str):
@@ -256,17 +290,25 @@ def _compose(services: dict[str, Any], label: str, variables: Mapping[str, str])
         entry, cmd = _words(svc.get("entrypoint"), what), _words(svc.get("command"), what)
         host_net = svc.get("network_mode") == "host"
         net = None if host_net else f"container:{svc.get('container_name') or name}"
-        ev = ("compose network_mode: host" if host_net
-              else f"compose service {name}: own network namespace")
+        ev = "compose network_mode: host" if host_net else f"compose service {name}: own network namespace"
         if entry:
-            found = _run(entry + cmd, env, variables, network=net, evidence=ev,
-                         launcher="compose > ")
-        elif cmd and not cmd[0].startswith("-") and ("vllm" in cmd[0] or "python" in cmd[0]
-                                                     or cmd[0] in ("sh", "bash")):
+            found = _run(entry + cmd, env, variables, network=net, evidence=ev, launcher="compose > ")
+        elif (
+            cmd
+            and not cmd[0].startswith("-")
+            and ("vllm" in cmd[0] or "python" in cmd[0] or cmd[0] in ("sh", "bash"))
+        ):
             found = _run(cmd, env, variables, network=net, evidence=ev, launcher="compose > ")
         elif "vllm" in image.lower() and (cmd or svc.get("command") is not None):
-            found = [Found(cmd, env, f"compose > {image} (image entrypoint vllm serve)",
-                           network=net, network_evidence=ev)]
+            found = [
+                Found(
+                    cmd,
+                    env,
+                    f"compose > {image} (image entrypoint vllm serve)",
+                    network=net,
+                    network_evidence=ev,
+                )
+            ]
         else:
             found = []
         for f in found:
@@ -280,8 +322,17 @@ def _compose(services: dict[str, Any], label: str, variables: Mapping[str, str])
 
 # --- Kubernetes-style resources ---------------------------------------------------------------
 
-def _walk(obj: Any, names: list[str], kind: str, top: str, host_net: bool, out: list[Found],
-          variables: Mapping[str, str], svc: dict[str, Any] | None = None) -> None:
+
+def _walk(
+    obj: Any,
+    names: list[str],
+    kind: str,
+    top: str,
+    host_net: bool,
+    out: list[Found],
+    variables: Mapping[str, str],
+    svc: dict[str, Any] | None = None,
+) -> None:
     if isinstance(obj, list):
         for item in obj:
             _walk(item, names, kind, top, host_net, out, variables, svc)
@@ -296,20 +347,30 @@ def _walk(obj: Any, names: list[str], kind: str, top: str, host_net: bool, out: 
     if _is_container(obj):
         _container(obj, names, kind, top, host_net, out, variables, svc)
         return
-    if "subComponentType" in obj or "componentType" in obj or "envs" in obj or (
-            "env" in obj and not _is_container(obj)):
+    if (
+        "subComponentType" in obj
+        or "componentType" in obj
+        or "envs" in obj
+        or ("env" in obj and not _is_container(obj))
+    ):
         svc = obj
     for k, v in obj.items():
-        if k in ("metadata", "status", "volumes", "resources", "livenessProbe", "readinessProbe",
-                 "startupProbe"):
+        if k in (
+            "metadata",
+            "status",
+            "volumes",
+            "resources",
+            "livenessProbe",
+            "readinessProbe",
+            "startupProbe",
+        ):
             continue
         nm = str(v.get("name", "")) if isinstance(v, dict) else ""
         sub = [*names, str(k)] + ([nm] if nm else [])
         if isinstance(v, list):
             for item in v:
                 n2 = str(item.get("name", "")) if isinstance(item, dict) else ""
-                _walk(item, [*names, str(k)] + ([n2] if n2 else []), kind, top, host_net, out,
-                      variables, svc)
+                _walk(item, [*names, str(k)] + ([n2] if n2 else []), kind, top, host_net, out, variables, svc)
         else:
             _walk(v, sub, kind, top, host_net, out, variables, svc)
 
@@ -320,9 +381,16 @@ def _is_container(d: dict[str, Any]) -> bool:
     return any(k in d for k in ("image", "name", "env", "args"))
 
 
-def _container(c: dict[str, Any], names: list[str], kind: str, top: str, host_net: bool,
-               out: list[Found], variables: Mapping[str, str], svc: dict[str, Any] | None
-               ) -> None:
+def _container(
+    c: dict[str, Any],
+    names: list[str],
+    kind: str,
+    top: str,
+    host_net: bool,
+    out: list[Found],
+    variables: Mapping[str, str],
+    svc: dict[str, Any] | None,
+) -> None:
     env = _env_map(c.get("env"), f"{kind} {top}")
     if svc is not None and (svc.get("envs") or svc.get("env")):
         env = {**_env_map(svc.get("envs") or svc.get("env"), f"{kind} {top}"), **env}
@@ -331,8 +399,12 @@ def _container(c: dict[str, Any], names: list[str], kind: str, top: str, host_ne
         names = [*names, st]
 
     def sub(s: str) -> str:  # Kubernetes' own $(VAR) references
-        return _K8S_REF.sub(lambda m: env.get(m.group(1), m.group(0))
-                            if not env.get(m.group(1), "").startswith("<") else m.group(0), s)
+        return _K8S_REF.sub(
+            lambda m: (
+                env.get(m.group(1), m.group(0)) if not env.get(m.group(1), "").startswith("<") else m.group(0)
+            ),
+            s,
+        )
 
     def words(v: Any) -> list[str]:
         if isinstance(v, str):
@@ -346,21 +418,22 @@ def _container(c: dict[str, Any], names: list[str], kind: str, top: str, host_ne
             own.append(n)
     path = "/".join(own[:1] + own[1:][-2:]) or kind
     net = None if host_net else f"pod:{path}"
-    ev = ("hostNetwork: true (the node's network)" if host_net
-          else f"Kubernetes {kind} {path}: its own pod network namespace")
+    ev = (
+        "hostNetwork: true (the node's network)"
+        if host_net
+        else f"Kubernetes {kind} {path}: its own pod network namespace"
+    )
     image = str(c.get("image", ""))
     if cmd:
-        found = _run(cmd + args, env, variables, network=net, evidence=ev,
-                     launcher=f"{kind} > ")
+        found = _run(cmd + args, env, variables, network=net, evidence=ev, launcher=f"{kind} > ")
     elif len(args) == 1 and " " in args[0].strip():  # a shell line run by the image's sh -c
-        found = _run(["sh", "-c", args[0]], env, variables, network=net, evidence=ev,
-                     launcher=f"{kind} > ")
+        found = _run(["sh", "-c", args[0]], env, variables, network=net, evidence=ev, launcher=f"{kind} > ")
     elif args and args[0].rsplit("/", 1)[-1] in ("vllm", "python", "python3", "sh", "bash"):
         found = _run(args, env, variables, network=net, evidence=ev, launcher=f"{kind} > ")
-    elif args and ("vllm" in image.lower() or any(
-            a.startswith("--kv-transfer-config") for a in args)):
-        found = [Found(args, env, f"{kind} > image entrypoint (vllm serve)", network=net,
-                       network_evidence=ev)]
+    elif args and ("vllm" in image.lower() or any(a.startswith("--kv-transfer-config") for a in args)):
+        found = [
+            Found(args, env, f"{kind} > image entrypoint (vllm serve)", network=net, network_evidence=ev)
+        ]
     else:
         found = []
     for f in found:

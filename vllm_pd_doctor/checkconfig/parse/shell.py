@@ -35,15 +35,60 @@ MAX_STEPS = 20000
 MAX_DEPTH = 40
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=(.*)$", re.S)
 _DECL = {"export", "declare", "typeset", "local", "readonly"}
-_QUIET = {"cd", "pushd", "popd", "true", ":", "sleep", "wait", "trap", "shopt", "source", ".",
-          "read", "exit", "return", "kill", "pkill", "ulimit", "umask", "mkdir", "rm", "cp", "mv",
-          "touch", "chmod", "ln", "mapfile", "readarray", "break", "continue", "alias", "ray",
-          "__pdd_role", "__pdd_comment", "unset", "shift", "set", "eval", "wait_for_server", "curl", "tail"}
-_PROXY_FLAGS = {"--prefiller-ports": "prefill", "--prefiller-port": "prefill",
-                "--prefill-ports": "prefill", "--decoder-ports": "decode",
-                "--decoder-port": "decode", "--decode-ports": "decode",
-                "--prefill": "prefill", "--decode": "decode", "--prefiller-hosts": "",
-                "--decoder-hosts": ""}
+_QUIET = {
+    "cd",
+    "pushd",
+    "popd",
+    "true",
+    ":",
+    "sleep",
+    "wait",
+    "trap",
+    "shopt",
+    "source",
+    ".",
+    "read",
+    "exit",
+    "return",
+    "kill",
+    "pkill",
+    "ulimit",
+    "umask",
+    "mkdir",
+    "rm",
+    "cp",
+    "mv",
+    "touch",
+    "chmod",
+    "ln",
+    "mapfile",
+    "readarray",
+    "break",
+    "continue",
+    "alias",
+    "ray",
+    "__pdd_role",
+    "__pdd_comment",
+    "unset",
+    "shift",
+    "set",
+    "eval",
+    "wait_for_server",
+    "curl",
+    "tail",
+}
+_PROXY_FLAGS = {
+    "--prefiller-ports": "prefill",
+    "--prefiller-port": "prefill",
+    "--prefill-ports": "prefill",
+    "--decoder-ports": "decode",
+    "--decoder-port": "decode",
+    "--decode-ports": "decode",
+    "--prefill": "prefill",
+    "--decode": "decode",
+    "--prefiller-hosts": "",
+    "--decoder-hosts": "",
+}
 
 
 class _Stop(Exception):
@@ -124,8 +169,11 @@ class Interp:
         if isinstance(n, For):
             if n.var is None:
                 return self._list(n.body)
-            words = ([w for raw in n.words for w in expand(raw, self.sc)] if n.words is not None
-                     else list(self.sc.positional))
+            words = (
+                [w for raw in n.words for w in expand(raw, self.sc)]
+                if n.words is not None
+                else list(self.sc.positional)
+            )
             for w in words[:MAX_ITER]:
                 self.sc.vars[n.var] = w
                 self._list(n.body)
@@ -135,8 +183,7 @@ class Interp:
         if isinstance(n, Case):
             word = expand(n.word, self.sc, split=False)[0]
             for pats, body in n.arms:
-                if any(fnmatch.fnmatchcase(word, expand(p, self.sc, split=False)[0])
-                       for p in pats):
+                if any(fnmatch.fnmatchcase(word, expand(p, self.sc, split=False)[0]) for p in pats):
                     return self._list(body)
             return True
         if isinstance(n, Func):
@@ -152,8 +199,7 @@ class Interp:
             return None
         name, idx, plus, val = m.group(1), m.group(2), m.group(3), m.group(4)
         if val.startswith("(") and val.endswith(")") and idx is None:
-            items = [w for t in tokenize(val[1:-1]) if t.kind == "w"
-                     for w in expand(t.text, self.sc)]
+            items = [w for t in tokenize(val[1:-1]) if t.kind == "w" for w in expand(t.text, self.sc)]
             self.sc.arrays[name] = (self.sc.arrays.get(name, []) if plus else []) + items
             self.sc.vars.pop(name, None)
             return None
@@ -178,11 +224,11 @@ class Interp:
         if "<<<" in words:
             j = words.index("<<<")
             here = words[j + 1] if j + 1 < len(words) else ""
-            words = words[:j] + words[j + 2:]
+            words = words[:j] + words[j + 2 :]
         k = 0
         while k < len(words) and _ASSIGN.match(words[k]):
             k += 1
-        if words[k:k + 1] == ["[["]:
+        if words[k : k + 1] == ["[["]:
             argv = [expand(w, self.sc, split=False)[0] for w in words[k:]]
         else:
             argv = [f for w in words[k:] for f in expand(w, self.sc)]
@@ -197,7 +243,7 @@ class Interp:
                 prefix[m.group(1)] = expand(m.group(4), self.sc, split=False)[0]
         cmd = argv[0]
         if cmd in _DECL:
-            for raw in words[k + 1:]:
+            for raw in words[k + 1 :]:
                 if _ASSIGN.match(raw):
                     self._assign(raw, export=cmd == "export" or "-x" in argv)
                 elif cmd == "export" and not raw.startswith("-"):
@@ -220,7 +266,7 @@ class Interp:
             if "-a" in argv or ("-o" in argv and "allexport" in argv):
                 self.allexport = True
             if "--" in argv:
-                self.sc.positional = argv[argv.index("--") + 1:]
+                self.sc.positional = argv[argv.index("--") + 1 :]
             return True
         if cmd == "shift":
             k2 = int(argv[1]) if len(argv) > 1 and argv[1].isdigit() else 1
@@ -253,8 +299,9 @@ class Interp:
         env = {k: v for k, v in self.sc.vars.items() if k in self.exported or self.allexport}
         ctx = self.ctx[-1]
         env = {**ctx.env, **env, **prefix}
-        got = unwrap(argv, env, launcher=ctx.launcher, network=ctx.network,
-                     network_evidence=ctx.network_evidence)
+        got = unwrap(
+            argv, env, launcher=ctx.launcher, network=ctx.network, network_evidence=ctx.network_evidence
+        )
         if isinstance(got, Script):
             self.ctx.append(_Ctx(got.env, got.launcher, got.network, got.network_evidence))
             saved = self.sc.positional
@@ -286,8 +333,7 @@ class Interp:
         names = [a for a in argv[1:] if not a.startswith("-")]
         if not names:
             return
-        parts = [p for p in re.split("[" + re.escape(ifs) + "]", text) if p != ""] \
-            if ifs else [text]
+        parts = [p for p in re.split("[" + re.escape(ifs) + "]", text) if p != ""] if ifs else [text]
         if any("a" in a for a in argv[1:] if a.startswith("-")):
             self.sc.arrays[names[-1]] = parts
             self.sc.vars.pop(names[-1], None)
@@ -411,7 +457,7 @@ def _test(argv: list[str]) -> bool | None:
     for op in ("||", "&&"):
         if op in args:
             k = args.index(op)
-            a, b = _test(["[", *args[:k]]), _test(["[", *args[k + 1:]])
+            a, b = _test(["[", *args[:k]]), _test(["[", *args[k + 1 :]])
             if op == "&&":
                 return False if a is False or b is False else (None if None in (a, b) else True)
             return True if a is True or b is True else (None if None in (a, b) else False)
@@ -447,6 +493,7 @@ def _test1(a: list[str]) -> bool | None:
                 i, j = int(x), int(y)
             except ValueError:
                 return None
-            return {"-eq": i == j, "-ne": i != j, "-lt": i < j, "-le": i <= j, "-gt": i > j,
-                    "-ge": i >= j}[op]
+            return {"-eq": i == j, "-ne": i != j, "-lt": i < j, "-le": i <= j, "-gt": i > j, "-ge": i >= j}[
+                op
+            ]
     return None

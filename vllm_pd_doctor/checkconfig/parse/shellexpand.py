@@ -90,16 +90,16 @@ def expand(raw: str, sc: Scope, *, split: bool = True) -> list[str]:
         if c == "'":
             j = raw.find("'", i + 1)
             j = n if j < 0 else j
-            f.lit(raw[i + 1:j])
+            f.lit(raw[i + 1 : j])
             i = j + 1
         elif c == "$" and raw.startswith("$'", i):
             j = raw.find("'", i + 2)
             j = n if j < 0 else j
-            f.lit(raw[i + 2:j].replace("\\n", "\n").replace("\\t", "\t").replace("\\'", "'"))
+            f.lit(raw[i + 2 : j].replace("\\n", "\n").replace("\\t", "\t").replace("\\'", "'"))
             i = j + 1
         elif c == '"':
             j = dquote_end(raw, i + 1) if i + 1 <= n else n
-            inner = raw[i + 1:j - 1]
+            inner = raw[i + 1 : j - 1]
             arr = re.fullmatch(r"\$\{(!?)([A-Za-z_]\w*)\[[@*]\]\}", inner)
             if arr and arr.group(2) in sc.arrays:
                 items = sc.arrays[arr.group(2)]
@@ -120,7 +120,7 @@ def expand(raw: str, sc: Scope, *, split: bool = True) -> list[str]:
                 f.lit(expand_dquoted(inner, sc))
             i = j
         elif c == "\\":
-            f.lit(raw[i + 1:i + 2])
+            f.lit(raw[i + 1 : i + 2])
             i += 2
         elif c == "$" or c == "`":
             val, j = _dollar(raw, i, sc)
@@ -165,13 +165,13 @@ def _dollar(s: str, i: int, sc: Scope) -> tuple[str | None, int]:
     if s[i] == "`":
         j = s.find("`", i + 1)
         j = n - 1 if j < 0 else j
-        return _subst(s[i + 1:j], sc), j + 1
+        return _subst(s[i + 1 : j], sc), j + 1
     if i + 1 >= n:
         return "$", i + 1
     nx = s[i + 1]
     if s.startswith("$((", i):
         j = balanced_end(s, i + 2, "(", ")")
-        expr = s[i + 3:j - 2] if s[j - 2:j] == "))" else s[i + 3:j - 1]
+        expr = s[i + 3 : j - 2] if s[j - 2 : j] == "))" else s[i + 3 : j - 1]
         num = arith(expr, sc)
         if num is None:
             sc.unresolved.add(f"$(({expr}))")
@@ -179,10 +179,10 @@ def _dollar(s: str, i: int, sc: Scope) -> tuple[str | None, int]:
         return str(num), j
     if nx == "(":
         j = balanced_end(s, i + 2, "(", ")")
-        return _subst(s[i + 2:j - 1], sc), j
+        return _subst(s[i + 2 : j - 1], sc), j
     if nx == "{":
         j = balanced_end(s, i + 2, "{", "}")
-        return _brace(s[i + 2:j - 1], sc), j
+        return _brace(s[i + 2 : j - 1], sc), j
     m = _NAME.match(s, i + 1)
     if m:
         v = sc.get(m.group(0))
@@ -219,7 +219,7 @@ def _brace(body: str, sc: Scope) -> str | None:
     m = re.match(r"([A-Za-z_][A-Za-z0-9_]*|\d+|[@*#?$!])(\[([^\]]*)\])?", body)
     if not m:
         return None
-    name, idx, rest = m.group(1), m.group(3), body[m.end():]
+    name, idx, rest = m.group(1), m.group(3), body[m.end() :]
     if idx is not None and name in sc.arrays:
         arr = sc.arrays[name]
         if idx in ("@", "*"):
@@ -235,7 +235,7 @@ def _brace(body: str, sc: Scope) -> str | None:
             sc.unresolved.add(name)
             return "${" + name + "}"
         return val
-    word = rest[op.end():]
+    word = rest[op.end() :]
     o = op.group(0)
     if o in (":-", "-", ":=", "="):
         empty = val is None or (o.startswith(":") and val == "")
@@ -255,8 +255,7 @@ def _brace(body: str, sc: Scope) -> str | None:
     if o in ("%", "%%"):
         return re.sub(_glob_re(expand_dquoted(word, sc), greedy=o == "%%") + "$", "", val, count=1)
     if o in ("#", "##"):
-        return re.sub("^" + _glob_re(expand_dquoted(word, sc), greedy=o == "##"), "", val,
-                      count=1)
+        return re.sub("^" + _glob_re(expand_dquoted(word, sc), greedy=o == "##"), "", val, count=1)
     if o in ("/", "//"):
         pat, _, rep = word.partition("/")
         return val.replace(expand_dquoted(pat, sc), expand_dquoted(rep, sc), -1 if o == "//" else 1)
@@ -273,9 +272,14 @@ def _glob_re(pat: str, *, greedy: bool) -> str:
 
 
 _ARITH_OPS: dict[type, Callable[..., int]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv, ast.Mod: operator.mod,
-    ast.USub: operator.neg, ast.UAdd: operator.pos,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
 }
 
 
@@ -301,8 +305,7 @@ def arith(expr: str, sc: Scope) -> int | None:
                 return None
         if isinstance(node, ast.BinOp) and type(node.op) in _ARITH_OPS:
             a, b = ev(node.left), ev(node.right)
-            if a is None or b is None or (isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod))
-                                          and b == 0):
+            if a is None or b is None or (isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and b == 0):
                 return None
             return _ARITH_OPS[type(node.op)](a, b)
         if isinstance(node, ast.UnaryOp) and type(node.op) in _ARITH_OPS:

@@ -85,8 +85,7 @@ class _Parser:
         return t is not None and t.kind == "op" and t.text in ops
 
     def skip_seps(self) -> None:
-        while (t := self.peek()) is not None and (t.kind == "nl" or (t.kind == "op"
-                                                                     and t.text == ";")):
+        while (t := self.peek()) is not None and (t.kind == "nl" or (t.kind == "op" and t.text == ";")):
             self.i += 1
 
     def expect_word(self, w: str) -> None:
@@ -134,7 +133,7 @@ class _Parser:
                     p.bg = True
         if len(parts) == 1:
             return parts[0]
-        return AndOr(parts, joins[:len(parts) - 1])
+        return AndOr(parts, joins[: len(parts) - 1])
 
     def parse_command(self, stops: frozenset[str]) -> Node | None:
         t = self.peek()
@@ -204,8 +203,13 @@ class _Parser:
                         words.extend(["<<<", y.text])
             else:
                 break
-        if len(words) == 1 and self.op_is("(") and (y := self.peek(1)) is not None \
-                and y.kind == "op" and y.text == ")":
+        if (
+            len(words) == 1
+            and self.op_is("(")
+            and (y := self.peek(1)) is not None
+            and y.kind == "op"
+            and y.text == ")"
+        ):
             self.i += 2
             return self._func_body(words[0])
         return Simple(words) if words else None
@@ -284,4 +288,3 @@ class _Parser:
 def parse_script(text: str) -> list[Node]:
     """Shell text -> command tree. Raises ShellSyntaxError (unterminated quotes)."""
     return _Parser(tokenize(text)).parse_list(frozenset())
-

@@ -11,8 +11,29 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-OPS = ("&&", "||", ";;", ";&", "|&", "&>>", "&>", "<<<", "<<-", "<<", ">>", ">&", "<&", ">|",
-       "|", "&", ";", "(", ")", ">", "<")
+OPS = (
+    "&&",
+    "||",
+    ";;",
+    ";&",
+    "|&",
+    "&>>",
+    "&>",
+    "<<<",
+    "<<-",
+    "<<",
+    ">>",
+    ">&",
+    "<&",
+    ">|",
+    "|",
+    "&",
+    ";",
+    "(",
+    ")",
+    ">",
+    "<",
+)
 _REDIRECTS = frozenset({"&>>", "&>", "<<<", "<<-", "<<", ">>", ">&", "<&", ">|", ">", "<"})
 _ARRAY_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=$")
 UNRESOLVED_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\((.*?)\)")
@@ -119,14 +140,14 @@ def tokenize(text: str) -> list[Tok]:
             i = n if j < 0 else j
             continue
         if c == "\\":
-            word.append(s[i:i + 2])
+            word.append(s[i : i + 2])
             i += 2
             continue
         if c == "'":
             j = s.find("'", i + 1)
             if j < 0:
                 raise ShellSyntaxError("no closing quotation")
-            word.append(s[i:j + 1])
+            word.append(s[i : j + 1])
             i = j + 1
             continue
         if c == '"':
@@ -143,7 +164,7 @@ def tokenize(text: str) -> list[Tok]:
             j = s.find("`", i + 1)
             if j < 0:
                 raise ShellSyntaxError("unterminated backquote")
-            word.append(s[i:j + 1])
+            word.append(s[i : j + 1])
             i = j + 1
             continue
         if c == "(" and word and _ARRAY_ASSIGN.match("".join(word)):

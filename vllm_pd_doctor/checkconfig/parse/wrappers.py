@@ -12,48 +12,194 @@ import re
 from dataclasses import dataclass, field
 
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-API_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server",
-               "vllm.entrypoints.cli.main")
-_PREFIX = {"nohup", "exec", "time", "setsid", "command", "builtin", "stdbuf", "nice", "ionice",
-           "chrt", "sudo", "xargs", "unbuffer", "catchsegv"}
+API_MODULES = (
+    "vllm.entrypoints.openai.api_server",
+    "vllm.entrypoints.api_server",
+    "vllm.entrypoints.cli.main",
+)
+_PREFIX = {
+    "nohup",
+    "exec",
+    "time",
+    "setsid",
+    "command",
+    "builtin",
+    "stdbuf",
+    "nice",
+    "ionice",
+    "chrt",
+    "sudo",
+    "xargs",
+    "unbuffer",
+    "catchsegv",
+}
 _VALUE_OPTS = {
     "timeout": {"-s", "--signal", "-k", "--kill-after"},
-    "numactl": {"-N", "-m", "-C", "-i", "-p", "--cpunodebind", "--membind", "--physcpubind",
-                "--interleave", "--preferred", "--cpubind"},
+    "numactl": {
+        "-N",
+        "-m",
+        "-C",
+        "-i",
+        "-p",
+        "--cpunodebind",
+        "--membind",
+        "--physcpubind",
+        "--interleave",
+        "--preferred",
+        "--cpubind",
+    },
     "taskset": set(),
-    "srun": {"-N", "-n", "-c", "-w", "-p", "-t", "-J", "-o", "-e", "-A", "-G", "--nodes",
-             "--ntasks", "--nodelist", "--gres", "--partition", "--jobid", "--container-image",
-             "--container-mounts", "--container-workdir", "--container-name", "--mpi", "--export",
-             "--cpus-per-task", "--ntasks-per-node", "--gpus", "--gpus-per-node", "--time",
-             "--job-name", "--output", "--error", "--mem", "--account", "--het-group",
-             "--cpu-bind", "--distribution", "--exclude", "-x", "-r", "--relative"},
-    "uv": {"--with", "--python", "-p", "--project", "--directory", "--env-file", "--extra",
-           "--group", "--index-url", "--index"},
-    "docker": {"-e", "--env", "--env-file", "-p", "--publish", "-v", "--volume", "--name",
-               "--network", "--net", "--gpus", "--ipc", "--shm-size", "--ulimit", "-w",
-               "--workdir", "--entrypoint", "--runtime", "--device", "--cap-add", "--cap-drop",
-               "--security-opt", "-u", "--user", "--hostname", "-h", "--label", "-l", "--mount",
-               "--memory", "-m", "--cpus", "--cpuset-cpus", "--pid", "--uts", "--add-host",
-               "--platform", "--restart", "--log-driver", "--log-opt", "--group-add",
-               "--pull", "--stop-signal", "--health-cmd", "--tmpfs", "--dns", "--sysctl",
-               "--device-cgroup-rule", "--cgroupns", "--userns", "--expose", "--cidfile"},
+    "srun": {
+        "-N",
+        "-n",
+        "-c",
+        "-w",
+        "-p",
+        "-t",
+        "-J",
+        "-o",
+        "-e",
+        "-A",
+        "-G",
+        "--nodes",
+        "--ntasks",
+        "--nodelist",
+        "--gres",
+        "--partition",
+        "--jobid",
+        "--container-image",
+        "--container-mounts",
+        "--container-workdir",
+        "--container-name",
+        "--mpi",
+        "--export",
+        "--cpus-per-task",
+        "--ntasks-per-node",
+        "--gpus",
+        "--gpus-per-node",
+        "--time",
+        "--job-name",
+        "--output",
+        "--error",
+        "--mem",
+        "--account",
+        "--het-group",
+        "--cpu-bind",
+        "--distribution",
+        "--exclude",
+        "-x",
+        "-r",
+        "--relative",
+    },
+    "uv": {
+        "--with",
+        "--python",
+        "-p",
+        "--project",
+        "--directory",
+        "--env-file",
+        "--extra",
+        "--group",
+        "--index-url",
+        "--index",
+    },
+    "docker": {
+        "-e",
+        "--env",
+        "--env-file",
+        "-p",
+        "--publish",
+        "-v",
+        "--volume",
+        "--name",
+        "--network",
+        "--net",
+        "--gpus",
+        "--ipc",
+        "--shm-size",
+        "--ulimit",
+        "-w",
+        "--workdir",
+        "--entrypoint",
+        "--runtime",
+        "--device",
+        "--cap-add",
+        "--cap-drop",
+        "--security-opt",
+        "-u",
+        "--user",
+        "--hostname",
+        "-h",
+        "--label",
+        "-l",
+        "--mount",
+        "--memory",
+        "-m",
+        "--cpus",
+        "--cpuset-cpus",
+        "--pid",
+        "--uts",
+        "--add-host",
+        "--platform",
+        "--restart",
+        "--log-driver",
+        "--log-opt",
+        "--group-add",
+        "--pull",
+        "--stop-signal",
+        "--health-cmd",
+        "--tmpfs",
+        "--dns",
+        "--sysctl",
+        "--device-cgroup-rule",
+        "--cgroupns",
+        "--userns",
+        "--expose",
+        "--cidfile",
+    },
 }
-DYNAMO_BOOL = {"--is-prefill-worker", "--is-decode-worker", "--enable-local-indexer",
-               "--use-vllm-tokenizer", "--multimodal-processor", "--multimodal-worker",
-               "--multimodal-encode-worker", "--multimodal-decode-worker",
-               "--multimodal-encode-prefill-worker", "--mm-prompt-template",
-               "--enable-multimodal", "--no-kv-events", "--dyn-tool-call-parser",
-               "--dyn-reasoning-parser", "--dump-config-to", "--store-kv", "--request-plane",
-               "--event-plane", "--discovery-backend", "--custom-jinja-template",
-               "--migration-limit", "--endpoint", "--disaggregation-mode",
-               "--dynamo-port-min", "--dynamo-port-max", "--kv-port"}
+DYNAMO_BOOL = {
+    "--is-prefill-worker",
+    "--is-decode-worker",
+    "--enable-local-indexer",
+    "--use-vllm-tokenizer",
+    "--multimodal-processor",
+    "--multimodal-worker",
+    "--multimodal-encode-worker",
+    "--multimodal-decode-worker",
+    "--multimodal-encode-prefill-worker",
+    "--mm-prompt-template",
+    "--enable-multimodal",
+    "--no-kv-events",
+    "--dyn-tool-call-parser",
+    "--dyn-reasoning-parser",
+    "--dump-config-to",
+    "--store-kv",
+    "--request-plane",
+    "--event-plane",
+    "--discovery-backend",
+    "--custom-jinja-template",
+    "--migration-limit",
+    "--endpoint",
+    "--disaggregation-mode",
+    "--dynamo-port-min",
+    "--dynamo-port-max",
+    "--kv-port",
+}
 """Flags of `python -m dynamo.vllm` that vLLM does not have (values taken when given)."""
-_DYNAMO_VALUE = DYNAMO_BOOL - {"--is-prefill-worker", "--is-decode-worker",
-                               "--enable-local-indexer", "--use-vllm-tokenizer",
-                               "--multimodal-processor", "--multimodal-worker",
-                               "--multimodal-encode-worker", "--multimodal-decode-worker",
-                               "--multimodal-encode-prefill-worker", "--enable-multimodal",
-                               "--no-kv-events"}
+_DYNAMO_VALUE = DYNAMO_BOOL - {
+    "--is-prefill-worker",
+    "--is-decode-worker",
+    "--enable-local-indexer",
+    "--use-vllm-tokenizer",
+    "--multimodal-processor",
+    "--multimodal-worker",
+    "--multimodal-encode-worker",
+    "--multimodal-decode-worker",
+    "--multimodal-encode-prefill-worker",
+    "--enable-multimodal",
+    "--no-kv-events",
+}
 
 
 @dataclass
@@ -129,30 +275,47 @@ def _strip_dynamo(args: list[str]) -> tuple[list[str], str | None, str, list[str
     return out, role, source, connectors
 
 
-_CONNECTORS = {"nixl": "NixlConnector", "lmcache": "LMCacheConnectorV1",
-               "kvbm": "DynamoConnector", "mooncake": "MooncakeConnectorV1"}
+_CONNECTORS = {
+    "nixl": "NixlConnector",
+    "lmcache": "LMCacheConnectorV1",
+    "kvbm": "DynamoConnector",
+    "mooncake": "MooncakeConnectorV1",
+}
 
 
 def _dynamo(args: list[str], env: dict[str, str], launcher: str) -> Found:
     rest, role, source, connectors = _strip_dynamo(args)
     f = Found(rest, env, launcher + "dynamo.vllm", role=role, role_source=source)
-    has_ktc = any(a.split("=")[0].replace("_", "-").startswith("--kv-transfer-config")
-                  for a in rest)
+    has_ktc = any(a.split("=")[0].replace("_", "-").startswith("--kv-transfer-config") for a in rest)
     names = [_CONNECTORS.get(c.lower(), c) for c in connectors if c.lower() != "none"]
     if not has_ktc and (names or not connectors):
         names = names or ["NixlConnector"]
-        ktc = ({"kv_connector": names[0], "kv_role": "kv_both"} if len(names) == 1 else
-               {"kv_connector": "MultiConnector", "kv_role": "kv_both",
-                "kv_connector_extra_config": {"connectors": [
-                    {"kv_connector": n, "kv_role": "kv_both"} for n in names]}})
+        ktc = (
+            {"kv_connector": names[0], "kv_role": "kv_both"}
+            if len(names) == 1
+            else {
+                "kv_connector": "MultiConnector",
+                "kv_role": "kv_both",
+                "kv_connector_extra_config": {
+                    "connectors": [{"kv_connector": n, "kv_role": "kv_both"} for n in names]
+                },
+            }
+        )
         f.args = [*rest, "--kv-transfer-config", json.dumps(ktc)]
-        f.notes.append("kv-transfer-config from dynamo.vllm's --connector "
-                       f"{' '.join(connectors) or '(default nixl)'}")
+        f.notes.append(
+            f"kv-transfer-config from dynamo.vllm's --connector {' '.join(connectors) or '(default nixl)'}"
+        )
     return f
 
 
-def unwrap(argv: list[str], env: dict[str, str], *, launcher: str = "",
-           network: str | None = None, network_evidence: str = "") -> Found | Script | None:
+def unwrap(
+    argv: list[str],
+    env: dict[str, str],
+    *,
+    launcher: str = "",
+    network: str | None = None,
+    network_evidence: str = "",
+) -> Found | Script | None:
     """Find the vLLM server in argv; None when it starts none."""
     env = dict(env)
     i = 0
@@ -183,8 +346,12 @@ def unwrap(argv: list[str], env: dict[str, str], *, launcher: str = "",
             continue
         if exe in ("numactl", "taskset"):
             i = _skip_opts(argv, i + 1, _VALUE_OPTS[exe])
-            if exe == "taskset" and i < len(argv) and not argv[i - 1].startswith("-c") \
-                    and re.fullmatch(r"(0x)?[0-9a-fA-F,\-]+", argv[i]):
+            if (
+                exe == "taskset"
+                and i < len(argv)
+                and not argv[i - 1].startswith("-c")
+                and re.fullmatch(r"(0x)?[0-9a-fA-F,\-]+", argv[i])
+            ):
                 i += 1  # the mask
             elif exe == "taskset" and i < len(argv) and re.fullmatch(r"[0-9,\-]+", argv[i]):
                 i += 1
@@ -206,8 +373,11 @@ def unwrap(argv: list[str], env: dict[str, str], *, launcher: str = "",
             if node and network is None:
                 network, network_evidence = f"host:{node}", f"srun --nodelist {node}"
             continue
-        if exe in ("uv", "pixi", "poetry", "conda", "micromamba") and i + 1 < len(argv) \
-                and argv[i + 1] == "run":
+        if (
+            exe in ("uv", "pixi", "poetry", "conda", "micromamba")
+            and i + 1 < len(argv)
+            and argv[i + 1] == "run"
+        ):
             i = _skip_opts(argv, i + 2, _VALUE_OPTS["uv"] | {"-n", "--name", "-e"})
             launcher += f"{exe} run > "
             continue
@@ -216,29 +386,40 @@ def unwrap(argv: list[str], env: dict[str, str], *, launcher: str = "",
             while j < len(argv) and argv[j].startswith("-") and "c" not in argv[j]:
                 j += 1
             if j < len(argv) and argv[j].startswith("-") and "c" in argv[j] and j + 1 < len(argv):
-                return Script(argv[j + 1], argv[j + 3:], env, launcher + f"{exe} -c > ",
-                              network, network_evidence)
+                return Script(
+                    argv[j + 1], argv[j + 3 :], env, launcher + f"{exe} -c > ", network, network_evidence
+                )
             return None
         if exe in ("docker", "podman", "nerdctl"):
             return _docker(argv[i:], env, launcher, network, network_evidence)
         if exe == "vllm":
             if i + 1 < len(argv) and argv[i + 1] == "serve":
-                return Found(argv[i + 2:], env, launcher + "vllm serve", network=network,
-                             network_evidence=network_evidence)
+                return Found(
+                    argv[i + 2 :],
+                    env,
+                    launcher + "vllm serve",
+                    network=network,
+                    network_evidence=network_evidence,
+                )
             return None
         if exe.startswith("python") or exe == "uvx":
             j = i + 1
             while j < len(argv) and argv[j].startswith("-") and argv[j] != "-m":
                 j += 2 if argv[j] in ("-W", "-X") else 1
             if j + 1 < len(argv) and argv[j] == "-m":
-                mod, rest = argv[j + 1], argv[j + 2:]
+                mod, rest = argv[j + 1], argv[j + 2 :]
                 if mod in API_MODULES:
                     if mod == "vllm.entrypoints.cli.main":
                         if rest[:1] != ["serve"]:
                             return None
                         rest = rest[1:]
-                    return Found(rest, env, launcher + f"python -m {mod}", network=network,
-                                 network_evidence=network_evidence)
+                    return Found(
+                        rest,
+                        env,
+                        launcher + f"python -m {mod}",
+                        network=network,
+                        network_evidence=network_evidence,
+                    )
                 if mod == "dynamo.vllm":
                     f = _dynamo(rest, env, launcher)
                     f.network, f.network_evidence = network, network_evidence
@@ -248,8 +429,9 @@ def unwrap(argv: list[str], env: dict[str, str], *, launcher: str = "",
     return None
 
 
-def _docker(argv: list[str], env: dict[str, str], launcher: str, network: str | None,
-            network_evidence: str) -> Found | Script | None:
+def _docker(
+    argv: list[str], env: dict[str, str], launcher: str, network: str | None, network_evidence: str
+) -> Found | Script | None:
     if len(argv) < 2 or argv[1] not in ("run", "create"):
         return None
     i = 2
@@ -275,7 +457,7 @@ def _docker(argv: list[str], env: dict[str, str], launcher: str, network: str | 
             entry = val
     if i >= len(argv):
         return None
-    image, rest = argv[i], argv[i + 1:]
+    image, rest = argv[i], argv[i + 1 :]
     cenv = dict(denv)  # the host's environment does not reach the container
     if net == "host":
         cnet, cev = network, network_evidence or "docker run --network host (the host's network)"
@@ -288,8 +470,14 @@ def _docker(argv: list[str], env: dict[str, str], launcher: str, network: str | 
     elif not rest or rest[0].startswith("-") or not _is_exe(rest[0]):
         if "vllm" not in image.lower() and "dynamo" not in image.lower():
             return None
-        f = Found(rest, cenv, lab + "vllm serve (image entrypoint)", network=cnet,
-                  network_evidence=cev, name=name or "")
+        f = Found(
+            rest,
+            cenv,
+            lab + "vllm serve (image entrypoint)",
+            network=cnet,
+            network_evidence=cev,
+            name=name or "",
+        )
         return f
     found = unwrap(rest, cenv, launcher=lab, network=cnet, network_evidence=cev)
     if isinstance(found, Found) and name and not found.name:
@@ -299,5 +487,17 @@ def _docker(argv: list[str], env: dict[str, str], launcher: str, network: str | 
 
 def _is_exe(tok: str) -> bool:
     exe = tok.rsplit("/", 1)[-1]
-    return exe in ("vllm", "sh", "bash", "env", "python", "python3", "numactl", "taskset",
-                   "uv", "nohup", "exec", "timeout") or exe.startswith("python")
+    return exe in (
+        "vllm",
+        "sh",
+        "bash",
+        "env",
+        "python",
+        "python3",
+        "numactl",
+        "taskset",
+        "uv",
+        "nohup",
+        "exec",
+        "timeout",
+    ) or exe.startswith("python")

