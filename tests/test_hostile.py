@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -217,6 +218,8 @@ CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("repro timeout 1e309", ["repro", "--timeout", "1e309"], ("--timeout",)),
     ("repro timeout negative", ["repro", "--timeout", "-5"], ("--timeout",)),
     ("report timeout nan", ["report", "--no-repro", "--timeout", "nan", "-o", "{out}"], ("--timeout",)),
+    ("redact-extra bad", ["report", "--no-repro", "--redact-extra", "(", "-o", "{out}"], ("regular",)),
+    ("redact-extra empty", ["report", "--no-repro", "--redact-extra", ".*", "-o", "{out}"], ("empty",)),
     ("matrix timeout inf", ["matrix", "--vllm", "0.28.0", "--timeout", "inf"], ("--timeout",)),
     ("repro model utf16", ["repro", "--model", "{utf16_model}"], ("UTF-16",)),
     ("repro model latin1", ["repro", "--model", "{latin_model}"], ("UTF-8",)),
@@ -261,6 +264,13 @@ def test_report_output_symlinks_and_existing_files(tmp_path: Path) -> None:
     existing.write_bytes(b"PK old")
     assert_bad_input(run_bounded("report", "--no-repro", "-o", str(existing), cwd=tmp_path), "exists")
     assert victim.read_text() == "keep me" and existing.read_bytes() == b"PK old"
+    # --force replaces an existing FILE.zip (atomically), still never through a link
+    res = run_bounded("report", "--no-repro", "-q", "--force", "-o", str(existing), cwd=tmp_path)
+    assert res.returncode in (0, 1), res.stderr
+    assert zipfile.is_zipfile(existing) and "report.md" in zipfile.ZipFile(existing).namelist()
+    assert_bad_input(run_bounded("report", "--no-repro", "--force", "-o", str(link), cwd=tmp_path), "symlink")
+    assert victim.read_text() == "keep me"
+    assert not [p.name for p in tmp_path.iterdir() if ".part" in p.name and p.name != "b.zip.part"]
 
 
 def test_envs_rm_symlinked_env_leaves_no_lock(tmp_path: Path) -> None:

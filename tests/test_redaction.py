@@ -301,6 +301,17 @@ def test_excerpt_starting_inside_a_key_block_leaks_nothing(start: int) -> None:
         assert "ERROR boom" in out and "next line" in out
 
 
+def test_redacting_a_whole_log_keeps_its_line_numbers() -> None:
+    """The bundle redacts a log before cutting excerpts: a key block's lines stay lines, so the
+    excerpts' line numbers are the file's."""
+    log = planted_log()
+    out = Redactor(context([])).text(log)
+    assert out.count("\n") == log.count("\n")
+    n = log.splitlines().index("AssertionError: assert num_new_tokens > 0")
+    assert out.splitlines()[n] == "AssertionError: assert num_new_tokens > 0"
+    assert not any(b in out for b in RSA_BODY + OPENSSH_BODY)
+
+
 def test_structured_values_keep_json_valid_and_ordinary_values() -> None:
     env = planted_env()
     red = Redactor(context([]))
@@ -353,6 +364,38 @@ def test_ordinary_text_is_left_alone() -> None:
     assert red.summary() == {}
 
 
+def test_ordinary_vllm_log_lines_are_not_redacted_but_planted_secrets_are() -> None:
+    """`word: identifier` pairs of real vLLM logs are not secrets (the free-text rules once read
+    `signature: nixl_compat_ok` as one); a secret-like name with a secret-like value still is."""
+    lines = [
+        "(EngineCore_DP0 pid=4242) INFO 11-30 22:31:00 [core.py:95] signature: nixl_compat_ok",
+        "INFO 11-30 22:31:00 [config.py:1] block_size: 16",
+        "INFO 11-30 22:31:00 [config.py:1] kv_role: kv_producer",
+        "INFO 11-30 22:31:00 [config.py:1] enable_prefix_caching: True",
+        "INFO 11-30 22:31:00 [config.py:1] kv_cache_dtype: auto, cache_key: prefix_cache",
+        "DEBUG key: cache_config sort_key: arrival_time auth: none",
+        "DEBUG block hash 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "INFO Received request cmpl-3f9a2b7c4d5e6f708192a3b4c5d6e7f8-0: prompt_token_ids: [1, 2]",
+        "INFO Finished request chatcmpl-8f3a9c2e1b4d4f6a9e7c5b3a1d2f4e6c",
+        "INFO kv_transfer_config: {'kv_connector': 'NixlConnector', 'kv_role': 'kv_both'}",
+    ]
+    text = "\n".join(lines)
+    red = Redactor(RedactionContext(home="/home/alice", machine=False))
+    assert red.text(text) == text
+    assert red.summary() == {}
+    planted = {
+        f"signature: {P['azure_sas_sig']}": P["azure_sas_sig"],
+        f"key: {P['cli_api_key']}": P["cli_api_key"],
+        f"password: {P['yaml_password']}": P["yaml_password"],
+        "DB_PASS: letmein": "letmein",  # a password-like name: any value
+        f"--api-key {P['vllm_api_key_env']}": P["vllm_api_key_env"],
+        f"auth: {P['x_api_key']}": P["x_api_key"],
+    }
+    for line, value in planted.items():
+        out = red.text(f"INFO 11-30 22:31:00 [x.py:1] {line}")
+        assert value not in out and "<redacted:" in out, out
+
+
 def test_secret_names() -> None:
     for name in (
         "AWS_ACCESS_KEY_ID",
@@ -402,10 +445,10 @@ def test_large_log_is_redacted_quickly() -> None:
 
 # --- the real report pipeline ---------------------------------------------------------------
 
-PENDING_IN_BUNDLE: set[str] = {"extra_pattern", "log_name_host"}
-"""Planted ids the bundle writer still leaks, until the lead wires: `--redact-extra` into
-RedactionContext.extra (extra_pattern), and Redactor.file_name for log names, zip entry names and
-`given_as` (log_name_host). Empty it then: the test fails while the set is not exact."""
+PENDING_IN_BUNDLE: set[str] = set()
+"""Planted ids the bundle writer still leaks (none: --redact-extra reaches RedactionContext.extra,
+log names and zip entry names go through Redactor.file_name). The test fails while the set is not
+exact."""
 
 
 def _all_output(dest: Path) -> dict[str, str]:
@@ -451,6 +494,8 @@ def test_report_bundle_leaks_no_planted_value(tmp_path: Path, form: str) -> None
                 "--timeout",
                 "60",
                 *args,
+                "--redact-extra",
+                EXTRA,
                 "--log",
                 str(log),
                 "-o",

@@ -151,7 +151,21 @@ def test_failing_and_hanging_ucx_info_degrade(tmp_path):
 def test_unreadable_log_degrades(tmp_path):
     assert not collect.read_log(tmp_path).ok
     c = collect.read_log(tmp_path / "missing.log")
-    assert not c.ok and "No such file" in (c.why or "")
+    assert not c.ok and "no such file" in (c.why or "")
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)  # read as a bounded stream: refused at once, never blocks on a writer
+    c = collect.read_log(fifo)
+    assert not c.ok and "FIFO" in (c.why or "")
+
+
+def test_big_log_keeps_head_and_tail(tmp_path, monkeypatch):
+    monkeypatch.setattr(collect, "READ_LIMIT", 4000)
+    big = tmp_path / "big.log"
+    big.write_text("HEAD\n" + "x" * 20_000 + "\nAssertionError: assert num_new_tokens > 0\n")
+    c = collect.read_log(big)
+    text, size = c.value
+    assert c.ok and size == big.stat().st_size and len(text) < 4200
+    assert text.startswith("HEAD") and text.endswith("num_new_tokens > 0\n") and "did not read" in text
 
 
 # --- launch commands: parsed by check-config only, in this process -----------------------

@@ -190,6 +190,12 @@ def write_tree(dest: str | os.PathLike[str], files: Mapping[str, str | bytes]) -
     return dest
 
 
+def check_bundle_dest(dest: str | os.PathLike[str], *, force: bool = False) -> None:
+    """The refusals `write_bundle` would make, checked up front (before minutes of work)."""
+    dest = Path(dest)
+    _check_dest(dest, force=force, is_dir=dest.suffix.lower() != ".zip")
+
+
 def write_bundle(
     dest: str | os.PathLike[str], files: Mapping[str, str | bytes], *, force: bool = False
 ) -> Path:

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from vllm_pd_doctor import limits, targetrun
+from vllm_pd_doctor import limits, safeio, targetrun
 from vllm_pd_doctor.commands._common import DebugOpt, PythonOpt, out, progress_printer, run
 from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.limits import positive_seconds
@@ -21,8 +21,10 @@ Writes report.md (laid out for vLLM's bug template: environment from vLLM's own 
 NIXL/UCX versions and variables; the #53514 repro verdict; check-config findings; a minimal
 reproduction; the log lines that matter), report.json (the same, schema_version 1) and the raw
 material (the repro's JSON trace, collect_env output, the logs, size-capped). Secrets, the home
-path, host names and IP addresses are redacted. A collector that fails or times out is shown as
-"could not collect: why". Prints the bundle's path on stdout.
+path, host names and IP addresses are redacted (add site-specific patterns with --redact-extra).
+An existing output is never overwritten unless --force (FILE.zip only) and never written through
+a symlink. A collector that fails or times out is shown as "could not collect: why". Prints the
+bundle's path on stdout.
 
 Exit codes: 0 bundle written (repro did not fire), 1 bundle written and the repro fired or
 check-config has an error-level finding, 2 bad input, 3 could not run.
@@ -33,29 +35,12 @@ def register(app: typer.Typer) -> None:
     app.command("report", help=HELP)(report)
 
 
-def _check_dest(dest: Path) -> None:
-    part = dest.with_name(dest.name + ".part")
-    if dest.is_symlink() or part.is_symlink():  # never write through a link (issue 12)
-        raise BadInput(
-            f"-o {dest}: {'it' if dest.is_symlink() else part.name} is a symlink",
-            hint="give a real path; pd-doctor does not write through links",
-        )
-    if dest.suffix.lower() == ".zip":
-        if dest.exists() and not dest.is_dir():
-            raise BadInput(f"-o {dest}: exists", hint="give a new FILE.zip, or remove it first")
-        if dest.is_dir():
-            raise BadInput(f"-o {dest}: is a directory", hint="give a new FILE.zip or a directory")
-        parent = dest.parent
-    else:
-        if dest.exists() and not dest.is_dir():
-            raise BadInput(
-                f"-o {dest}: exists and is not a directory", hint="give a new directory or a FILE.zip"
-            )
-        if dest.is_dir() and any(dest.iterdir()):
-            raise BadInput(
-                f"-o {dest}: directory is not empty", hint="give a new or empty directory, or a FILE.zip"
-            )
-        parent = dest if dest.is_dir() else dest.parent
+def _check_dest(dest: Path, *, force: bool) -> None:
+    """Refuse a bad output before collecting (safeio refuses it again when writing): a symlink
+    (or a planted `.part` link), an existing FILE.zip without --force, a non-empty directory,
+    a parent that cannot be written."""
+    safeio.check_bundle_dest(dest, force=force)
+    parent = dest.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=parent):
@@ -124,13 +109,29 @@ def report(
             "--timeout", help="Seconds each collector may take.", callback=positive_seconds("--timeout")
         ),
     ] = 300.0,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing FILE.zip (a directory is never replaced).")
+    ] = False,
+    redact_extra: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--redact-extra",
+            metavar="REGEX",
+            help="Also redact what this regular expression matches (group 1 if it has one), "
+            "in every file and file name of the bundle (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
     debug: DebugOpt = False,
 ) -> None:
     progress = progress_printer(not quiet)
 
     def body() -> int:
-        from vllm_pd_doctor.report import bundle
+        from vllm_pd_doctor.report import bundle, redact
+
+        extra = tuple(redact_extra or ())
+        redact.compile_extra(extra)  # a bad pattern is one line, exit 2, before any work
 
         if config is not None and (prefill_cmd or decode_cmd):
             raise BadInput(
@@ -148,7 +149,7 @@ def report(
             raise BadInput(f"--timeout {timeout}: must be positive")
         dest = output if output is not None else Path(f"pd-doctor-report-{time.strftime('%Y%m%d-%H%M%S')}")
         dest = dest.expanduser()
-        _check_dest(dest)
+        _check_dest(dest, force=force)
         interpreter = targetrun.resolve_python(str(python) if python is not None else None)
         inputs = bundle.ReportInputs(
             python=interpreter,
@@ -162,11 +163,12 @@ def report(
             timeout=timeout,
             environ=dict(os.environ),
             home=os.environ.get("HOME") or str(Path.home()),
+            redact_extra=extra,
         )
         gathered = bundle.gather(inputs, progress)
         doc, files = bundle.build(inputs, gathered)
         try:
-            written = bundle.write(dest, files)
+            written = bundle.write(dest, files, force=force)
         except OSError as exc:
             raise BadInput(f"-o {dest}: cannot write ({exc.strerror or exc})") from None
         progress(

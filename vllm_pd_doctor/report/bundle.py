@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import socket
 import time
-import zipfile
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_pd_doctor import __version__
+from vllm_pd_doctor import __version__, safeio
 from vllm_pd_doctor.checkconfig.types import CheckReport, Server
 from vllm_pd_doctor.formats import json as fjson
 from vllm_pd_doctor.report import collect, docs, logs, render
@@ -37,6 +35,8 @@ class ReportInputs:
     log_cap: int = LOG_CAP
     environ: Mapping[str, str] = field(default_factory=dict)
     home: str | None = None
+    redact_extra: tuple[str, ...] = ()
+    """--redact-extra: site-specific regular expressions to redact everywhere."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,9 @@ def _gather(inputs: ReportInputs, progress: Callable[[str], None]) -> Gathered:
         else:
             repro_c = collect.repro(inputs.python, inputs.model, t, progress)
         logs_c = tuple((p, collect.read_log(p)) for p in inputs.logs)
-        cfg = collect.read_log(inputs.config) if inputs.config is not None else None
+        cfg = None
+        if inputs.config is not None:
+            cfg = collect.read_log(inputs.config, f"--config {inputs.config}")
         check_c = (
             check_f.result()
             if check_f is not None
@@ -165,8 +167,9 @@ def _known_hosts(inputs: ReportInputs, g: Gathered) -> tuple[str, ...]:
     return tuple(sorted(hosts))
 
 
-def _safe_name(path: Path, used: set[str]) -> str:
-    base = "".join(c if c.isalnum() or c in "._-" else "_" for c in path.name) or "log"
+def _safe_name(name: str, used: set[str]) -> str:
+    """A file name safe in a zip / a directory, unique among `used` (give it redacted)."""
+    base = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).lstrip(".") or "log"
     name, n = base, 1
     while name in used:
         n += 1
@@ -182,16 +185,19 @@ def _logs(
     used: set[str] = set()
     sigs: set[str] = set()
     for path, got in g.logs:
-        name = _safe_name(path, used)
+        name = _safe_name(red.file_name(path.name), used)  # no host or user in an entry name
         given = red.text(str(path))
         if not got.ok:
             log_docs.append(render.LogDoc(name=name, given_as=given, ok=False, why=red.text(got.why or "?")))
             continue
-        text, size = got.value
+        raw, size = got.value
+        # the whole text first: a multi-line secret (a key block) is seen whole, never cut
+        # by an excerpt or by the cap
+        text = red.text(raw)
         found = logs.find(text)
         sigs |= set(found.found)
         capped, cut = logs.cap(text, cap)
-        files[f"raw/logs/{name}"] = red.text(capped)
+        files[f"raw/logs/{name}"] = capped
         log_docs.append(
             render.LogDoc(
                 name=name,
@@ -206,7 +212,7 @@ def _logs(
                         reasons=e.reasons,
                         first_line=e.first_line,
                         last_line=e.last_line,
-                        text=red.text("\n".join(e.lines)),
+                        text="\n".join(e.lines),
                     )
                     for e in found.excerpts
                 ),
@@ -232,6 +238,7 @@ def build(
             hosts=_known_hosts(inputs, g),
             redact_hosts=inputs.redact_hosts,
             secrets=tuple(sorted(secrets)),
+            extra=inputs.redact_extra,
         )
     )
     files: dict[str, str] = {}
@@ -280,9 +287,9 @@ def build(
     if g.config_text is not None:
         config_name = red.text(str(inputs.config))
         if g.config_text.ok:
-            files["raw/config" + (inputs.config.suffix if inputs.config else "")] = red.text(
-                g.config_text.value[0]
-            )
+            suffix = inputs.config.suffix if inputs.config else ""
+            suffix = suffix if suffix[1:].isalnum() and suffix.isascii() else ""  # .yaml, .sh ...
+            files["raw/config" + suffix] = red.text(g.config_text.value[0])
 
     log_docs, sigs = _logs(g, red, inputs.log_cap, files)
     version = g.interpreter.value.get("vllm_version") if g.interpreter.ok else None
@@ -331,28 +338,17 @@ def build(
         commands_error=commands_error,
     )
     doc = dataclasses.replace(doc, redactions=tuple(red.summary().items()))
-    # a final pass over the rendered text (everything in doc is already redacted)
+    # everything in doc is already redacted, value by value: report.json is written as is (a
+    # text pass over JSON could only break it); report.md gets a last pass over its own prose
     files["report.md"] = red.text(render.render_markdown(doc))
-    files["report.json"] = red.text(render.render_json(doc))
+    files["report.json"] = render.render_json(doc)
     return doc, files
 
 
 # --- writing -------------------------------------------------------------------------------
 
 
-def write(dest: Path, files: Mapping[str, str]) -> Path:
-    """Write the bundle to a directory, or a .zip file when dest ends in .zip."""
-    if dest.suffix.lower() == ".zip":
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(dest.name + ".part")
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
-            for name in sorted(files):
-                z.writestr(name, files[name])
-        os.replace(tmp, dest)
-        return dest
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in sorted(files):
-        p = dest / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(files[name], encoding="utf-8")
-    return dest
+def write(dest: Path, files: Mapping[str, str], *, force: bool = False) -> Path:
+    """Write the bundle to a directory, or a .zip file when dest ends in .zip (`safeio`:
+    atomically, never through a symlink, never over an existing output unless `force`)."""
+    return safeio.write_bundle(dest, files, force=force)

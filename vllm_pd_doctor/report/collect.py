@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import threading
 import time
@@ -20,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor import targetrun
-from vllm_pd_doctor.errors import PdDoctorError
+from vllm_pd_doctor import limits, procs, targetrun
+from vllm_pd_doctor.errors import BadInput, PdDoctorError
 from vllm_pd_doctor.model import ReproReport
 
 ENV_PREFIXES = ("UCX_", "NIXL_", "VLLM_NIXL_", "VLLM_SSM_", "VLLM_KV_", "VLLM_MAMBA_")
@@ -62,20 +63,19 @@ _STOPPING = threading.Event()
 def run_child(
     cmd: list[str], *, timeout: float, env: Mapping[str, str] | None = None, cwd: str | None = None
 ) -> ChildResult:
-    """Run a command in its own process group; stop the group on timeout. Raises OSError
-    when it cannot start, ChildTimeout when it overruns."""
+    """Run a command in its own process group (`procs.spawn`: registered for the signal policy
+    before it can be interrupted); stop the group on timeout. Raises OSError when it cannot
+    start, ChildTimeout when it overruns."""
     t0 = time.perf_counter()
     with _LIVE_LOCK:  # start and register atomically, so stop_all_children misses none
         if _STOPPING.is_set():
             raise ChildTimeout("stopped (interrupted)")
-        proc = subprocess.Popen(
+        proc: subprocess.Popen[str] = procs.spawn(
             cmd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
             text=True,
             errors="replace",
-            start_new_session=True,
             env=dict(env) if env is not None else None,
             cwd=cwd,
         )
@@ -83,13 +83,11 @@ def run_child(
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        targetrun.stop_process_group(proc, grace=2.0)
+        procs.stop_group(proc, grace=2.0)
         proc.communicate()
         raise ChildTimeout(f"did not finish within {timeout:.0f} s") from None
-    except BaseException:
-        targetrun.stop_process_group(proc, grace=2.0)
-        raise
     finally:
+        procs.release(proc, grace=2.0)  # what is left of its group (grandchildren), then forget it
         with _LIVE_LOCK:
             _LIVE.discard(proc)
     return ChildResult(proc.returncode, out, err, time.perf_counter() - t0)
@@ -99,9 +97,9 @@ def stop_all_children() -> None:
     """Stop (by PID, group by group) every child a collector still runs (on Ctrl-C)."""
     with _LIVE_LOCK:
         _STOPPING.set()
-        procs = list(_LIVE)
-    for proc in procs:
-        targetrun.stop_process_group(proc, grace=2.0)
+        live = list(_LIVE)
+    for proc in live:
+        procs.release(proc, grace=2.0)
 
 
 _BOX = "│╭╮╰╯─┃━┏┓┗┛ "
@@ -296,7 +294,6 @@ def repro(python: str, model: Path | None, timeout: float, progress: Callable[[s
 
     def go() -> Collected:
         from vllm_pd_doctor import inprocess
-        from vllm_pd_doctor.errors import BadInput
 
         note = None
         try:
@@ -327,26 +324,49 @@ def repro(python: str, model: Path | None, timeout: float, progress: Callable[[s
 
 # --- logs ------------------------------------------------------------------------------------
 
-READ_LIMIT = 64 * 1024 * 1024
+READ_LIMIT = 16 * 1024 * 1024
+"""Bytes of a log read (its head and its tail when it is longer). All of it is redacted before
+anything is cut from it (about 1 s per MB), and the bundle keeps LOG_CAP characters of it."""
 
 
-def read_log(path: Path) -> Collected:
-    """A log's text (at most READ_LIMIT bytes: head and tail when longer)."""
+def read_log(path: Path, what: str | None = None) -> Collected:
+    """A log's text and size on disk, read as a bounded stream (`limits.read_bounded`: devices,
+    FIFOs and sockets are refused without blocking). A log over READ_LIMIT keeps its head and
+    its tail, where a crash is; the tail is read from the same checked file descriptor."""
 
     def go() -> Collected:
-        size = path.stat().st_size
-        with path.open("rb") as f:
-            if size <= READ_LIMIT:
-                data = f.read()
-                return Collected(True, (data.decode("utf-8", errors="replace"), size))
-            head = f.read(READ_LIMIT // 4)
-            f.seek(size - (READ_LIMIT - READ_LIMIT // 4))
-            tail = f.read()
+        label = what or f"--log {path}"
+        head, size = limits.read_bounded(path, READ_LIMIT, label, truncate=True)
+        if size <= READ_LIMIT:
+            return Collected(True, (head.decode("utf-8", errors="replace"), size))
+        tail = _tail(path, READ_LIMIT - READ_LIMIT // 4, label)
         text = (
-            head.decode("utf-8", errors="replace")
-            + f"\n[... pd-doctor did not read {size - READ_LIMIT} bytes here ...]\n"
+            head[: READ_LIMIT // 4].decode("utf-8", errors="replace")
+            + f"\n[... pd-doctor did not read {size - READ_LIMIT // 4 - len(tail)} bytes here ...]\n"
             + tail.decode("utf-8", errors="replace")
         )
         return Collected(True, (text, size))
 
     return guarded(go)
+
+
+def _tail(path: Path, n: int, what: str) -> bytes:
+    """The last `n` bytes of a regular file (re-checked: not swapped for a device or FIFO)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BadInput(f"{what}: is no longer a regular file")
+        os.set_blocking(fd, True)
+        os.lseek(fd, max(0, st.st_size - n), os.SEEK_SET)
+        chunks: list[bytes] = []
+        left = n
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -209,6 +209,7 @@ class Redactor:
             value = s[sp.start : sp.end]
             self._note(sp.kind, value)
             out.append(HOME_PLACEHOLDER if sp.kind == "home" else PLACEHOLDER.format(kind=sp.kind))
+            out.append("\n" * value.count("\n"))  # a key block keeps its lines: line numbers hold
             pos = sp.end
         out.append(s[pos:])
         return "".join(out)

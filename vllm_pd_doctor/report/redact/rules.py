@@ -86,6 +86,26 @@ def is_secret_name(name: str) -> bool:
     return bool(name) and len(name) <= 128 and bool(_SECRET_NAME_RE.match(name))
 
 
+_WEAK_NAME_RE = re.compile(r"(?i)^(?:.*[_.\-])?(?:key|signature|auth|dsn|cookie|session_?id|key_?id)$")
+"""Secret names that are also ordinary words in logs (`signature: nixl_compat_ok`,
+`key: cache_config`): in free text their value must itself look like a secret."""
+_PLAIN_WORD = re.compile(r"[A-Za-z]+(?:[_.\-][A-Za-z]+)*")
+
+
+def is_weak_secret_name(name: str) -> bool:
+    """A secret-like name that is not enough on its own in free text (see `_WEAK_NAME_RE`)."""
+    name = name.strip().lstrip("-").strip("\"'")
+    return bool(_WEAK_NAME_RE.match(name)) and not re.search(
+        r"(?i)secret|pass|pwd|api[_\-]?key|access[_\-]?key|private[_\-]?key|auth[_\-]?token", name
+    )
+
+
+def looks_like_plain_word(value: str) -> bool:
+    """Letters only, maybe joined by `_`, `.`, `-` (an identifier, an enum value, a word): the
+    value of `signature: nixl_compat_ok`, never a generated token."""
+    return bool(_PLAIN_WORD.fullmatch(value.strip().strip("\"'")))
+
+
 def is_ordinary(value: str) -> bool:
     """A value that is never a secret whatever its name: booleans, small numbers, references
     to other variables, placeholders."""
@@ -120,6 +140,8 @@ def assignments(text: str) -> Iterator[Span]:
         value = m.group("value")
         if is_ordinary(value):
             continue
+        if is_weak_secret_name(m.group("name")) and looks_like_plain_word(value):
+            continue  # `signature: nixl_compat_ok`: a word, not a secret
         pos = m.end()
         yield Span(m.start("value"), m.end("value"), "secret")
 
