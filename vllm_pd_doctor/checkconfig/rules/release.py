@@ -28,7 +28,7 @@ def n1_truncation(ctx: Context) -> Iterator[Finding]:
         for x in e.sides
         if x.verdict is Verdict.exposed
     )
-    yield finding("n1-truncation", ev or (e.probe.detail if e.probe else ""), fix=" ".join(e.fixes) or None)
+    yield finding("n1-truncation", ev or (e.probe.detail if e.probe else ""), fix="; ".join(e.fixes) or None)
 
 
 @rule(
