@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +67,40 @@ def test_version_tuple() -> None:
     assert connectors.version_tuple("main") is None
     adv = connectors.Advisory("X", "y", "0.29.0", True)
     assert adv.affects((0, 29, 0)) and not adv.affects((0, 29, 1))
+
+
+def test_fake_connector_flows_to_matrix_columns(fake_connector: connectors.Connector) -> None:
+    from vllm_pd_doctor import matrix
+    from vllm_pd_doctor.model import ReproReport, VllmInstall
+
+    empty = ReproReport(
+        engine="in-process",
+        vllm=VllmInstall(version="0.0.0", path="?", python="?"),
+        results=(),
+        available_connectors=(),
+    )
+    keys = [c.connector for c in matrix.cells_of(empty)]
+    assert "fakeconn" in keys and keys[: len(keys) - 1] == ["nixl", "nixl-push", "mooncake", "moriio"]
+
+
+def test_fake_connector_flows_to_check_config_exposure(
+    fake_connector: connectors.Connector, tmp_path: Path
+) -> None:
+    """check-config judges a producer on the fake connector by the registry entry: the side is
+    attributed to `fakeconn` (not "does not truncate"), and the fix names its first fixed release."""
+    from vllm_pd_doctor.checkconfig import core
+
+    model = Path(__file__).resolve().parents[1] / "repro" / "models" / "tiny-hybrid"
+    kv = '\'{"kv_connector":"FakePdConnector","kv_role":"kv_producer"}\''
+    kvd = '\'{"kv_connector":"FakePdConnector","kv_role":"kv_consumer"}\''
+    rep = core.check(
+        prefill_cmd=f"vllm serve {model} --port 8100 --kv-transfer-config {kv}",
+        decode_cmd=f"vllm serve {model} --port 8200 --kv-transfer-config {kvd}",
+        model=model,
+        python=sys.executable,
+        import_nixl=False,
+    )
+    (p_side,) = [s for s in rep.exposure.sides if s.role == "prefill"]
+    assert p_side.connector == "fakeconn", p_side
+    assert not any("does not truncate" in r for r in p_side.reasons), p_side.reasons
+    assert any("9.9.0" in f for f in rep.exposure.fixes), rep.exposure.fixes
