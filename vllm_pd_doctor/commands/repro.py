@@ -153,8 +153,9 @@ def repro(
             help="A directory with config.json, a config.json, or a Hugging Face id in "
             "the local HF cache (default: the bundled tiny hybrid config in "
             "repro/models/tiny-hybrid; more families in repro/models/). Live: a model directory "
-            "with weights (default: a tiny hybrid model with random weights, made "
-            "once under pd-doctor's cache).",
+            "with weights, or a config.json alone or a bundled family name (nemotron-h, jamba, ...) "
+            "for a tiny random-weight model of that family (default: the tiny hybrid model; "
+            "made once under pd-doctor's cache).",
             show_default=False,
         ),
     ] = None,
