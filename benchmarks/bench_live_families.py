@@ -25,23 +25,26 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ("granite-4.0-h-tiny", "nemotron-h", "falcon-h1", "zamba2", "jamba", "qwen3-next")
-ERROR_RE = re.compile(
-    r"^.*\b(\w+(?:Error|Exception)|NotImplementedError|RuntimeError|AssertionError)\b:?\s.*$", re.M
-)
+WORKER_RE = re.compile(r"Worker failed with error '(.*)', please check")
+ERROR_RE = re.compile(r" ERROR .*?\] ((?:\w+\.)*\w*(?:Error|Exception)\b:? .*)$", re.M)
 
 
 def engine_error(run_dir: Path) -> str:
-    """The last exception line of either engine's log (the reason a pair did not start)."""
-    found = ""
+    """The root error of the first engine whose log has one (prefill first): a worker's error, else
+    the last ERROR line naming an exception that is not the EngineDeadError it causes."""
     for role in ("prefill", "decode"):
         log = run_dir / f"{role}.log"
         if not log.is_file():
             continue
-        lines = [m.group(0).strip() for m in ERROR_RE.finditer(log.read_text(errors="replace"))]
-        lines = [ln for ln in lines if "Traceback" not in ln and "EngineDeadError" not in ln]
+        text = log.read_text(errors="replace")
+        worker = WORKER_RE.findall(text)
+        if worker:
+            return f"{role}: {worker[-1][:300]}"
+        lines = [m.group(1).strip() for m in ERROR_RE.finditer(text)]
+        lines = [ln for ln in lines if "EngineDeadError" not in ln]
         if lines:
-            found = f"{role}: {lines[-1][:300]}"
-    return found
+            return f"{role}: {lines[-1][:300]}"
+    return ""
 
 
 def run_family(python: str, family: str, timeout: float) -> dict[str, Any]:
@@ -72,6 +75,7 @@ def run_family(python: str, family: str, timeout: float) -> dict[str, Any]:
     result = json.loads(result_file.read_text()) if result_file.is_file() else {}
     if doc is None or "config" not in doc:
         row["started"] = False
+        row["healthy"] = "prefill engine healthy" in err and "decode engine healthy" in err
         row["why"] = engine_error(run_dir) or (err.strip().splitlines() or ["?"])[-1][:300]
         return row
     tr = result.get("transfer", {})
@@ -98,7 +102,8 @@ def as_markdown(rows: list[dict[str, Any]], version: str) -> str:
     ]
     for r in rows:
         if not r.get("started"):
-            out.append(f"| {r['family']} | no: {r.get('why', '?')} | | | | | {r['wall_s']} s |")
+            state = "healthy, first prefill request HTTP 500" if r.get("healthy") else "no"
+            out.append(f"| {r['family']} | {state}: `{r.get('why', '?')}` | | | | | {r['wall_s']} s |")
             continue
         pd = f"HTTP {r['pd_status']}, {'equal' if r['pd_matches'] else 'NOT equal'}, {r['nixl_bytes']} B"
         trig = (

