@@ -208,11 +208,12 @@ def test_busy_port_exits_3(tmp_path: Path, python_fixed_nixl: str) -> None:
 
 def test_bad_model_exits_3_with_the_log(tmp_path: Path, python_fixed_nixl: str) -> None:
     python = python_fixed_nixl
-    model = tmp_path / "no-weights"
+    model = tmp_path / "bad-weights"  # a config.json alone would get a tiny model of its family
     model.mkdir()
     (model / "config.json").write_text(
         (ROOT / "repro" / "models" / "tiny-hybrid" / "config.json").read_text()
     )
+    (model / "model.safetensors").write_bytes(b"not a safetensors file")
     run_dir = tmp_path / "run"
     rc, _doc, err = run_live(python, run_dir, "--model", str(model), timeout=400)
     assert rc == 3, err[-3000:]
