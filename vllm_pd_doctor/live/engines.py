@@ -154,6 +154,8 @@ def device_for(interp: targetrun.Interpreter, lo: LiveOptions) -> str:
     return "cuda" if gpu and not _is_cpu_build(interp) else "cpu"
 
 
+ENGINE_ARGS_FILE = "pd-doctor-engine-args.json"
+"""Written by make_tiny_model.py --shrink (repro/scripts/shrink_config.py names it too)."""
 WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pt", "*.safetensors.index.json")
 
 
@@ -170,6 +172,15 @@ def family_cache_dir(config_dir: Path) -> Path:
         h.update(f.read_bytes())
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", config_dir.resolve().name).strip("-.") or "model"
     return envs.home() / "models" / f"{name}-{h.hexdigest()[:12]}"
+
+
+def tiny_engine_args(model: Path) -> list[str]:
+    """Engine flags a tiny family model needs (shrink_config.ENGINE_ARGS, written beside it)."""
+    f = model / ENGINE_ARGS_FILE
+    if not f.is_file():
+        return []
+    args = json.loads(f.read_text(encoding="utf-8"))
+    return [str(a) for a in args] if isinstance(args, list) else []
 
 
 def model_dir(python: str, lo: LiveOptions, progress: Progress) -> tuple[Path, bool]:
@@ -273,7 +284,7 @@ def engine_command(
         json.dumps(kv_transfer_config(eng, device, lo)),
     ]
     if tiny:
-        cmd += ["--skip-tokenizer-init", "--dtype", "bfloat16"]
+        cmd += ["--skip-tokenizer-init", "--dtype", "bfloat16", *tiny_engine_args(model)]
     if device == "cpu":
         cmd += ["--kv-cache-memory-bytes", str(KV_CACHE_BYTES)]
     else:
