@@ -105,7 +105,8 @@ def as_markdown(rows: list[dict[str, Any]], version: str) -> str:
             state = "healthy, first prefill request HTTP 500" if r.get("healthy") else "no"
             out.append(f"| {r['family']} | {state}: `{r.get('why', '?')}` | | | | | {r['wall_s']} s |")
             continue
-        pd = f"HTTP {r['pd_status']}, {'equal' if r['pd_matches'] else 'NOT equal'}, {r['nixl_bytes']} B"
+        same = "equal" if r["pd_matches"] else "NOT equal"
+        pd = f"HTTP {r['pd_status']}, {same}, {int(r['nixl_bytes'] or 0):,} B"
         trig = (
             "P DIED, `assert num_new_tokens > 0`"
             if r["matches_53514"]
