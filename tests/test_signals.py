@@ -232,3 +232,27 @@ def test_report_interrupted(python_buggy: str, sig: int, moment: str, tmp_path: 
     )
     _assert_clean(rc, sig, err, recorded, tmp_path)
     assert not (tmp_path / "bundle").exists()
+
+
+def test_worker_threads_can_start_children_and_temp_dirs() -> None:
+    """matrix runs repros in worker threads: tempdir() and run() there must not self-deadlock on
+    the registry lock (they did once: `matrix --jobs 2` hung forever)."""
+    import threading
+
+    from vllm_pd_doctor import procs
+
+    done: list[str] = []
+
+    def work() -> None:
+        with procs.tempdir("pd-doctor-test-") as d:
+            out = procs.run([sys.executable, "-c", "print('ok')"], timeout=30, text=True)
+            done.append(out.stdout.strip() + ":" + str(os.path.isdir(d)))
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads), "a worker thread is stuck in procs"
+    assert done == ["ok:True", "ok:True"]
+    assert procs.registered() == ((), ())

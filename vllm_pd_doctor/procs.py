@@ -51,7 +51,8 @@ class Interrupted(KeyboardInterrupt):
 
 @dataclass
 class _Registry:
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    """Re-entrant: a worker thread holds it across spawn() (see _starting) and registers inside."""
     groups: dict[int, float] = field(default_factory=dict)
     """Leader PID -> its create time (guards against a reused PID)."""
     tempdirs: list[str] = field(default_factory=list)
