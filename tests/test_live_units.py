@@ -154,3 +154,36 @@ def test_repro_and_live_do_not_import_report() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_taken_side_channel_port_is_seen_at_once(tmp_path: Path) -> None:
+    """vLLM's NIXL listener fails to bind in a thread and the engine hangs (vllm#20965): the wait
+    must stop on the log line, not after the start-up timeout, so run_local can retry."""
+    import subprocess
+    import sys
+    import time
+
+    from vllm_pd_doctor.live import engines
+    from vllm_pd_doctor.live.client import Client
+
+    log = tmp_path / "decode.log"
+    log.write_text("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:46391')\n")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    eng = engines.Engine(
+        role="decode",
+        port=engines.free_port(),
+        side_port=engines.free_port(),
+        log=log,
+        trace=tmp_path / "t.jsonl",
+        proc=proc,
+    )
+    client = Client()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(engines.PortTaken):
+            engines.wait_healthy(client, [eng], timeout=60, progress=lambda _m: None)
+    finally:
+        proc.kill()
+        proc.wait()
+        client.close()
+    assert time.monotonic() - t0 < 10

@@ -68,21 +68,31 @@ def run_local(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
     try:
         with engines.plugin_path() as pypath:
             t = time.perf_counter()
-            for eng in pair:
-                engines.start_engine(
-                    engines.engine_command(python, eng, model, tiny, device, lo),
-                    engines.engine_env(python, eng, pypath, device, run_dir, hotfix=lo.hotfix),
-                    eng,
-                    run_dir,
-                )
-                progress(
-                    f"starting the {eng.role} engine (vLLM {interp.vllm_version}, {device}, "
-                    f"{lo.entry.label}, HTTP {eng.port}, side channel {eng.side_port}, pid "
-                    f"{eng.proc.pid if eng.proc else '?'})"
-                )
-            engines.write_pids(run_dir, pair)
-            with phase(progress, "booting the prefill and decode engines"):
-                engines.wait_healthy(client, pair, min(lo.startup_timeout, lo.timeout), progress)
+            for attempt in (1, 2):  # a picked port can be taken before the engine binds it
+                for eng in pair:
+                    engines.start_engine(
+                        engines.engine_command(python, eng, model, tiny, device, lo),
+                        engines.engine_env(python, eng, pypath, device, run_dir, hotfix=lo.hotfix),
+                        eng,
+                        run_dir,
+                    )
+                    progress(
+                        f"starting the {eng.role} engine (vLLM {interp.vllm_version}, {device}, "
+                        f"{lo.entry.label}, HTTP {eng.port}, side channel {eng.side_port}, pid "
+                        f"{eng.proc.pid if eng.proc else '?'})"
+                    )
+                engines.write_pids(run_dir, pair)
+                try:
+                    with phase(progress, "booting the prefill and decode engines"):
+                        engines.wait_healthy(client, pair, min(lo.startup_timeout, lo.timeout), progress)
+                    break
+                except engines.PortTaken as exc:
+                    if attempt == 2 or lo.prefill_port or lo.decode_port:
+                        raise
+                    progress(f"{exc.message}; starting the pair again on other free ports")
+                    engines.stop_all(pair)
+                    pair = engines.plan(lo, run_dir)
+                    p_eng, d_eng = pair
             timings["engines_healthy_s"] = round(time.perf_counter() - t, 3)
             try:
                 res = run_probe(

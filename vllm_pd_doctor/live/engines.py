@@ -376,6 +376,19 @@ def _exit_reason(eng: Engine, rc: int) -> CouldNotRun:
     )
 
 
+class PortTaken(CouldNotRun):
+    """A port pd-doctor picked was taken before the engine bound it: the NIXL side channel's
+    bind then fails in a thread and the engine hangs instead of exiting (vllm#20965)."""
+
+
+def _bind_failed(eng: Engine) -> bool:
+    try:
+        with open(eng.log, "rb") as fh:
+            return b"Address already in use" in fh.read()
+    except OSError:
+        return False
+
+
 def wait_healthy(client: Client, engines: list[Engine], timeout: float, progress: Progress) -> None:
     """Until every engine answers /health; CouldNotRun when one exits or time runs out."""
     t0 = time.perf_counter()
@@ -388,6 +401,13 @@ def wait_healthy(client: Client, engines: list[Engine], timeout: float, progress
             if rc is not None:
                 say_tail(progress, f"the {eng.role} engine's log", eng.log)
                 raise _exit_reason(eng, rc)
+            if _bind_failed(eng):
+                raise PortTaken(
+                    f"the {eng.role} engine could not bind a port pd-doctor picked (another "
+                    "process took it meanwhile)",
+                    hint=f"log: {eng.log}",
+                    detail=tail(eng.log, 40),
+                )
             if client.healthy(eng.url):
                 eng.healthy_s = time.perf_counter() - eng.started
                 progress(f"{eng.role} engine healthy after {eng.healthy_s:.1f} s (port {eng.port})")
