@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor import targetrun
+from vllm_pd_doctor import jsoncache, procs, targetrun
 from vllm_pd_doctor.checkconfig.types import NixlInfo
 
 _SCRIPT = r"""
@@ -143,13 +143,7 @@ def _ask_cached(python: str, timeout: float) -> dict[str, Any]:
         ident = json.dumps([python, exe, st.st_mtime_ns, st.st_size])
     except OSError:
         return targetrun.ask(python, _SCRIPT, timeout=timeout)
-    cache: dict[str, Any] = {}
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(loaded, dict):
-            cache = loaded
-    except (OSError, ValueError):
-        pass
+    cache = jsoncache.load(path)
     hit = cache.get(ident)
     if (
         isinstance(hit, dict)
@@ -162,13 +156,7 @@ def _ask_cached(python: str, timeout: float) -> dict[str, Any]:
     dirs = [str(d) for d in info.get("sys_path") or [] if isinstance(d, str)]
     cache.pop(ident, None)
     cache[ident] = {"info": info, "dirs": dirs, "stamps": _dir_stamps(dirs)}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(dict(list(cache.items())[-32:])), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        pass
+    jsoncache.save(path, cache, keep=32)
     return info
 
 
@@ -181,13 +169,7 @@ def _cache_file() -> Path:
 def _import_check(python: str, key: str, timeout: float) -> tuple[bool, str | None]:
     """Whether `import nixl` works in `python` (child process, timeout, cached)."""
     path = _cache_file()
-    cache: dict[str, Any] = {}
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(loaded, dict):
-            cache = loaded
-    except (OSError, ValueError):
-        pass
+    cache = jsoncache.load(path)
     hit = cache.get(key)
     if isinstance(hit, dict) and isinstance(hit.get("ok"), bool):
         err = hit.get("error")
@@ -195,14 +177,8 @@ def _import_check(python: str, key: str, timeout: float) -> tuple[bool, str | No
     ok: bool
     err_s: str | None = None
     try:
-        proc = subprocess.run(
-            [python, "-c", "import nixl, nixl._api"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=targetrun.child_env(),
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
+        proc = procs.run(  # the one signal policy: stopped with pd-doctor
+            [python, "-c", "import nixl, nixl._api"], timeout=timeout, text=True, env=targetrun.child_env()
         )
         ok = proc.returncode == 0
         if not ok:
@@ -213,11 +189,5 @@ def _import_check(python: str, key: str, timeout: float) -> tuple[bool, str | No
     except OSError as exc:
         return False, f"cannot run {python}: {exc}"
     cache[key] = {"ok": ok, "error": err_s}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(dict(list(cache.items())[-64:])), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        pass
+    jsoncache.save(path, cache, keep=64)
     return ok, err_s

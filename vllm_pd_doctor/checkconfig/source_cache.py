@@ -16,6 +16,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from vllm_pd_doctor import jsoncache
 from vllm_pd_doctor.checkconfig.types import (
     ConvLayoutOverride,
     SourceFact,
@@ -84,13 +85,7 @@ def cached(
 ) -> VllmSource:
     key = json.dumps([str(vllm_path), version, key_stamp, _reader_digest()])
     path = _file()
-    cache: dict[str, Any] = {}
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(loaded, dict):
-            cache = loaded
-    except (OSError, ValueError):
-        pass
+    cache = jsoncache.load(path)
     hit = cache.get(key)
     if isinstance(hit, dict):
         try:
@@ -101,11 +96,5 @@ def cached(
     if fresh.error is None:
         cache.pop(key, None)
         cache[key] = _to_obj(fresh)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(dict(list(cache.items())[-_KEEP:])), encoding="utf-8")
-            tmp.replace(path)
-        except OSError:
-            pass
+        jsoncache.save(path, cache, keep=_KEEP)
     return fresh
