@@ -295,28 +295,23 @@ def repro(python: str, model: Path | None, timeout: float, progress: Callable[[s
     def go() -> Collected:
         from vllm_pd_doctor import inprocess
 
+        def options(m: Path | None) -> inprocess.ReproOptions:
+            return inprocess.make_options(
+                connector="nixl",
+                block_size=16,
+                prompt_len=None,
+                mamba_cache_mode=None,
+                kv_role="kv_producer",
+                model=m,
+                timeout=timeout,
+            )
+
         note = None
         try:
-            opts = inprocess.make_options(
-                connector="nixl",
-                block_size=16,
-                prompt_len=None,
-                mamba_cache_mode=None,
-                kv_role="kv_producer",
-                model=model,
-                timeout=timeout,
-            )
+            opts = options(model)
         except BadInput as exc:
             note = f"--model not used for the repro ({exc.message}); used the bundled tiny hybrid"
-            opts = inprocess.make_options(
-                connector="nixl",
-                block_size=16,
-                prompt_len=None,
-                mamba_cache_mode=None,
-                kv_role="kv_producer",
-                model=None,
-                timeout=timeout,
-            )
+            opts = options(None)
         return Collected(True, ReproRun(inprocess.run_inprocess(python, opts, progress), note))
 
     return guarded(go)
