@@ -29,7 +29,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_pd_doctor import procs
+from vllm_pd_doctor import limits, procs, safeio
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.progress import Progress, phase, quiet
 
@@ -41,7 +41,8 @@ NIXL_PACKAGES = ("nixl-cu12==1.5.1", "nixl==1.5.1")
 """NIXL for the live engine, installed without dependencies: the `nixl` meta package asks for
 both CUDA variants, and newer meta releases ask for a nixl-cu12 that does not exist."""
 
-_VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z0-9.+-]*)$")
+_VERSION_RE = re.compile(r"[0-9]+(\.[0-9]+){1,3}([a-z0-9.+-]*)", re.ASCII)
+"""Matched in full (no trailing newline, ASCII digits only): the version names files and locks."""
 
 
 @dataclass(frozen=True)
@@ -70,10 +71,9 @@ class ManagedEnv:
 
 def home() -> Path:
     """pd-doctor's cache: $PD_DOCTOR_HOME, else $XDG_CACHE_HOME/pd-doctor, else ~/.cache/pd-doctor."""
-    if os.environ.get("PD_DOCTOR_HOME"):
-        return Path(os.environ["PD_DOCTOR_HOME"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "pd-doctor"
+    if os.environ.get("PD_DOCTOR_HOME"):  # checked: absolute, a directory, a user that exists
+        return safeio.check_home_dir(Path(os.environ["PD_DOCTOR_HOME"]), "PD_DOCTOR_HOME")
+    return safeio.user_cache_base() / "pd-doctor"  # never /.cache for an empty HOME
 
 
 def envs_dir() -> Path:
@@ -94,26 +94,47 @@ def default_package() -> str:
 def validate(package: str, version: str) -> None:
     if package not in PACKAGES:
         raise BadInput(f"unknown package {package!r}", hint=f"use one of: {', '.join(PACKAGES)}")
-    if not _VERSION_RE.match(version):
+    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
         raise BadInput(f"{version!r} is not a release version", hint="give a version such as 0.28.0")
 
 
 def _load(path: Path) -> ManagedEnv | None:
+    """The environment at `path` if its marker is complete and sound; None otherwise.
+
+    A marker that is not a small JSON object of the expected types (truncated, binary, a
+    list, a 5000-digit number, nested a million deep, a FIFO) makes only this environment
+    incomplete: it is never an error, so one corrupt marker cannot break every release.
+    """
     marker = path / MARKER
-    if not marker.is_file() or not (path / "bin" / "python").exists():
-        return None
     try:
-        data = json.loads(marker.read_text(encoding="utf-8"))
+        if not marker.is_file() or not (path / "bin" / "python").exists():
+            return None
+        data = json.loads(limits.read_bounded(marker, MAX_MARKER_BYTES, str(marker))[0].decode("utf-8"))
+        package, version, extras = data["package"], data["version"], data.get("extras", [])
+        install_s, created = data.get("install_s"), data.get("created")
+        if not (
+            isinstance(package, str)
+            and isinstance(version, str)
+            and isinstance(extras, list)
+            and all(isinstance(e, str) for e in extras)
+            and (install_s is None or isinstance(install_s, (int, float)))
+            and (created is None or isinstance(created, str))
+        ):
+            return None
         return ManagedEnv(
-            package=data["package"],
-            version=data["version"],
+            package=package,
+            version=version,
             path=path,
-            extras=tuple(data.get("extras", ())),
-            install_s=data.get("install_s"),
-            created=data.get("created"),
+            extras=tuple(extras),
+            install_s=install_s,
+            created=created,
         )
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, BadInput):
         return None
+
+
+MAX_MARKER_BYTES = 64 * 1024
+"""A marker is a few hundred bytes; a bigger one is corrupt."""
 
 
 def find(package: str, version: str) -> ManagedEnv | None:

@@ -161,24 +161,86 @@ def release(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
     unregister(proc.pid)
 
 
-def run(cmd: Sequence[str], *, timeout: float, **kwargs: Any) -> subprocess.CompletedProcess[Any]:
-    """Like `subprocess.run(capture_output=True)`, but the child's whole group is stopped on a
-    timeout or an error, not only its leader. Raises subprocess.TimeoutExpired after stopping it.
+MAX_CAPTURE = 4 * 1024 * 1024
+"""Bytes of each captured stream `run` keeps (the last ones): a child that writes 400 MB
+costs pd-doctor this much memory, not 400 MB."""
+
+
+class TailReader(threading.Thread):
+    """Reads a pipe to its end on a thread, keeping only the last `keep` bytes."""
+
+    def __init__(self, pipe: Any, keep: int = MAX_CAPTURE) -> None:
+        super().__init__(daemon=True, name="pd-doctor-tail")
+        self.pipe, self.keep = pipe, keep
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.total = 0
+
+    def run(self) -> None:
+        fd = self.pipe.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.total += len(chunk)
+            self.chunks.append(chunk)
+            self.size += len(chunk)
+            if self.size > 2 * self.keep:
+                data = b"".join(self.chunks)[-self.keep :]
+                self.chunks, self.size = [data], len(data)
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks)[-self.keep :]
+
+
+def run(
+    cmd: Sequence[str], *, timeout: float, max_capture: int = MAX_CAPTURE, **kwargs: Any
+) -> subprocess.CompletedProcess[Any]:
+    """Like `subprocess.run(capture_output=True)`, but bounded and group-aware: the child's
+    whole group is stopped on a timeout or an error, not only its leader (raises
+    subprocess.TimeoutExpired after stopping it); of each captured stream only the last
+    `max_capture` bytes are kept; with `text=True` they are decoded as UTF-8 with bytes that
+    are not shown as U+FFFD (a child's odd output is never an exception here).
     """
+    text = bool(kwargs.pop("text", False) or kwargs.pop("universal_newlines", False))
+    kwargs.pop("encoding", None)
     kwargs.setdefault("stdout", subprocess.PIPE)
     kwargs.setdefault("stderr", subprocess.PIPE)
     proc = spawn(cmd, **kwargs)
+    readers = [TailReader(s, max_capture) for s in (proc.stdout, proc.stderr) if s is not None]
+    for r in readers:
+        r.start()
     try:
-        out, err = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         release(proc, grace=2.0)
-        proc.communicate()
+        _join(readers)
         raise
     except BaseException:
         release(proc, grace=2.0)
         raise
     release(proc, grace=2.0)  # grandchildren left behind by a finished leader
+    _join(readers)
+    it = iter(readers)
+    out = next(it).data() if proc.stdout is not None else None
+    err = next(it).data() if proc.stderr is not None else None
+    if text:
+        out = out.decode("utf-8", "replace").replace("\r\n", "\n") if out is not None else None
+        err = err.decode("utf-8", "replace").replace("\r\n", "\n") if err is not None else None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _join(readers: Sequence[threading.Thread]) -> None:
+    """Wait for the readers (a grandchild that still holds the pipe: not past a few seconds)."""
+    for r in readers:
+        r.join(timeout=5.0)
+        pipe = getattr(r, "pipe", None)
+        if not r.is_alive() and pipe is not None:
+            with suppress(OSError):
+                pipe.close()
 
 
 def _kill_group(pgid: int, sig: int) -> None:

@@ -21,7 +21,7 @@ from vllm_pd_doctor import envs
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 
 PYPI_URL = "https://pypi.org/pypi/{package}/json"
-_RELEASE_RE = re.compile(r"^(\d+(?:\.\d+){1,3})(?:\.post(\d+))?$")
+_RELEASE_RE = re.compile(r"^(\d+(?:\.\d+){1,3})(?:\.post(\d+))?\Z", re.ASCII)  # ASCII digits only
 _PRE_RE = re.compile(r"(a|b|rc|dev|alpha|beta|pre|c)\d*", re.IGNORECASE)
 
 
