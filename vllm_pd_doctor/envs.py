@@ -316,6 +316,7 @@ def ensure(
         if path.exists():
             progress(f"removing incomplete environment {path}")
             shutil.rmtree(path)
+        check_room()  # a full disk: one clear line before uv starts, not ENOSPC half-way
         with phase(progress, f"provisioning {package} {version}"):
             return _create(path, package, version, nixl=nixl, progress=progress, timeout=timeout)
 
@@ -418,6 +419,17 @@ def free_bytes() -> int:
     return shutil.disk_usage(probe).free
 
 
+def check_room() -> None:
+    """CouldNotRun (exit 3) when the disk of the environments has no room for a new one."""
+    free = free_bytes()
+    if free < MIN_FREE_BYTES:
+        raise CouldNotRun(
+            f"only {free / 1024**3:.1f} GB free under {envs_dir()}; an environment "
+            f"needs about {MIN_FREE_BYTES / 1024**3:.0f} GB",
+            hint="remove environments with `pd-doctor envs rm`, or set PD_DOCTOR_HOME to a disk with room",
+        )
+
+
 def ensure_or_clean(
     package: str, version: str, *, progress: Progress = quiet, timeout: float = 1800.0
 ) -> ManagedEnv:
@@ -430,13 +442,7 @@ def ensure_or_clean(
     existing = find(package, version)
     if existing is not None:
         return existing
-    free = free_bytes()
-    if free < MIN_FREE_BYTES:
-        raise CouldNotRun(
-            f"only {free / 1024**3:.1f} GB free under {envs_dir()}; an environment "
-            f"needs about {MIN_FREE_BYTES / 1024**3:.0f} GB",
-            hint="remove environments with `pd-doctor envs rm`",
-        )
+    check_room()
     try:
         return ensure(package, version, progress=progress, timeout=timeout)
     except BaseException:

@@ -121,9 +121,11 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
-def sweep(directory: str | None = None) -> list[str]:
-    """Remove `pd-doctor-<pid>-*` entries (ours, not links) whose process is gone."""
+def sweep(directory: str | None = None, prefix: str = TEMP_PREFIX) -> list[str]:
+    """Remove `<prefix><pid>-*` entries (ours, not links) whose process is gone: in the temp
+    directory `pd-doctor-<pid>-*`, next to an output `.<name>.part-<pid>-*`."""
     base = directory or tempfile.gettempdir()
+    stale = _STALE_RE if prefix == TEMP_PREFIX else re.compile(re.escape(prefix) + "([0-9]+)-")
     removed = []
     try:
         entries = os.listdir(base)
@@ -131,7 +133,7 @@ def sweep(directory: str | None = None) -> list[str]:
         return []
     uid = os.getuid()
     for name in entries:
-        m = _STALE_RE.match(name)
+        m = stale.match(name)
         if m is None or int(m.group(1)) == os.getpid() or pid_alive(int(m.group(1))):
             continue
         path = os.path.join(base, name)

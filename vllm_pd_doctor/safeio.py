@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path, PurePosixPath
 
-from vllm_pd_doctor import procs
+from vllm_pd_doctor import procs, reaper
 from vllm_pd_doctor.errors import BadInput
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -41,7 +41,7 @@ def _umasked(mode: int) -> int:
 
 NAME_MAX = 255
 PATH_MAX = 4096
-_TEMP_EXTRA = len(".part-") + 13
+_TEMP_EXTRA = len(".part-") + 8 + 13
 """The temporary name next to an output (`.NAME.part-XXXXXXXXXXXX`) is this much longer."""
 
 
@@ -115,8 +115,10 @@ def _parent(dest: Path) -> Path:
 
 def _temp_file(dest: Path) -> tuple[int, Path]:
     """A new file next to `dest`, created exclusively, never through a link."""
+    with suppress(OSError):  # what a SIGKILLed run left next to this output
+        reaper.sweep(str(dest.parent), prefix=f".{dest.name}.part-")
     for _ in range(100):
-        tmp = dest.with_name(f".{dest.name}.part-{secrets.token_hex(6)}")
+        tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{secrets.token_hex(6)}")
         try:
             fd = os.open(tmp, _FLAGS, 0o600)
         except FileExistsError:
@@ -204,7 +206,9 @@ def write_tree(dest: str | os.PathLike[str], files: Mapping[str, str | bytes]) -
     _check_dest(dest, force=False, is_dir=True)
     parent = _parent(dest)
     names = {entry_name(n): files[n] for n in files}
-    tmp = tempfile.mkdtemp(prefix=f".{dest.name}.part-", dir=parent)  # exclusive, mode 0700
+    with suppress(OSError):  # what a SIGKILLed run left next to this output
+        reaper.sweep(str(parent), prefix=f".{dest.name}.part-")
+    tmp = tempfile.mkdtemp(prefix=f".{dest.name}.part-{os.getpid()}-", dir=parent)  # exclusive, 0700
     procs.register_tempdir(tmp)
     try:
         for name in sorted(names):
