@@ -192,7 +192,8 @@ def spawn(cmd: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
             _R.seq += 1
             tag = f"{run_id()}.{_R.seq}"
             _watchdog()
-        env = dict(kwargs.get("env") if kwargs.get("env") is not None else os.environ)
+        given = kwargs.get("env")
+        env: dict[str, str] = dict(given if given is not None else os.environ)
         env[reaper.MARKER_VAR] = tag  # inherited by every descendant, setsid or not
         kwargs["env"] = env
         proc: subprocess.Popen[Any] = subprocess.Popen(list(cmd), **kwargs)
@@ -277,8 +278,8 @@ def run(
     release(proc, grace=2.0)  # grandchildren left behind by a finished leader
     _join(readers)
     it = iter(readers)
-    out = next(it).data() if proc.stdout is not None else None
-    err = next(it).data() if proc.stderr is not None else None
+    out: Any = next(it).data() if proc.stdout is not None else None
+    err: Any = next(it).data() if proc.stderr is not None else None
     if text:
         out = out.decode("utf-8", "replace").replace("\r\n", "\n") if out is not None else None
         err = err.decode("utf-8", "replace").replace("\r\n", "\n") if err is not None else None

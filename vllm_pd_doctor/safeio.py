@@ -243,8 +243,12 @@ def check_bundle_dest(dest: str | os.PathLike[str], *, force: bool = False) -> N
 def write_bundle(
     dest: str | os.PathLike[str], files: Mapping[str, str | bytes], *, force: bool = False
 ) -> Path:
-    """A zip when `dest` ends in .zip, else a directory tree."""
+    """A zip when `dest` ends in .zip, else a directory tree. report.md and report.json are
+    made safe to print first (no terminal control sequences from the inputs: sanitize.py)."""
+    from vllm_pd_doctor import sanitize
+
     dest = Path(dest)
+    files = {name: sanitize.bundle_file(name, content) for name, content in files.items()}
     if dest.suffix.lower() == ".zip":
         return write_zip(dest, files, force=force)
     return write_tree(dest, files)

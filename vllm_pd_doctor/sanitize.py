@@ -43,6 +43,28 @@ def line(s: str) -> str:
     return text(s).replace("\n", "\\n")
 
 
+def json_text(s: str) -> str:
+    """Serialised JSON with every unsafe character written as its `\\uXXXX` escape: the same
+    document once parsed, nothing a terminal acts on when the file is printed."""
+    if not _UNSAFE.search(s):
+        return s
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", s)
+
+
+def bundle_file(name: str, content: str | bytes) -> str | bytes:
+    """A bundle's file as written: report Markdown and JSON made safe to print (`text`,
+    `json_text`); verbatim copies under `raw/` and anything else as they are."""
+    if name.startswith("raw/") or not name.endswith((".md", ".json")):
+        return content
+    if isinstance(content, bytes):
+        try:
+            decoded = content.decode("utf-8")
+        except UnicodeDecodeError:
+            return content
+        return bundle_file(name, decoded).encode("utf-8")  # type: ignore[union-attr]
+    return text(content) if name.endswith(".md") else json_text(content)
+
+
 def clean(obj: T, _depth: int = 0) -> T:
     """`obj` with `text` applied to every string in it; the same object when nothing changes."""
     return _clean(obj, _depth)  # type: ignore[no-any-return]
