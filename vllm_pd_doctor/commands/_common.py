@@ -21,7 +21,7 @@ from rich.text import Text
 from vllm_pd_doctor import safeio
 from vllm_pd_doctor.errors import boundary
 from vllm_pd_doctor.formats import OutputFormat, emit
-from vllm_pd_doctor.sanitize import line
+from vllm_pd_doctor.sanitize import text as safe_text
 
 DebugOpt = Annotated[
     bool, typer.Option("--debug", help="Show tracebacks and child logs on errors.", envvar="PD_DOCTOR_DEBUG")
@@ -69,7 +69,7 @@ class Reporter:
 
     def __call__(self, message: str, /) -> None:
         if self.enabled:
-            self.console.print(Text.assemble(("pd-doctor: ", "dim"), line(message)), highlight=False)
+            self.console.print(Text.assemble(("pd-doctor: ", "dim"), safe_text(message)), highlight=False)
 
     def __rich__(self) -> RenderableType:
         with self._lock:
@@ -112,7 +112,7 @@ def progress_printer(enabled: bool = True) -> Reporter:
 
 
 def hint(msg: str) -> None:
-    stderr().print(Text.assemble(("pd-doctor: note: ", "yellow"), line(msg)), highlight=False)
+    stderr().print(Text.assemble(("pd-doctor: note: ", "yellow"), safe_text(msg)), highlight=False)
 
 
 def out(text: str) -> None:
