@@ -613,11 +613,12 @@ def test_home_settings_are_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         ("/dev/null", "not a directory"),
         ("/proc", "kernel"),
         ("~nosuchuser-pd", "no such user"),
-        ("rel/dir", "absolute"),
     ):
         monkeypatch.setenv("PD_DOCTOR_HOME", bad)
         with pytest.raises(BadInput, match=needle):
             envs.home()
+    monkeypatch.setenv("PD_DOCTOR_HOME", "rel/dir")
+    assert envs.home() == Path.cwd() / "rel" / "dir"
     monkeypatch.delenv("PD_DOCTOR_HOME")
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # ignored, as the XDG spec says
     monkeypatch.setenv("HOME", "")

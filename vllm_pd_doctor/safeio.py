@@ -369,16 +369,16 @@ def user_cache_base() -> Path:
 
 
 def check_home_dir(path: Path, variable: str) -> Path:
-    """`path` (given by `variable`) if it can be pd-doctor's cache directory: absolute, and a
-    directory or not there yet. BadInput (exit 2) otherwise, before anything is written."""
+    """`path` (given by `variable`), made absolute, if it can be pd-doctor's cache directory:
+    a directory or not there yet, not in /proc, /sys or /dev, not `~user` of a user that does
+    not exist. BadInput (exit 2) otherwise, before anything is written."""
     raw = str(path)
     if raw.startswith("~"):
         expanded = os.path.expanduser(raw)
         if expanded.startswith("~"):
             raise BadInput(f"{variable}={raw}: no such user", hint=f"give an absolute path in {variable}")
         path = Path(expanded)
-    if not path.is_absolute():
-        raise BadInput(f"{variable}={raw}: not an absolute path", hint=f"give an absolute path in {variable}")
+    path = Path(os.path.abspath(path))  # children run elsewhere: never relative to a cwd
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
