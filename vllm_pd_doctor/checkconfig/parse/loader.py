@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse import bounded, manifests
-from vllm_pd_doctor.checkconfig.parse.shell import Interp
+from vllm_pd_doctor.checkconfig.parse import bounded, manifests, paste
+from vllm_pd_doctor.checkconfig.parse.shell import Interp, LimitReached
 from vllm_pd_doctor.checkconfig.parse.shellexpand import Scope, expand
 from vllm_pd_doctor.checkconfig.parse.shellwords import ShellSyntaxError, tokenize
 from vllm_pd_doctor.checkconfig.parse.wrappers import Found
@@ -53,6 +53,11 @@ def parse_config_text(
         return _parse_config_text(text, label, suffix, dict(variables or {}), base)
     except RecursionError:
         raise BadInput(f"{label}: nested too deeply") from None
+    except LimitReached as exc:
+        raise BadInput(
+            f"{label}: not read: {exc} (a bound of pd-doctor's symbolic run)",
+            hint="give the launch commands themselves (--prefill-cmd / --decode-cmd) or a smaller file",
+        ) from None
     except ShellSyntaxError as exc:  # a command string inside YAML/JSON
         raise BadInput(
             f"{label}: cannot split a command ({exc})",
@@ -65,6 +70,7 @@ def _parse_config_text(
 ) -> tuple[LaunchCommand, ...]:
     proxy: dict[str, str] = {}
     found: list[Found] | None = None
+    text = paste.line_ends(text)
     stripped = text.lstrip()
     if suffix == ".json" or stripped.startswith(("{", "[")):
         doc = bounded.load_json(text, label)
@@ -85,7 +91,15 @@ def _parse_config_text(
         if found is None and suffix in (".yaml", ".yml"):
             raise BadInput(f"{label}: YAML without prefill: / decode: entries or containers")
     if found is None:
-        found, proxy = _from_shell(text, label, variables)
+        found, proxy, modules = _from_shell(text, label, variables)
+        if not found and modules:
+            raise BadInput(
+                f"{label}: no launch command found: `python -m ${modules[0]}` starts a module the "
+                "file does not name",
+                hint=f"give it: --set {modules[0]}=vllm.entrypoints.openai.api_server"
+                if re.search(r"vllm[ \t]+serve|vllm\.entrypoints", text)
+                else f"give it: --set {modules[0]}=MODULE",
+            )
     if not found:
         if stripped.startswith(("{", "[")) or suffix in (".json", ".yaml", ".yml"):
             raise BadInput(
@@ -119,6 +133,7 @@ _COMMENT = re.compile(r"^([ \t]*)#(?!!)(.*)$", re.MULTILINE)
 def _prepare(text: str) -> str:
     """What people paste: Markdown code fences, `$ ` prompts, `> ` continuation prompts;
     labels (`prefill:`) and comments naming a role become hints for the next server."""
+    text = paste.normalise(text)
     blocks = [m.group(2) for m in _FENCE.finditer(text)]
     if blocks:
         text = "\n".join(blocks)
@@ -133,9 +148,11 @@ def _prepare(text: str) -> str:
     return _COMMENT.sub(comment, text)
 
 
-def _from_shell(text: str, label: str, variables: Mapping[str, str]) -> tuple[list[Found], dict[str, str]]:
+def _from_shell(
+    text: str, label: str, variables: Mapping[str, str]
+) -> tuple[list[Found], dict[str, str], list[str]]:
     text = _prepare(text)
-    it = Interp(variables)
+    it = Interp(variables, pinned=variables)
     try:
         it.run_text(text)
     except ShellSyntaxError as exc:
@@ -145,7 +162,7 @@ def _from_shell(text: str, label: str, variables: Mapping[str, str]) -> tuple[li
         ) from None
     except RecursionError:
         raise BadInput(f"{label}: shell text nested too deeply") from None
-    return it.found, it.proxy_roles
+    return it.found, it.proxy_roles, it.unresolved_modules
 
 
 def launch_from_command(
@@ -156,7 +173,7 @@ def launch_from_command(
         raise BadInput(
             f"{what}: empty command", hint='give the full launch command, e.g. "vllm serve MODEL ..."'
         )
-    it = Interp(variables or {})
+    it = Interp(variables or {}, pinned=variables or {})
     try:
         it.run_text(_prepare(text))
     except ShellSyntaxError as exc:
@@ -166,6 +183,8 @@ def launch_from_command(
         ) from None
     except RecursionError:
         raise BadInput(f"{what}: nested too deeply") from None
+    except LimitReached as exc:
+        raise BadInput(f"{what}: not read: {exc} (a bound of pd-doctor's symbolic run)") from None
     f = it.found[0] if it.found else _bare(text, what, variables or {})
     merge_vllm_config(f, Path.cwd())
     return LaunchCommand(
@@ -178,6 +197,7 @@ def launch_from_command(
         network=f.network,
         network_evidence=f.network_evidence,
         launcher=f.launcher,
+        image=f.image,
     )
 
 
@@ -291,18 +311,8 @@ def _assign(found: list[Found], proxy: dict[str, str], label: str) -> list[Launc
             r = manifests.role_from_name(re.sub(r"[^A-Za-z_]+", " ", f.raw))
             if r:
                 f.role, f.role_source = r, "names in the command"
-    rest = [f for f in found if f.role is None]
-    have = {f.role for f in found if f.role}
-    for k, f in enumerate(rest):
-        if "prefill" not in have and "decode" not in have:
-            f.role = "prefill" if k < max(1, len(rest) // 2) else "decode"
-        elif "decode" not in have:
-            f.role = "decode"
-        elif "prefill" not in have:
-            f.role = "prefill"
-        else:
-            f.role = ROLES[k % 2]
-        f.role_source = "order in the file"
+    for phase in sorted({f.phase for f in found}):
+        _by_order([f for f in found if f.phase == phase])
     out: list[LaunchCommand] = []
     used: dict[str, int] = {}
     for f in found:
@@ -324,6 +334,24 @@ def _assign(found: list[Found], proxy: dict[str, str], label: str) -> list[Launc
                 network=f.network,
                 network_evidence=f.network_evidence,
                 launcher=f.launcher,
+                image=f.image,
+                phase=f.phase,
             )
         )
     return out
+
+
+def _by_order(found: list[Found]) -> None:
+    """Roles nothing else gave: the first half prefill, the rest decode (per phase)."""
+    rest = [f for f in found if f.role is None]
+    have = {f.role for f in found if f.role}
+    for k, f in enumerate(rest):
+        if "prefill" not in have and "decode" not in have:
+            f.role = "prefill" if k < max(1, len(rest) // 2) else "decode"
+        elif "decode" not in have:
+            f.role = "decode"
+        elif "prefill" not in have:
+            f.role = "prefill"
+        else:
+            f.role = ROLES[k % 2]
+        f.role_source = "order in the file"

@@ -141,6 +141,8 @@ def _port_src(s: Server, dflt: int) -> str:
 def ports(ctx: Context) -> Iterator[Finding]:
     dflt = (ctx.vllm.side_channel_port_default if ctx.vllm else None) or DEFAULT_SIDE_CHANNEL_PORT
     for a, b in combinations(ctx.servers, 2):
+        if a.phase != b.phase:
+            continue  # one is stopped before the other starts (kill, then relaunch)
         same, why = same_host(a, b)
         if same is Same.no:
             continue
