@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse import bounded, manifests, paste
+from vllm_pd_doctor.checkconfig.parse import bounded, manifests, paste, platforms, pyserve
 from vllm_pd_doctor.checkconfig.parse.shell import Interp, LimitReached
 from vllm_pd_doctor.checkconfig.parse.shellexpand import Scope, expand
 from vllm_pd_doctor.checkconfig.parse.shellwords import ShellSyntaxError, tokenize
@@ -25,6 +25,7 @@ from vllm_pd_doctor.checkconfig.types import LaunchCommand
 from vllm_pd_doctor.errors import BadInput
 
 ROLES = ("prefill", "decode")
+"""Roles of the KV transfer; an encoder instance (E/P/D) has role `encoder`."""
 _LABEL = re.compile(r"^(\s*)(prefill|decode)\s*[:=]\s*", re.IGNORECASE | re.MULTILINE)
 _YAML_START = re.compile(
     r"^(---\s*$|apiVersion\s*:|kind\s*:|services\s*:|roles\s*:"
@@ -87,18 +88,21 @@ def _parse_config_text(
                 raise
             docs = []  # text that only starts like YAML (a Justfile): read it as shell
         if any(isinstance(d, (dict, list)) for d in docs):
-            found = manifests.from_docs(docs, label, variables)
+            docs = platforms.prepare(docs)
+            found = platforms.from_docs(docs, label, variables)
+            if found is None:
+                found = manifests.from_docs(docs, label, variables)
         if found is None and suffix in (".yaml", ".yml"):
             raise BadInput(f"{label}: YAML without prefill: / decode: entries or containers")
+    if found is None and (suffix == ".py" or pyserve.looks_like(text)):
+        found = pyserve.from_python(text, label)
     if found is None:
         found, proxy, modules = _from_shell(text, label, variables)
         if not found and modules:
             raise BadInput(
                 f"{label}: no launch command found: `python -m ${modules[0]}` starts a module the "
                 "file does not name",
-                hint=f"give it: --set {modules[0]}=vllm.entrypoints.openai.api_server"
-                if re.search(r"vllm[ \t]+serve|vllm\.entrypoints", text)
-                else f"give it: --set {modules[0]}=MODULE",
+                hint=f"give it: --set {modules[0]}={_module_named(text)}",
             )
     if not found:
         if stripped.startswith(("{", "[")) or suffix in (".json", ".yaml", ".yml"):
@@ -113,6 +117,14 @@ def _parse_config_text(
     for f in found:
         merge_vllm_config(f, base)
     return tuple(_assign(found, proxy, label))
+
+
+def _module_named(text: str) -> str:
+    """The server module a file's text names (for the `--set WORKER_MODULE=...` hint)."""
+    m = re.search(r"\b(dynamo\.vllm|vllm\.entrypoints\.openai\.api_server)\b", text)
+    if m:
+        return m.group(1)
+    return "vllm.entrypoints.openai.api_server" if re.search(r"vllm[ \t]+serve", text) else "MODULE"
 
 
 def _looks_like_yaml(text: str) -> bool:
@@ -287,13 +299,32 @@ def _kv(args: list[str]) -> tuple[str | None, str | None]:
     return role, port
 
 
+def _encoder(args: list[str]) -> bool:
+    """An encoder instance of an E/P/D setup: it hands encoder outputs on (`--ec-transfer-config`
+    with ec_role ec_producer) and has no KV connector: neither prefill nor decode."""
+    if any(a.split("=")[0].replace("_", "-").startswith("--kv-transfer-config") for a in args):
+        return False
+    for k, a in enumerate(args):
+        name, eq, val = a.partition("=")
+        if name.replace("_", "-") == "--ec-transfer-config":
+            raw = val if eq else (args[k + 1] if k + 1 < len(args) else "")
+            try:
+                d: Any = json.loads(raw)
+            except (json.JSONDecodeError, RecursionError):
+                return '"ec_producer"' in raw
+            return isinstance(d, dict) and d.get("ec_role") == "ec_producer"
+    return False
+
+
 def _assign(found: list[Found], proxy: dict[str, str], label: str) -> list[LaunchCommand]:
     for f in found:
         if f.role is not None:
             continue
         kv, port = _kv(f.args)
         named = [n.split(":", 2) for n in f.notes if n.startswith("name-role:")]
-        if kv in ("kv_producer", "kv_consumer"):
+        if _encoder(f.args):
+            f.role, f.role_source = "encoder", "ec_role ec_producer without a KV connector (encoder instance)"
+        elif kv in ("kv_producer", "kv_consumer"):
             f.role = "prefill" if kv == "kv_producer" else "decode"
             f.role_source = f"kv_role {kv}"
         elif named:

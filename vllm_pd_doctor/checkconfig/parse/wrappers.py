@@ -284,7 +284,7 @@ def unwrap(
                         network=network,
                         network_evidence=network_evidence,
                     )
-                if mod == "dynamo.vllm":
+                if mod in ("dynamo.vllm", "dynamo.vllm.unified_main"):
                     f = dynamo(rest, env, launcher)
                     f.network, f.network_evidence = network, network_evidence
                     return f
@@ -341,11 +341,14 @@ def _docker(
             network=cnet,
             network_evidence=cev,
             name=name or "",
+            image=image,
         )
         return f
     found = unwrap(rest, cenv, launcher=lab, network=cnet, network_evidence=cev)
-    if isinstance(found, Found) and name and not found.name:
-        found.name = name
+    if isinstance(found, Found):
+        found.image = found.image or image
+        if name and not found.name:
+            found.name = name
     return found
 
 
