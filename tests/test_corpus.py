@@ -64,7 +64,7 @@ ENV_FINDINGS = {"nixl-missing", "nixl-import-failed", "nixl-known-bad-version", 
 
 def test_corpus_is_large_and_sourced():
     assert len(CASES) >= 40
-    assert FORMATS <= {e.get("format") for _, e in CASES}
+    assert {e.get("format") for _, e in CASES} >= FORMATS
     for path, exp in CASES:
         src = exp["source"]
         assert src.get("url") or (src.get("repo") and src.get("path") and src.get("commit")), path
@@ -209,8 +209,7 @@ def test_corpus_score(python_buggy: str, hf_cache: Path, capsys: pytest.CaptureF
         print(
             f"\ncorpus score: {parsed}/{len(working)} parsed as written; exposure right "
             f"{right}/{judged} (the rest wait for the model's config.json); "
-            f"false error-level findings: {len(false)}"
-            + (f" ({'; '.join(false)})" if false else "")
+            f"false error-level findings: {len(false)}" + (f" ({'; '.join(false)})" if false else "")
         )
     assert parsed / len(working) >= MIN_PARSE_RATE
     assert not false, false

@@ -94,6 +94,13 @@ class ServeConfig:
         return str(r) if r is not None else None
 
     @property
+    def kv_connector_module_path(self) -> str | None:
+        """`kv_connector_module_path`: the connector class comes from this module (an external
+        connector), not from vLLM's built-in class of the same name."""
+        p = (self.kv_transfer_config or {}).get("kv_connector_module_path")
+        return str(p) if p else None
+
+    @property
     def extra_config(self) -> dict[str, Any]:
         e = (self.kv_transfer_config or {}).get("kv_connector_extra_config")
         return e if isinstance(e, dict) else {}

@@ -45,6 +45,12 @@ def merge(base: Any, over: Any) -> Any:
     return over
 
 
+def _map(d: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """d[key] when it is a mapping, else an empty one."""
+    v = d.get(key)
+    return dict(v) if isinstance(v, Mapping) else {}
+
+
 def _named(items: list[Any]) -> bool:
     return bool(items) and all(isinstance(e, dict) and "name" in e for e in items)
 
@@ -160,10 +166,10 @@ def _parallel_flags(par: Any) -> list[str]:
 
 
 def _llmisvc(doc: dict[str, Any], variables: Mapping[str, str]) -> list[Found]:
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    spec = _map(doc, "spec")
+    meta = _map(doc, "metadata")
     name = str(meta.get("name", "llmisvc"))
-    model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
+    model = _map(spec, "model")
     uri = str(model.get("uri", ""))
     served = str(model.get("name") or _hf_id(uri) or name)
     if uri.startswith(("hf://", "huggingface://")):
@@ -295,11 +301,11 @@ def engine_args(kwargs: Mapping[str, Any]) -> list[str]:
 
 def llm_config(cfg: Mapping[str, Any], role: str | None, name: str, source: str) -> Found:
     """One Ray Serve LLMConfig (mapping form) -> the engine it starts."""
-    mlc = cfg.get("model_loading_config") if isinstance(cfg.get("model_loading_config"), Mapping) else {}
+    mlc = _map(cfg, "model_loading_config")
     model = str(mlc.get("model_source") or mlc.get("model_id") or "")
-    ek = cfg.get("engine_kwargs") if isinstance(cfg.get("engine_kwargs"), Mapping) else {}
-    rt = cfg.get("runtime_env") if isinstance(cfg.get("runtime_env"), Mapping) else {}
-    env_vars = rt.get("env_vars") if isinstance(rt.get("env_vars"), Mapping) else {}
+    ek = _map(cfg, "engine_kwargs")
+    rt = _map(cfg, "runtime_env")
+    env_vars = _map(rt, "env_vars")
     env = {str(k): str(v) for k, v in env_vars.items()}
     f = Found(
         [model, *engine_args(ek)] if model else engine_args(ek),

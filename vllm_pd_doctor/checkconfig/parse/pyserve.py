@@ -153,8 +153,8 @@ def from_python(text: str, label: str) -> list[Found] | None:
     for name, llm in ev.llms:
         if id(llm) in used:
             continue
-        role = role_from_name(name)
-        f = llm_config(_plain(dict(llm)), role, name or "llm", f"variable name {name}" if role else "")
+        named = role_from_name(name)
+        f = llm_config(_plain(dict(llm)), named, name or "llm", f"variable name {name}" if named else "")
         f.launcher = "Ray Serve LLM (Python) > vLLM engine"
         out.append(f)
     return out or None
