@@ -777,3 +777,13 @@ def test_external_connector_module_path_is_kept():
     ktc = '{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_connector_module_path":"my_pkg.conn"}'
     s = parse.parse_command(f"vllm serve m --kv-transfer-config '{ktc}'", role="prefill")
     assert s.kv_connector_module_path == "my_pkg.conn"
+
+
+def test_pasted_prose_and_a_function_never_called():
+    text = (
+        "```text\nstart() {\n  vllm serve m --port 8100 &\n  vllm serve m --port 8200 &\n}\n\n"
+        "I have four GPUs. When I use the same tp, it's normal.\n```\n"
+    )
+    assert [s.port for _, s in _text(text)] == [8100, 8200]
+    with pytest.raises(BadInput, match="line 1, column"):  # an open quote in a command stays an error
+        _text('vllm serve m --kv-transfer-config \'{"a":1}\nvllm serve m --port 8200\n')

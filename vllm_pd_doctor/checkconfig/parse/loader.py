@@ -166,7 +166,7 @@ def _from_shell(
     text = _prepare(text)
     it = Interp(variables, pinned=variables)
     try:
-        it.run_text(text)
+        it.run_text(paste.without_prose(text))
     except ShellSyntaxError as exc:
         raise BadInput(
             f"{label}: cannot split the command ({exc})",

@@ -7,6 +7,8 @@ from __future__ import annotations
 import itertools
 import re
 
+from vllm_pd_doctor.checkconfig.parse.shellwords import ShellSyntaxError, tokenize
+
 _QUOTES = str.maketrans(
     {
         "\u201c": '"',
@@ -56,3 +58,30 @@ def strip_line_numbers(text: str) -> str:
     if steps < len(nums) - 1 or nums[-1] - nums[0] < len(nums) - 1:
         return text
     return "\n".join(_NUMBERED.sub("", ln, count=1) if ln.strip() else ln for ln in lines)
+
+
+_PROSE = re.compile(r"^[ \t]*[A-Z][a-z]*(?:[ \t]+[^\s]+){2,}[ \t]*$")
+_SHELLISH = re.compile(r"(--|=|\$|\\$|\||&&|;|^\s*(?:export|cd|if|for|while|fi|done)\b)")
+MAX_PROSE_LINES = 20
+
+
+def without_prose(text: str) -> str:
+    """Sentences pasted among commands (`I have four V100s ... it's normal.`) turned into comments
+    when the text cannot be split otherwise: only lines reading as prose, at most MAX_PROSE_LINES;
+    a quote left open in a command line is still reported."""
+    lines = text.split("\n")
+    for _ in range(MAX_PROSE_LINES):
+        try:
+            tokenize("\n".join(lines))
+            return "\n".join(lines)
+        except ShellSyntaxError as exc:
+            m = re.search(r"line (\d+),", str(exc))
+            k = int(m.group(1)) - 1 if m else -1
+            if not (0 <= k < len(lines)) or not _is_prose(lines[k]):
+                return "\n".join(lines)  # the caller reports the position
+            lines[k] = "# " + lines[k]
+    return "\n".join(lines)
+
+
+def _is_prose(line: str) -> bool:
+    return bool(_PROSE.match(line)) and not _SHELLISH.search(line)

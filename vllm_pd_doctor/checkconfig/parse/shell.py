@@ -121,6 +121,7 @@ class Interp:
         self.pinned = frozenset(pinned)
         """Variables given with --set: the script's own assignments do not change them."""
         self.phase = 0
+        self.called: set[str] = set()
         self.unresolved_modules: list[str] = []
         self.sc = Scope(vars=named, command_subst=self._subst)
         nums = sorted((int(k), v) for k, v in variables.items() if k.isdigit() and int(k) > 0)
@@ -147,6 +148,9 @@ class Interp:
         nodes = parse_script(text)
         try:
             self._list(nodes)
+            if not self.found:  # pasted text shows a function it never calls: read its body
+                for name in [n for n in self.funcs if n not in self.called]:
+                    self._call(name, [])
         except _Stop:
             pass
 
@@ -406,6 +410,7 @@ class Interp:
             self.depth -= 1
 
     def _call(self, name: str, args: list[str]) -> bool | None:
+        self.called.add(name)
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise _Stop
