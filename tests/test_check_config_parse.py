@@ -787,3 +787,16 @@ def test_pasted_prose_and_a_function_never_called():
     assert [s.port for _, s in _text(text)] == [8100, 8200]
     with pytest.raises(BadInput, match="line 1, column"):  # an open quote in a command stays an error
         _text('vllm serve m --kv-transfer-config \'{"a":1}\nvllm serve m --port 8200\n')
+
+
+def test_argument_parsing_loop_reads_the_given_arguments():
+    script = (
+        "MODEL=default\nPORT=8000\n"
+        'while [[ $# -gt 0 ]]; do\n  case "$1" in\n    --model) MODEL="$2"; shift 2 ;;\n'
+        '    --port) PORT="$2"; shift 2 ;;\n    *) shift ;;\n  esac\ndone\n'
+        'vllm serve "$MODEL" --port "$PORT"\n'
+    )
+    ((_, s),) = _text(script, variables={"1": "--model", "2": "Qwen/Qwen3-0.6B", "3": "--port", "4": "8100"})
+    assert (s.model, s.port) == ("Qwen/Qwen3-0.6B", 8100)
+    ((_, s),) = _text(script)
+    assert (s.model, s.port) == ("default", 8000)

@@ -197,9 +197,7 @@ class Interp:
                 self._list(n.body)
             return True
         if isinstance(n, While):
-            if self._list(n.cond) is False:
-                return True
-            return self._list(n.body)  # once: a restart loop (`while true; do vllm serve`) keeps it
+            return self._while(n)
         if isinstance(n, Case):
             word = expand(n.word, self.sc, split=False)[0]
             for pats, body in n.arms:
@@ -212,6 +210,20 @@ class Interp:
         if isinstance(n, Group):
             return self._list(n.body)
         return None
+
+    def _while(self, n: While) -> bool | None:
+        """While the condition holds (argument parsing: `while [[ $# -gt 0 ]]; do ... shift`), at
+        most MAX_ITER times; once when it cannot be known (a wait loop) or when the body starts a
+        server (a restart loop, `while true; do vllm serve ...; done`, keeps one server)."""
+        before = len(self.found)
+        for _ in range(MAX_ITER):
+            cond = self._list(n.cond)
+            if cond is False:
+                break
+            self._list(n.body)
+            if cond is None or len(self.found) > before:
+                break
+        return True
 
     def _assign(self, raw: str, *, export: bool = False) -> tuple[str, str] | None:
         m = _ASSIGN.match(raw)
