@@ -14,7 +14,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from vllm_pd_doctor.checkconfig.parse.shellbuiltins import output, test
+from vllm_pd_doctor.checkconfig.parse.shellbuiltins import QUIET, output, proxy_ports, test
 from vllm_pd_doctor.checkconfig.parse.shellexpand import Scope, expand
 from vllm_pd_doctor.checkconfig.parse.shellparse import (
     AndOr,
@@ -41,60 +41,6 @@ MAX_SERVERS = 128
 _KILL = {"kill", "pkill", "killall", "fuser"}
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=(.*)$", re.S)
 _DECL = {"export", "declare", "typeset", "local", "readonly"}
-_QUIET = {
-    "cd",
-    "pushd",
-    "popd",
-    "true",
-    ":",
-    "sleep",
-    "wait",
-    "trap",
-    "shopt",
-    "source",
-    ".",
-    "read",
-    "exit",
-    "return",
-    "kill",
-    "pkill",
-    "ulimit",
-    "umask",
-    "mkdir",
-    "rm",
-    "cp",
-    "mv",
-    "touch",
-    "chmod",
-    "ln",
-    "mapfile",
-    "readarray",
-    "break",
-    "continue",
-    "alias",
-    "ray",
-    "__pdd_role",
-    "__pdd_comment",
-    "unset",
-    "shift",
-    "set",
-    "eval",
-    "wait_for_server",
-    "curl",
-    "tail",
-}
-_PROXY_FLAGS = {
-    "--prefiller-ports": "prefill",
-    "--prefiller-port": "prefill",
-    "--prefill-ports": "prefill",
-    "--decoder-ports": "decode",
-    "--decoder-port": "decode",
-    "--decode-ports": "decode",
-    "--prefill": "prefill",
-    "--decode": "decode",
-    "--prefiller-hosts": "",
-    "--decoder-hosts": "",
-}
 
 
 class _Stop(Exception):
@@ -325,14 +271,14 @@ class Interp:
             self.role_hint = argv[1] if len(argv) > 1 and argv[1] != "-" else None
             return True
         if self.capture:
-            if cmd not in _QUIET:
+            if cmd not in QUIET:
                 self.cap_ok[-1] = False
             return True
         self._proxy_hints(argv)
         if self._stops(argv):
             self.phase += 1  # what runs after a kill does not run beside what it killed
             return True
-        if cmd in _QUIET:
+        if cmd in QUIET:
             return True
         return self._launch(argv, prefix, " ".join(words))
 
@@ -450,20 +396,5 @@ class Interp:
         return "".join(out) if ok else None
 
     def _proxy_hints(self, argv: list[str]) -> None:
-        role = ""
-        for a in argv[1:]:
-            name, eq, val = a.partition("=")
-            if name in _PROXY_FLAGS:
-                role = _PROXY_FLAGS[name]
-                if eq and role:
-                    self._proxy_value(val, role)
-                continue
-            if a.startswith("-"):
-                role = ""
-                continue
-            if role:
-                self._proxy_value(a, role)
-
-    def _proxy_value(self, val: str, role: str) -> None:
-        for m in re.finditer(r"(?::|^|,)(\d{2,5})\b", val):
-            self.proxy_roles.setdefault(m.group(1), role)
+        for port, role in proxy_ports(argv):
+            self.proxy_roles.setdefault(port, role)
