@@ -800,3 +800,15 @@ def test_argument_parsing_loop_reads_the_given_arguments():
     assert (s.model, s.port) == ("Qwen/Qwen3-0.6B", 8100)
     ((_, s),) = _text(script)
     assert (s.model, s.port) == ("default", 8000)
+
+
+def test_ray_serve_python_inline_llm_configs(tmp_path: Path):
+    f = tmp_path / "app.py"
+    f.write_text(
+        "from ray.serve.llm import LLMConfig, build_openai_app\n"
+        "app = build_openai_app({'llm_configs': [LLMConfig(model_loading_config={'model_id': 'a/b'},"
+        " engine_kwargs={'kv_transfer_config': {'kv_connector': 'NixlConnector',"
+        " 'kv_role': 'kv_producer'}})]})\n"
+    )
+    ((c, s),) = [(c, parse.parse_launch(c)) for c in parse.load_config_file(f)]
+    assert s.model == "a/b" and c.role == "prefill"

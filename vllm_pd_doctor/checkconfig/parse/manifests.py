@@ -165,7 +165,7 @@ def _run(
     evidence: str = "",
     launcher: str = "",
 ) -> list[Found]:
-    it = Interp({**variables, **env})
+    it = Interp({**env, **variables}, pinned=variables)
     it.ctx[0].env = dict(env)
     it.ctx[0].launcher, it.ctx[0].network, it.ctx[0].network_evidence = launcher, network, evidence
     it.exported |= set(env)

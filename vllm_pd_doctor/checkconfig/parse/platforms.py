@@ -192,7 +192,7 @@ def _llmisvc(doc: dict[str, Any], variables: Mapping[str, str]) -> list[Found]:
         env = _env_list(c.get("env"))
         args = [str(a) for a in c.get("args") or []] + _parallel_flags(par)
         ev = f"KServe LLMInferenceService {name} {role} pool: its own pods"
-        it = Interp({**variables, **env, "__PDD_NAME": served}, pinned=variables)
+        it = Interp({**env, **variables, "__PDD_NAME": served}, pinned=variables)
         it.exported |= set(env)
         it.ctx[0].env = dict(env)
         it.ctx[0].launcher = "LLMInferenceService > "

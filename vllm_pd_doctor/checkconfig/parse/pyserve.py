@@ -43,7 +43,7 @@ def _code(text: str) -> str:
 class _Eval:
     def __init__(self) -> None:
         self.names: dict[str, Any] = {}
-        self.llms: list[tuple[str, _LLM]] = []
+        self.llms: list[list[Any]] = []
         """(the name it was bound to or '', config) in order of appearance."""
         self.pd: list[Any] = []
         self.apps: list[Any] = []
@@ -54,8 +54,9 @@ class _Eval:
             for t in node.targets:
                 if isinstance(t, ast.Name):
                     self.names[t.id] = val
-                    if isinstance(val, _LLM):
-                        self.llms.append((t.id, val))
+                    for entry in self.llms:
+                        if entry[1] is val and not entry[0]:
+                            entry[0] = t.id
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
             self.names[node.target.id] = self.ev(node.value)
         elif isinstance(node, ast.Expr):
@@ -104,6 +105,7 @@ class _Eval:
         args = [self.ev(a) for a in node.args]
         if fname == "LLMConfig":
             llm = _LLM(self.kwargs(node))
+            self.llms.append(["", llm])  # named when assigned (the name may tell the role)
             return llm
         if fname == "dict":
             base = args[0] if args and isinstance(args[0], dict) else {}
