@@ -812,3 +812,16 @@ def test_ray_serve_python_inline_llm_configs(tmp_path: Path):
     )
     ((c, s),) = [(c, parse.parse_launch(c)) for c in parse.load_config_file(f)]
     assert s.model == "a/b" and c.role == "prefill"
+
+
+def test_llmd_modelservice_values_as_the_chart_builds_them():
+    got = [
+        (c, parse.parse_launch(c))
+        for c in parse.load_config_file(CORPUS / "llmd_modelservice_pd_values.yaml")
+    ]
+    (p, ps), (d, ds) = got
+    assert (p.role, d.role) == ("prefill", "decode")
+    assert (ps.port, ds.port) == (8000, 8200)  # decode listens behind the routing sidecar
+    assert (ps.tensor_parallel_size, ds.tensor_parallel_size) == (4, 1)
+    assert ps.model == "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic"
+    assert p.image == "ghcr.io/llm-d/llm-d-cuda:v0.3.1" and p.network != d.network

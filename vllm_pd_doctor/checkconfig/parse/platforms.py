@@ -6,9 +6,7 @@ controller builds it (nothing is rendered or contacted):
   `vllm serve /mnt/models --served-model-name NAME --port 8000 $VLLM_ADDITIONAL_ARGS "$@"`
   (kserve config/llmisvcconfig/config-llm-*template.yaml), the container's `args` being `$@`.
   `spec.parallelism` gives the TP/DP flags; a container with its own `command` replaces it.
-- vLLM production-stack Helm values: `servingEngineSpec.modelSpec[]`, each a Deployment running
-  `vllm serve MODEL_URL --host 0.0.0.0 --port PORT` + the `vllmConfig` flags + `extraArgs` + the
-  kv-transfer-config its `lmcacheConfig` makes (helm/templates/deployment-vllm-multi.yaml).
+- Helm values of the vLLM production-stack and llm-d-modelservice charts: `charts.py`.
 - Ray Serve LLM config (`applications:` with `build_pd_openai_app` / `prefill_config` /
   `decode_config`, or `llm_configs`): each LLMConfig's `engine_kwargs` are vLLM engine arguments.
 """
@@ -20,8 +18,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from vllm_pd_doctor.checkconfig.parse import charts
 from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.checkconfig.parse.manifests import env_map, role_from_name
+from vllm_pd_doctor.checkconfig.parse.manifests import env_map
 from vllm_pd_doctor.checkconfig.parse.shell import Interp
 
 KSERVE_SCRIPT = (
@@ -112,9 +111,9 @@ def from_docs(docs: list[Any], label: str, variables: Mapping[str, str]) -> list
         if str(d.get("kind", "")) == "LLMInferenceService":
             seen = True
             out.extend(_llmisvc(d, variables))
-        elif isinstance(d.get("servingEngineSpec"), dict):
+        elif charts.is_chart_values(d):
             seen = True
-            out.extend(_prodstack(d["servingEngineSpec"]))
+            out.extend(charts.from_values(d, variables))
         elif isinstance(d.get("applications"), list) and any(_ray_app(a) for a in d["applications"]):
             seen = True
             for app in d["applications"]:
@@ -211,74 +210,6 @@ def _llmisvc(doc: dict[str, Any], variables: Mapping[str, str]) -> list[Found]:
             if not c.get("command"):
                 f.launcher = "LLMInferenceService > controller template (vllm serve)"
             out.append(f)
-    return out
-
-
-# --- vLLM production-stack Helm values ------------------------------------------------------------
-
-_PS_FLAGS = (
-    ("maxModelLen", "--max-model-len"),
-    ("dtype", "--dtype"),
-    ("tensorParallelSize", "--tensor-parallel-size"),
-    ("maxNumSeqs", "--max-num-seqs"),
-    ("gpuMemoryUtilization", "--gpu-memory-utilization"),
-    ("maxLoras", "--max-loras"),
-)
-
-
-def _prodstack(engine: dict[str, Any]) -> list[Found]:
-    out: list[Found] = []
-    port = str(engine.get("containerPort", 8000))
-    for ms in engine.get("modelSpec") or []:
-        if not isinstance(ms, dict):
-            continue
-        name = str(ms.get("name", "model"))
-        args = [str(ms.get("modelURL", "")), "--host", "0.0.0.0", "--port", port]
-        vc = ms.get("vllmConfig") if isinstance(ms.get("vllmConfig"), dict) else None
-        if vc is not None:
-            if "enableChunkedPrefill" in vc:
-                on = vc["enableChunkedPrefill"]
-                args.append("--enable-chunked-prefill" if on else "--no-enable-chunked-prefill")
-            # the chart writes one or the other, always: no key means --no-enable-prefix-caching
-            pc = vc.get("enablePrefixCaching")
-            args.append("--enable-prefix-caching" if pc else "--no-enable-prefix-caching")
-            for key, flag in _PS_FLAGS:
-                if key in vc:
-                    args += [flag, str(vc[key])]
-            args += [str(a) for a in vc.get("extraArgs") or []]
-        env: dict[str, str] = {}
-        lc = ms.get("lmcacheConfig") if isinstance(ms.get("lmcacheConfig"), dict) else None
-        if lc and lc.get("enabled"):
-            role = str(lc.get("kvRole") or "kv_both")
-            ktc: dict[str, Any] = {"kv_connector": "LMCacheConnectorV1", "kv_role": role}
-            if "enablePD" in lc:
-                ktc["kv_connector_extra_config"] = {
-                    "discard_partial_chunks": False,
-                    "lmcache_rpc_port": str(lc.get("nixlRole", "")),
-                }
-            elif vc is not None and str(vc.get("v0", "")) == "1":
-                ktc = {"kv_connector": "LMCacheConnector", "kv_role": role}
-            args += ["--kv-transfer-config", json.dumps(ktc)]
-            env.update({"LMCACHE_USE_EXPERIMENTAL": "True", "VLLM_RPC_TIMEOUT": "1000000"})
-            if lc.get("enablePD"):
-                env.update({"UCX_TLS": "cuda_ipc,cuda_copy,tcp", "LMCACHE_LOCAL_CPU": "False"})
-            if "enableNixl" in lc:
-                env["LMCACHE_ENABLE_NIXL"] = "True" if lc["enableNixl"] else "False"
-        env.update(env_map(ms.get("env"), f"modelSpec {name} env"))
-        image = f"{ms['repository']}:{ms.get('tag', 'latest')}" if ms.get("repository") else None
-        f = Found(
-            args,
-            env,
-            "production-stack modelSpec > vllm serve",
-            network=f"pod:{name}",
-            network_evidence=f"production-stack modelSpec {name}: its own Deployment's pods",
-            name=name,
-            image=image,
-        )
-        r = role_from_name(name)
-        if r:
-            f.notes.append(f"name-role:{r}:modelSpec name {name}")
-        out.append(f)
     return out
 
 
