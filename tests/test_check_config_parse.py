@@ -825,3 +825,9 @@ def test_llmd_modelservice_values_as_the_chart_builds_them():
     assert (ps.tensor_parallel_size, ds.tensor_parallel_size) == (4, 1)
     assert ps.model == "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic"
     assert p.image == "ghcr.io/llm-d/llm-d-cuda:v0.3.1" and p.network != d.network
+
+
+def test_kserve_base_ref_not_in_the_file_is_named():
+    text = (CORPUS / "kserve_llmisvc_gpt_oss_pd.yaml").read_text().split("\n---\n", 1)[1]
+    with pytest.raises(BadInput, match="llmisvc-config-pd-disagg, which is not in this file"):
+        _text(text, suffix=".yaml")

@@ -22,6 +22,7 @@ from vllm_pd_doctor.checkconfig.parse import charts
 from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.manifests import env_map
 from vllm_pd_doctor.checkconfig.parse.shell import Interp
+from vllm_pd_doctor.errors import BadInput
 
 KSERVE_SCRIPT = (
     'eval "exec vllm serve /mnt/models --served-model-name ${__PDD_NAME} --port 8000 '
@@ -70,10 +71,14 @@ def prepare(docs: list[Any]) -> list[Any]:
             continue  # read through the services that name it
         elif d.get("kind") == "LLMInferenceService" and isinstance(d.get("spec"), dict):
             spec: Any = {}
+            missing = []
             for ref in d["spec"].get("baseRefs") or []:
-                if isinstance(ref, dict) and str(ref.get("name")) in configs:
-                    spec = merge(spec, configs[str(ref["name"])])
-            out.append({**d, "spec": merge(spec, d["spec"])})
+                name = str(ref.get("name")) if isinstance(ref, dict) else ""
+                if name in configs:
+                    spec = merge(spec, configs[name])
+                elif name and not name.startswith("kserve-config-llm"):  # not a controller default
+                    missing.append(name)
+            out.append({**d, "spec": merge(spec, d["spec"]), "__pdd_missing_refs": missing})
         elif d.get("kind") == "RoleBasedGroup" and isinstance(d.get("spec"), dict):
             temps = {
                 str(t.get("name")): t.get("template")
@@ -110,7 +115,7 @@ def from_docs(docs: list[Any], label: str, variables: Mapping[str, str]) -> list
             continue
         if str(d.get("kind", "")) == "LLMInferenceService":
             seen = True
-            out.extend(_llmisvc(d, variables))
+            out.extend(_llmisvc(d, label, variables))
         elif charts.is_chart_values(d):
             seen = True
             out.extend(charts.from_values(d, variables))
@@ -147,6 +152,10 @@ def _env_list(raw: Any) -> dict[str, str]:
     return env_map(raw, "LLMInferenceService env")
 
 
+def _has_ktc(args: list[str]) -> bool:
+    return any(a.replace("_", "-").startswith("--kv-transfer-config") for a in args)
+
+
 def _parallel_flags(par: Any) -> list[str]:
     if not isinstance(par, dict):
         return []
@@ -164,7 +173,7 @@ def _parallel_flags(par: Any) -> list[str]:
     return out
 
 
-def _llmisvc(doc: dict[str, Any], variables: Mapping[str, str]) -> list[Found]:
+def _llmisvc(doc: dict[str, Any], label: str, variables: Mapping[str, str]) -> list[Found]:
     spec = _map(doc, "spec")
     meta = _map(doc, "metadata")
     name = str(meta.get("name", "llmisvc"))
@@ -202,6 +211,15 @@ def _llmisvc(doc: dict[str, Any], variables: Mapping[str, str]) -> list[Found]:
         else:
             it.sc.positional = args
             it.run_text(KSERVE_SCRIPT.replace("/mnt/models", model_arg))
+        if doc.get("__pdd_missing_refs") and not any(
+            "kv-transfer-config" in " ".join(f.args) for f in it.found
+        ):
+            refs = ", ".join(doc["__pdd_missing_refs"])
+            raise BadInput(
+                f"{label}: LLMInferenceService {name} takes its pods from LLMInferenceServiceConfig "
+                f"{refs}, which is not in this file",
+                hint="append that LLMInferenceServiceConfig to the file (after a --- line)",
+            )
         for f in it.found:
             where = "spec.prefill" if role == "prefill" else "spec.template (main pool)"
             f.role, f.role_source = role, f"LLMInferenceService {where}"
