@@ -831,3 +831,31 @@ def test_kserve_base_ref_not_in_the_file_is_named():
     text = (CORPUS / "kserve_llmisvc_gpt_oss_pd.yaml").read_text().split("\n---\n", 1)[1]
     with pytest.raises(BadInput, match="llmisvc-config-pd-disagg, which is not in this file"):
         _text(text, suffix=".yaml")
+
+
+def test_kuberay_rayservice_serve_config_text():
+    serve = (CORPUS / "ray_serve_pd_nixl_example.yaml").read_text()
+    body = "\n".join("    " + ln for ln in serve.splitlines())
+    text = (
+        f"apiVersion: ray.io/v1\nkind: RayService\nmetadata:\n  name: pd\nspec:\n  serveConfigV2: |\n{body}\n"
+    )
+    got = _text(text, suffix=".yaml")
+    assert [c.role for c, _ in got] == ["prefill", "decode"]
+    assert all(s.kv_connector == "NixlConnector" for _, s in got)
+
+
+def test_python_launcher_subprocess_lists(tmp_path: Path):
+    f = tmp_path / "launch.py"
+    f.write_text(
+        "import subprocess, sys\nport = int(sys.argv[1])\n"
+        f"KTC = '{KTC}'\n"
+        "p = subprocess.Popen(['vllm', 'serve', 'Qwen/Qwen3-0.6B', '--port', '8100',"
+        " '--kv-transfer-config', KTC])\n"
+        "d = subprocess.Popen(['vllm', 'serve', 'Qwen/Qwen3-0.6B', '--port', port])\n"
+    )
+    got = [(c, parse.parse_launch(c)) for c in parse.load_config_file(f)]
+    assert [s.port for _, s in got] == [8100, None]  # a value the file computes is left out
+    assert got[0][1].kv_role == "kv_producer"
+    (tmp_path / "other.py").write_text("print('hello')\n")
+    with pytest.raises(BadInput, match="no vLLM server in this Python file"):
+        parse.load_config_file(tmp_path / "other.py")

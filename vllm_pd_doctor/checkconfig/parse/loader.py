@@ -96,6 +96,12 @@ def _parse_config_text(
             raise BadInput(f"{label}: YAML without prefill: / decode: entries or containers")
     if found is None and (suffix == ".py" or pyserve.looks_like(text)):
         found = pyserve.from_python(text, label)
+        if found is None and suffix == ".py":
+            raise BadInput(
+                f"{label}: no vLLM server in this Python file (read with ast, not run): neither "
+                "Ray Serve LLMConfig(...) nor a `vllm serve` command list or string",
+                hint="give the launch commands with --prefill-cmd / --decode-cmd",
+            )
     if found is None:
         found, proxy, modules = _from_shell(text, label, variables)
         if not found and modules:

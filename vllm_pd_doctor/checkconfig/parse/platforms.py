@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse import charts
+from vllm_pd_doctor.checkconfig.parse import bounded, charts
 from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.manifests import env_map
 from vllm_pd_doctor.checkconfig.parse.shell import Interp
@@ -119,6 +119,13 @@ def from_docs(docs: list[Any], label: str, variables: Mapping[str, str]) -> list
         elif charts.is_chart_values(d):
             seen = True
             out.extend(charts.from_values(d, variables))
+        elif d.get("kind") == "RayService" and isinstance(_map(d, "spec").get("serveConfigV2"), str):
+            docs_ = bounded.load_yaml_all(d["spec"]["serveConfigV2"], f"{label} (serveConfigV2)")
+            serve = docs_[0] if docs_ else None  # KubeRay: the Serve config as text
+            if isinstance(serve, dict) and isinstance(serve.get("applications"), list):
+                seen = True
+                for app in serve["applications"]:
+                    out.extend(_ray_app(app))
         elif isinstance(d.get("applications"), list) and any(_ray_app(a) for a in d["applications"]):
             seen = True
             for app in d["applications"]:

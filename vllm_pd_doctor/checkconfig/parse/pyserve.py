@@ -1,8 +1,7 @@
-"""Ray Serve LLM in Python (`LLMConfig(...)`, `build_pd_openai_app({...})`), read with `ast`:
-never imported or executed. Literals, names bound to them, `dict(...)`, `**` merges and
-`LLMConfig(...)` calls are evaluated; anything else stays unknown (and is left out).
-
-A Markdown page is read through its ```python blocks.
+"""Python files, read with `ast` (never imported or executed): Ray Serve LLM (`LLMConfig(...)`,
+`build_pd_openai_app({...})`), else the vLLM commands a launcher passes to `subprocess`.
+Literals, names bound to them, `dict(...)`, `**` merges and `LLMConfig(...)` calls are evaluated;
+anything else stays unknown (and is left out). A Markdown page is read through its python blocks.
 """
 
 from __future__ import annotations
@@ -15,9 +14,13 @@ from typing import Any
 from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.manifests import role_from_name
 from vllm_pd_doctor.checkconfig.parse.platforms import llm_config
+from vllm_pd_doctor.checkconfig.parse.shell import Interp
+from vllm_pd_doctor.checkconfig.parse.shellwords import ShellSyntaxError
+from vllm_pd_doctor.checkconfig.parse.wrappers import unwrap
 
 _FENCE = re.compile(r"^```[ \t]*(?:python|py)[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _MARK = ("LLMConfig(", "build_pd_openai_app", "build_openai_app")
+_EXES = ("vllm", "python", "uv", "env", "numactl", "taskset")
 
 
 class _Unknown:
@@ -159,4 +162,32 @@ def from_python(text: str, label: str) -> list[Found] | None:
         f = llm_config(_plain(dict(llm)), named, name or "llm", f"variable name {name}" if named else "")
         f.launcher = "Ray Serve LLM (Python) > vLLM engine"
         out.append(f)
-    return out or None
+    return out or _commands(tree, ev) or None
+
+
+def _commands(tree: ast.AST, ev: _Eval) -> list[Found]:
+    """`subprocess.Popen(["vllm", "serve", MODEL, "--port", "8100", ...])` and command strings
+    (`"vllm serve ..."`): literal parts only; a flag whose value is not a literal is left out."""
+    out: list[Found] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) >= 2:
+            items = [ev.ev(e) for e in node.elts]
+            if not (isinstance(items[0], str) and items[0].rsplit("/", 1)[-1].startswith(_EXES)):
+                continue
+            argv: list[str] = []
+            for item in items:
+                if isinstance(item, (str, int, float)):
+                    argv.append(str(item))
+                elif argv and argv[-1].startswith("-"):
+                    argv.pop()
+            got = unwrap(argv, {}, launcher="python subprocess > ")
+            if isinstance(got, Found):
+                out.append(got)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "vllm serve " in node.value:
+            it = Interp({})
+            try:
+                it.run_text(node.value)
+            except ShellSyntaxError:
+                continue
+            out.extend(it.found)
+    return out
