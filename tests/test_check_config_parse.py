@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -859,3 +860,12 @@ def test_python_launcher_subprocess_lists(tmp_path: Path):
     (tmp_path / "other.py").write_text("print('hello')\n")
     with pytest.raises(BadInput, match="no vLLM server in this Python file"):
         parse.load_config_file(tmp_path / "other.py")
+
+
+def test_markdown_page_of_yaml_blocks_and_backslash_spaces():
+    serve = (CORPUS / "ray_serve_pd_nixl_example.yaml").read_text()
+    page = f"# Deploy\n\nIt's simple:\n\n  ```yaml\n{textwrap.indent(serve, '  ')}  ```\n"
+    got = _text(page, suffix=".md")
+    assert [c.role for c, _ in got] == ["prefill", "decode"]
+    ((_, s),) = _text(f"vllm serve m \\  \n  --port 8100 --kv-transfer-config '{KTC}'\n")
+    assert s.port == 8100 and s.kv_role == "kv_producer"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,8 @@ def _parse_config_text(
                 "Ray Serve LLMConfig(...) nor a `vllm serve` command list or string",
                 hint="give the launch commands with --prefill-cmd / --decode-cmd",
             )
+    if found is None and _YAML_FENCE.search(text) and not _FENCE.search(text):
+        found = _yaml_fences(text, label, variables) or None  # a page of manifests
     if found is None:
         found, proxy, modules = _from_shell(text, label, variables)
         if not found and modules:
@@ -110,6 +113,8 @@ def _parse_config_text(
                 "file does not name",
                 hint=f"give it: --set {modules[0]}={_module_named(text)}",
             )
+    if not found and not proxy:
+        found = _yaml_fences(text, label, variables)
     if not found:
         if stripped.startswith(("{", "[")) or suffix in (".json", ".yaml", ".yml"):
             raise BadInput(
@@ -123,6 +128,22 @@ def _parse_config_text(
     for f in found:
         merge_vllm_config(f, base)
     return tuple(_assign(found, proxy, label))
+
+
+def _yaml_fences(text: str, label: str, variables: dict[str, str]) -> list[Found]:
+    """A page whose commands are all in ```yaml blocks (a manifest, a values file, a Serve config)."""
+    blocks = [textwrap.dedent(m.group(1)) for m in _YAML_FENCE.finditer(text)]
+    docs: list[Any] = []
+    for b in blocks:
+        try:
+            docs += [d for d in bounded.load_yaml_all(b, f"{label} (yaml block)") if isinstance(d, dict)]
+        except BadInput:
+            continue
+    if not docs:
+        return []
+    docs = platforms.prepare(docs)
+    got = platforms.from_docs(docs, label, variables)
+    return got if got is not None else (manifests.from_docs(docs, label, variables) or [])
 
 
 def _module_named(text: str) -> str:
@@ -142,7 +163,10 @@ def _looks_like_yaml(text: str) -> bool:
     return False
 
 
-_FENCE = re.compile(r"^```[ \t]*(bash|sh|shell|console|zsh|text)?[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+_FENCE = re.compile(
+    r"^[ \t]*```[ \t]*(bash|sh|shell|console|zsh|text)?[ \t]*\n(.*?)^[ \t]*```", re.MULTILINE | re.DOTALL
+)
+_YAML_FENCE = re.compile(r"^[ \t]*```[ \t]*(?:yaml|yml)[ \t]*\n(.*?)^[ \t]*```", re.MULTILINE | re.DOTALL)
 _PROMPT_CONT = re.compile(r"(\\\r?\n)[ \t]*> ")
 _PROMPT = re.compile(r"^([ \t]*)\$ (?=\S)", re.MULTILINE)
 _COMMENT = re.compile(r"^([ \t]*)#(?!!)(.*)$", re.MULTILINE)
@@ -152,7 +176,7 @@ def _prepare(text: str) -> str:
     """What people paste: Markdown code fences, `$ ` prompts, `> ` continuation prompts;
     labels (`prefill:`) and comments naming a role become hints for the next server."""
     text = paste.normalise(text)
-    blocks = [m.group(2) for m in _FENCE.finditer(text)]
+    blocks = [textwrap.dedent(m.group(2)) for m in _FENCE.finditer(text)]
     if blocks:
         text = "\n".join(blocks)
     text = _PROMPT_CONT.sub(lambda m: m.group(1), text)

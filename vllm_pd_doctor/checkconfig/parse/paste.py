@@ -1,6 +1,7 @@
 """Text as people paste it into issues and chats, made shell text again: CR-only and CRLF line
-ends, typographic quotes and dashes (word processors, issue renderers), non-breaking spaces, and
-line numbers copied along with a code view (`12 | vllm serve ...`, `12: ...`, `12  ...`)."""
+ends, typographic quotes and dashes (word processors, issue renderers), non-breaking spaces,
+spaces after a continuation backslash, line numbers copied along with a code view
+(`12 | vllm serve ...`, `12: ...`, `12  ...`), and sentences among the commands."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ _QUOTES = str.maketrans(
     }
 )
 _DASH_FLAG = re.compile(r"(?<![\w-])[\u2012\u2013\u2014\u2015\u2212]{1,2}(?=[A-Za-z])")
+_BACKSLASH_SPACE = re.compile(r"(?<!\\)\\[ \t]+\n")
+"""A continuation backslash followed by spaces (pasted from a rendered page): the line goes on."""
 _NUMBERED = re.compile(r"^[ \t]*(\d{1,5})(?:[ \t]*[|:│][ \t]?|[ \t]+|$)")
 
 
@@ -39,6 +42,7 @@ def normalise(text: str) -> str:
     if any(c in text for c in "\u201c\u201d\u201e\u2033\u2018\u2019\u201a\u2032\u00a0\u202f\u2009"):
         text = text.translate(_QUOTES)
     text = _DASH_FLAG.sub("--", text)
+    text = _BACKSLASH_SPACE.sub("\\\\\n", text)
     return strip_line_numbers(text)
 
 
