@@ -869,3 +869,13 @@ def test_markdown_page_of_yaml_blocks_and_backslash_spaces():
     assert [c.role for c, _ in got] == ["prefill", "decode"]
     ((_, s),) = _text(f"vllm serve m \\  \n  --port 8100 --kv-transfer-config '{KTC}'\n")
     assert s.port == 8100 and s.kv_role == "kv_producer"
+
+
+def test_liveness_checks_and_proxy_kills_start_no_phase():
+    script = (
+        "vllm serve m --port 8100 &\nPID=$!\nvllm serve m --port 8200 &\n"
+        "while kill -0 $PID; do curl -s localhost:8100/health && break; sleep 1; done\n"
+        "pkill -f toy_proxy_server\n"
+        "vllm serve m --port 8300 &\n"
+    )
+    assert {c.phase for c, _ in _text(script)} == {0}

@@ -322,6 +322,10 @@ class Interp:
         if not any(f.phase == self.phase for f in self.found):
             return False
         cmd = argv[0].rsplit("/", 1)[-1]
+        if cmd == "kill":
+            return not ({"-0", "-s0"} & set(argv) or argv[1:3] == ["-s", "0"])  # -0: a liveness check
+        if cmd in ("pkill", "killall"):  # by name: only names that are the engines
+            return any(re.search(r"vllm|python|pt_main_thread|EngineCore", a) for a in argv[1:])
         if cmd in _KILL:
             return cmd != "fuser" or "-k" in argv
         return cmd in ("docker", "podman") and argv[1:2] in (["stop"], ["kill"], ["rm"])
