@@ -879,3 +879,8 @@ def test_liveness_checks_and_proxy_kills_start_no_phase():
         "vllm serve m --port 8300 &\n"
     )
     assert {c.phase for c, _ in _text(script)} == {0}
+
+
+def test_image_reaches_a_server_started_through_sh_c():
+    ((c, s),) = _text("docker run --gpus all vllm/vllm-openai:v0.25.0 bash -c 'vllm serve m --port 8100'\n")
+    assert c.image == "vllm/vllm-openai:v0.25.0" and s.port == 8100

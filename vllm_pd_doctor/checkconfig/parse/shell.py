@@ -57,6 +57,7 @@ class _Ctx:
     launcher: str = ""
     network: str | None = None
     network_evidence: str = ""
+    image: str | None = None
 
 
 class Interp:
@@ -290,7 +291,7 @@ class Interp:
             argv, env, launcher=ctx.launcher, network=ctx.network, network_evidence=ctx.network_evidence
         )
         if isinstance(got, Script):
-            self.ctx.append(_Ctx(got.env, got.launcher, got.network, got.network_evidence))
+            self.ctx.append(_Ctx(got.env, got.launcher, got.network, got.network_evidence, got.image))
             saved = self.sc.positional
             self.sc.positional = got.positional
             try:
@@ -306,6 +307,7 @@ class Interp:
             if len(self.found) >= MAX_SERVERS:
                 raise LimitReached(f"more than {MAX_SERVERS} servers")
             got.phase = self.phase
+            got.image = got.image or ctx.image
             got.raw = " ".join([*self.raw, raw])
             if self.role_hint:
                 got.role, got.role_source = self.role_hint, "label in the file"

@@ -345,6 +345,8 @@ def _docker(
         )
         return f
     found = unwrap(rest, cenv, launcher=lab, network=cnet, network_evidence=cev)
+    if isinstance(found, Script):
+        found.image = found.image or image
     if isinstance(found, Found):
         found.image = found.image or image
         if name and not found.name:
