@@ -102,10 +102,14 @@ def test_parse_rate(capsys: pytest.CaptureFixture[str]):
             failed.append(f"{path.name}: {exc.message}")
     broken = [p.name for p, e in CASES if not e["parses"]]
     rate = (len(working) - len(failed)) / len(working)
+    formats: dict[str, int] = {}
+    for _, exp in CASES:
+        formats[str(exp.get("format"))] = formats.get(str(exp.get("format")), 0) + 1
     with capsys.disabled():
         print(
             f"\ncorpus: {len(working) - len(failed)}/{len(working)} setups parsed as written "
-            f"({rate:.0%}); {len(broken)} genuinely broken, exit 2: {', '.join(broken)}"
+            f"({rate:.0%}); {len(broken)} genuinely broken, exit 2: {', '.join(broken)}\n"
+            f"formats: {', '.join(f'{k} {v}' for k, v in sorted(formats.items()))}"
         )
     assert rate >= MIN_PARSE_RATE, failed
 
