@@ -133,6 +133,11 @@ class ModelInfo:
     hybrid: bool
     hybrid_evidence: str
     torch_dtype: str | None = None
+    source: str = "config.json structure"
+    """What decided `hybrid`: `config.json structure`, or `vLLM X model registry` (the installed
+    vLLM's model class interfaces, read in a child of the target interpreter)."""
+    resolved_from: str | None = None
+    """Where config.json came from: directory, file, hf-cache (offline), hub (downloaded)."""
 
 
 @dataclass(frozen=True)
