@@ -99,7 +99,8 @@ def resolve_model(
     """--model, else the first server model found offline (dir, config.json, HF cache)."""
     if model is not None:
         found = hfmodel.resolve(str(model), what="--model")
-        return load_model(found.config_path), "--model", None
+        info = replace(load_model(found.config_path), resolved_from=found.described)
+        return info, "--model" + (f" ({found.described})" if found.hf_id else ""), None
     problem: ModelProblem | None = None
     seen: set[str] = set()
     for s in servers:
@@ -109,11 +110,10 @@ def resolve_model(
         seen.add(name)
         try:
             found = hfmodel.resolve(name, what=f"{s.name} model")
-            return (
-                load_model(found.config_path, what=f"{s.name} model"),
-                f"{s.name} command" + (" (offline HF cache)" if found.hf_id else ""),
-                None,
+            info = replace(
+                load_model(found.config_path, what=f"{s.name} model"), resolved_from=found.described
             )
+            return info, f"{s.name} command" + (f" ({found.described})" if found.hf_id else ""), None
         except hfmodel.ModelNotResolved as exc:
             hint = exc.hint or ""
             if "--model" not in hint:

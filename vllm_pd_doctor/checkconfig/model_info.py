@@ -112,11 +112,11 @@ def _layer_lists(doc: dict[str, Any]) -> str | None:
         low = key.lower()
         if not isinstance(v, list) or not v or _NOT_A_LAYER_LIST.search(low):
             continue
-        if ("layer" in low or "block" in low) and ("type" in low or "kind" in low):
-            if all(isinstance(x, str) for x in v):
-                hits = sorted({str(x) for x in v if _kind_is_state(str(x))})
-                if hits:
-                    return f"{key} has {', '.join(hits)} layers"
+        named = ("layer" in low or "block" in low) and ("type" in low or "kind" in low)
+        if named and all(isinstance(x, str) for x in v):
+            hits = sorted({str(x) for x in v if _kind_is_state(str(x))})
+            if hits:
+                return f"{key} has {', '.join(hits)} layers"
         if low.startswith("attn_type") and all(isinstance(x, int) for x in v) and 0 in v:
             return f"{key} has linear-attention (0) layers"
     return None
