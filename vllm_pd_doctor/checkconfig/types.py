@@ -191,6 +191,19 @@ class VllmSource:
     """Whether the NIXL worker reads from a prefill with more TP ranks than decode."""
     attention_backend_env: bool | None = None
     """vllm/envs.py still reads VLLM_ATTENTION_BACKEND (None: not read)."""
+    mamba_prefix_rewrite: SourceFact | None = None
+    """Where prefix caching turns mamba_cache_mode "none" into another mode (None: it does not)."""
+    kv_transfer_fields: tuple[str, ...] = ()
+    """KVTransferConfig's fields (empty: not read)."""
+    kv_transfer_forbids_extra: bool | None = None
+    """KVTransferConfig rejects other keys (vLLM's `@config`: pydantic `extra="forbid"`)."""
+    kv_transfer_location: str | None = None
+    conv_layout_assert: SourceFact | None = None
+    """Where the NIXL worker asserts the DS conv-state layout for Mamba state (None: it does not)."""
+    conv_layout_default: str | None = None
+    """The conv-state layout when VLLM_SSM_CONV_STATE_LAYOUT is unset (`SD` on 0.28.0)."""
+    cpu_selects_ds: SourceFact | None = None
+    """The CPU platform sets DS itself (0.32.0, for NIXL when the variable is unset)."""
     error: str | None = None
 
 
