@@ -71,6 +71,15 @@ LATE = (
         127,
     ),
 )
+V_KV_FIELDS = VllmSource(
+    python="py",
+    version="0.28.0",
+    path="/v/vllm",
+    sites=EARLY,
+    kv_transfer_fields=("kv_connector", "kv_role", "kv_buffer_device", "kv_connector_extra_config"),
+    kv_transfer_forbids_extra=True,
+    kv_transfer_location="vllm/config/kv_transfer.py:23",
+)
 V_FIXED = VllmSource(python="py", version="0.32.0", path="/v/vllm", sites=EARLY)
 V_BUGGY = VllmSource(python="py", version="0.28.0", path="/v/vllm", sites=LATE)
 V_CPU_OVERRIDE = VllmSource(
@@ -214,8 +223,22 @@ CASES = {
         ctx(P0H, D0H, model=HYBRID),
     ),
     "cpu-conv-layout-override": (
-        ctx(P0H, D0H, model=HYBRID, vllm=V_CPU_OVERRIDE),
+        ctx("VLLM_CPU_KVCACHE_SPACE=4 " + P0H, D0H, model=HYBRID, vllm=V_CPU_OVERRIDE),
         ctx(P0, D0, model=DENSE, vllm=V_CPU_OVERRIDE),
+    ),
+    "cpu-conv-layout-override/cuda-launch": (
+        ctx("VLLM_CPU_KVCACHE_SPACE=4 " + P0H, D0H, model=HYBRID, vllm=V_CPU_OVERRIDE),
+        ctx(
+            "CUDA_VISIBLE_DEVICES=0 " + P0H,
+            "CUDA_VISIBLE_DEVICES=1 " + D0H,
+            model=HYBRID,
+            vllm=V_CPU_OVERRIDE,
+        ),
+    ),
+    "no-kv-consumer": (ctx(P0, D0.replace("kv_consumer", "kv_producer")), ctx()),
+    "kv-transfer-config-key": (
+        ctx(P0.replace('"kv_role"', '"kv_encoder_mode":"x","kv_role"'), D0, vllm=V_KV_FIELDS),
+        ctx(P0, D0, vllm=V_KV_FIELDS),
     ),
     "hybrid-async-scheduling": (
         ctx(P0H + " -tp 2", D0H + " -tp 2", model=HYBRID),

@@ -11,12 +11,13 @@ from pathlib import Path
 from vllm_pd_doctor import hfmodel, targetrun
 from vllm_pd_doctor.checkconfig import inspect_vllm, nixl_info, parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure as compute_exposure
+from vllm_pd_doctor.checkconfig.exposure import probe_candidates
 from vllm_pd_doctor.checkconfig.model_info import load_model
 from vllm_pd_doctor.checkconfig.parse.flags import BUILTIN, FlagTable
 from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
-from vllm_pd_doctor.checkconfig.rules.context import PRODUCING
 from vllm_pd_doctor.checkconfig.types import (
     CheckReport,
+    Exposure,
     Inputs,
     LaunchCommand,
     ModelInfo,
@@ -161,8 +162,9 @@ def check(
     vsrc = inspect_vllm.read_source(interp, facts.vllm_path, facts.vllm_version)
     nixl: NixlInfo | None = facts.nixl
     ctx = rules.Context(servers=servers, model=minfo, vllm=vsrc, nixl=nixl, model_problem=mproblem)
-    probe_result = _probe(ctx, interp, progress) if probe else None
-    ctx = replace(ctx, exposure=compute_exposure(ctx, probe_result))
+    static = compute_exposure(ctx)
+    probe_result = _probe(ctx, static, interp, progress) if probe else None
+    ctx = replace(ctx, exposure=compute_exposure(ctx, probe_result) if probe_result else static)
     assert ctx.exposure is not None
     findings = list(rules.run_checks(ctx))
     findings.sort(key=lambda f: (f.severity.rank, 0 if f.id.startswith("n1-") else 1))
@@ -200,17 +202,23 @@ def check(
     )
 
 
-def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> ProbeResult:
+def _probe(ctx: rules.Context, static: Exposure, python: str, progress: Callable[[str], None]) -> ProbeResult:
+    """The in-process repro with the settings of the sides it can decide (their connector, block
+    size, mamba_cache_mode, the deployment's model); not run when the deployment itself rules
+    every side out (no producer, no truncating connector, prefix caching off, not hybrid)."""
     from vllm_pd_doctor import inprocess
 
-    keys: list[str] = []
-    for s in ctx.servers:
-        for e in rules.connector_entries(s.config):
-            k = rules.connector_key(e.name) if e.kv_role in PRODUCING else None
-            if k and k not in keys:
-                keys.append(k)
-    keys = keys or ["nixl"]
-    p = ctx.prefills[0].config if ctx.prefills else None
+    cands = probe_candidates(static.sides)
+    if not cands:
+        return ProbeResult(
+            ran=False,
+            reproduced=None,
+            detail="not run: the deployment itself rules out every side (see why per side)",
+        )
+    keys = list(dict.fromkeys(x.connector for x in cands if x.connector)) or ["nixl"]
+    by_name = {s.name: s for s in ctx.servers}
+    first = by_name.get(cands[0].server)
+    p = first.config if first is not None else (ctx.prefills[0].config if ctx.prefills else None)
     model_dir = None
     if ctx.model is not None and ctx.model.hybrid:
         model_dir = Path(ctx.model.path).resolve().parent
@@ -219,7 +227,7 @@ def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> 
             connector=",".join(keys),
             block_size=(p.block_size if p and p.block_size else 16),
             prompt_len=None,
-            mamba_cache_mode=None,
+            mamba_cache_mode=p.mamba_cache_mode if p else None,
             kv_role="kv_producer",
             model=model_dir,
             timeout=600.0,

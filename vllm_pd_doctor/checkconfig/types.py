@@ -274,6 +274,7 @@ class ReasonKind(str, Enum):
     unknown_order = "unknown-order"
     no_truncation = "no-truncation"
     unknown_vllm = "unknown-vllm"
+    external_connector = "external-connector"
 
     def __str__(self) -> str:
         return self.value
@@ -281,7 +282,12 @@ class ReasonKind(str, Enum):
     @property
     def unknown(self) -> bool:
         """This reason leaves the verdict undecided."""
-        return self in (ReasonKind.unknown_model, ReasonKind.unknown_vllm, ReasonKind.unknown_order)
+        return self in (
+            ReasonKind.unknown_model,
+            ReasonKind.unknown_vllm,
+            ReasonKind.unknown_order,
+            ReasonKind.external_connector,
+        )
 
 
 @dataclass(frozen=True)
