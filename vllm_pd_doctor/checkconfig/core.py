@@ -160,6 +160,8 @@ def check(
     interp = targetrun.resolve_python(python)
     facts = nixl_info.probe(interp, import_nixl=import_nixl)
     vsrc = inspect_vllm.read_source(interp, facts.vllm_path, facts.vllm_version)
+    if minfo is not None and vsrc.path is not None and vsrc.error is None:
+        minfo = _registry_family(minfo, interp, vsrc, progress, _warn)
     nixl: NixlInfo | None = facts.nixl
     ctx = rules.Context(servers=servers, model=minfo, vllm=vsrc, nixl=nixl, model_problem=mproblem)
     static = compute_exposure(ctx)
@@ -200,6 +202,26 @@ def check(
         elapsed_s=time.perf_counter() - t0,
         servers=servers,
     )
+
+
+def _registry_family(
+    minfo: ModelInfo,
+    python: str,
+    vsrc: VllmSource,
+    progress: Callable[[str], None],
+    warn: Callable[[str], None],
+) -> ModelInfo:
+    """The model family from the installed vLLM's registry (a child of `python`; cached)."""
+    from vllm_pd_doctor.checkconfig import model_family
+
+    progress(
+        f"model family: asking vLLM {vsrc.version or '?'}'s model registry (cached after the first time)"
+    )
+    answer = model_family.ask(python, vsrc, Path(minfo.path))
+    info, note = model_family.apply(minfo, answer, vsrc.version)
+    if note:
+        warn(f"{note}; hybrid or not from config.json: {minfo.hybrid_evidence}")
+    return info
 
 
 def _probe(ctx: rules.Context, static: Exposure, python: str, progress: Callable[[str], None]) -> ProbeResult:
