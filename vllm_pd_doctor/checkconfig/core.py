@@ -139,6 +139,7 @@ def check(
     python: str | None = None,
     probe: bool = False,
     import_nixl: bool = True,
+    release_env: str | None = None,
     variables: Mapping[str, str] | None = None,
     progress: Callable[[str], None] = lambda _: None,
     warn: Callable[[str], None] = lambda _: None,
@@ -160,9 +161,17 @@ def check(
     interp = targetrun.resolve_python(python)
     facts = nixl_info.probe(interp, import_nixl=import_nixl)
     vsrc = inspect_vllm.read_source(interp, facts.vllm_path, facts.vllm_version)
+    if vsrc.path is None and python is None:
+        vsrc = _release_from_images(vsrc, servers, _warn)
     if minfo is not None and vsrc.path is not None and vsrc.error is None:
         minfo = _registry_family(minfo, interp, vsrc, progress, _warn)
     nixl: NixlInfo | None = facts.nixl
+    if release_env is not None:  # pd-doctor's own environment: its NIXL is not the deployment's
+        nixl = None
+        _warn(
+            f"checked against pd-doctor's own vLLM {release_env} environment (--vllm); "
+            "the deployment's NIXL packages are not checked"
+        )
     ctx = rules.Context(servers=servers, model=minfo, vllm=vsrc, nixl=nixl, model_problem=mproblem)
     static = compute_exposure(ctx)
     probe_result = _probe(ctx, static, interp, progress) if probe else None
@@ -201,6 +210,28 @@ def check(
         model=minfo,
         elapsed_s=time.perf_counter() - t0,
         servers=servers,
+    )
+
+
+def _release_from_images(
+    vsrc: VllmSource, servers: tuple[Server, ...], warn: Callable[[str], None]
+) -> VllmSource:
+    """No vLLM to read: the release the container images name (tag), as a fact without code."""
+    from vllm_pd_doctor.checkconfig import image_release
+
+    named = image_release.vllm_versions(servers)
+    if len(named) != 1:
+        return vsrc
+    version, names = next(iter(named.items()))
+    warn(
+        f"vLLM {version} from the image tag of {', '.join(names)}; its code is not read "
+        f"(give --vllm {version}: pd-doctor then reads that release)"
+    )
+    return replace(
+        vsrc,
+        version=version,
+        error=f"vLLM {version} named by the image tag of {', '.join(names)}, its code not read "
+        f"(give --vllm {version}, or --python of the deployment's environment)",
     )
 
 
