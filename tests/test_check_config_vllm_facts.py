@@ -54,3 +54,13 @@ def test_kimi_k3_through_the_registry_of_0_28(python_buggy: str) -> None:
     sev = {f.id: f.severity for f in r.findings}
     assert sev.get("kv-transfer-config-key") is Severity.error
     assert sev.get("ssm-conv-state-layout") is Severity.error
+
+
+def test_frontend_flags_of_0_32_are_known(python_fixed: str) -> None:
+    """0.31+ define --host/--port/--api-key in entrypoints/launchers/cli_args.py: found by content."""
+    from vllm_pd_doctor.checkconfig.parse.flags import _read_source
+
+    table = _read_source(str(_vllm_dir(python_fixed)))
+    for flag in ("host", "port", "api-key", "kv-transfer-config", "enable-prefix-caching"):
+        assert table.known(flag), flag
+    assert not table.known("no-such-flag-at-all")
