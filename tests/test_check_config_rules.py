@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -101,6 +101,18 @@ def server(
     return Server(
         name=name or role, config=cfg, network=network, network_evidence=f"test {network}" if network else ""
     )
+
+
+@dataclass(frozen=True)
+class _Imaged(Server):
+    """A server with the container image its manifest names (the parser's `image` fact)."""
+
+    image: str | None = None
+
+
+def imaged(cmd: str, role: str, image: str) -> Server:
+    s = server(cmd, role, name=f"{role}-img")
+    return _Imaged(name=s.name, config=s.config, image=image)
 
 
 V_REGISTRY = VllmSource(
@@ -234,6 +246,10 @@ CASES = {
             model=HYBRID,
             vllm=V_CPU_OVERRIDE,
         ),
+    ),
+    "image-release-mismatch": (
+        ctx(None, None, vllm=V_FIXED, extra=(imaged(P0, "prefill", "vllm/vllm-openai:v0.25.0"),)),
+        ctx(None, None, vllm=V_FIXED, extra=(imaged(P0, "prefill", "vllm/vllm-openai:v0.32.0"),)),
     ),
     "no-kv-consumer": (ctx(P0, D0.replace("kv_consumer", "kv_producer")), ctx()),
     "kv-transfer-config-key": (
