@@ -12,6 +12,7 @@ import pytest
 from vllm_pd_doctor.checkconfig import parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
 from vllm_pd_doctor.checkconfig.model_info import load_model
+from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
 from vllm_pd_doctor.checkconfig.rules.device import launch_device
 from vllm_pd_doctor.checkconfig.types import (
     ModelInfo,
@@ -69,7 +70,7 @@ HYBRID = load_model(MODELS / "granite-hybrid")
 
 
 def server(cmd: str, role: str, **kw: object) -> Server:
-    launch = parse.launch_from_command(cmd, what=f"--{role}-cmd", role=role)
+    launch = launch_from_command(cmd, what=f"--{role}-cmd", role=role)
     return Server(name=role, config=parse.parse_launch(launch), **kw)  # type: ignore[arg-type]
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from vllm_pd_doctor.checkconfig import image_release, parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
+from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
 from vllm_pd_doctor.checkconfig.types import Server, VllmSource
 
 KTC_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
@@ -26,7 +27,7 @@ class _Imaged(Server):
 
 
 def server(cmd: str, role: str, image: str | None) -> Server:
-    launch = parse.launch_from_command(cmd, what=f"--{role}-cmd", role=role)
+    launch = launch_from_command(cmd, what=f"--{role}-cmd", role=role)
     return _Imaged(name=role, config=parse.parse_launch(launch), image=image)
 
 
