@@ -64,3 +64,19 @@ def test_frontend_flags_of_0_32_are_known(python_fixed: str) -> None:
     for flag in ("host", "port", "api-key", "kv-transfer-config", "enable-prefix-caching"):
         assert table.known(flag), flag
     assert not table.known("no-such-flag-at-all")
+
+
+def test_probe_and_verdict_agree_on_mamba_none(python_buggy: str) -> None:
+    """The issue's case: --enable-prefix-caching --mamba-cache-mode none on 0.28.0 is exposed, and
+    the probe (run with that mamba mode) reproduces it: never "not exposed" beside "reproduced"."""
+    ktc = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
+    tiny = Path(__file__).resolve().parents[1] / "repro" / "models" / "tiny-hybrid"
+    r = core.check(
+        prefill_cmd=f"VLLM_SSM_CONV_STATE_LAYOUT=DS vllm serve {tiny} --enable-prefix-caching "
+        f"--mamba-cache-mode none --kv-transfer-config '{ktc}'",
+        python=python_buggy,
+        probe=True,
+        import_nixl=False,
+    )
+    assert r.exposure.probe is not None and r.exposure.probe.reproduced is True, r.exposure.probe
+    assert r.exposure.verdict is Verdict.exposed
