@@ -115,8 +115,8 @@ def _download(hf_id: str, what: str) -> Path:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         raise ModelNotResolved(
             f"{what} {hf_id}: config.json could not be fetched from {url} ({first})",
-            hint=f"run where {url} is reachable (HF_ENDPOINT for a mirror), or set "
-            "HF_HUB_OFFLINE=1 to use the local Hugging Face cache only, or pass --model DIR",
+            hint=f"run where {url} is reachable (HF_ENDPOINT for a mirror), or `hf download {hf_id} "
+            "config.json` there and set HF_HUB_OFFLINE=1 to use the local cache only, or pass --model DIR",
         ) from None
     return Path(got)
 
