@@ -216,3 +216,14 @@ def test_external_connector_is_not_vllms_class() -> None:
     assert pre.verdict is Verdict.unknown
     assert any(r.kind is ReasonKind.external_connector for r in pre.why)
     assert "ssm-conv-state-layout" not in [f.id for f in rules.run_checks(c) if "prefill" in f.evidence]
+
+
+def test_probe_decides_per_connector() -> None:
+    """A probe that reproduced on nixl only does not make a side of another connector exposed."""
+    c = ctx(DS + P, DS + D)
+    mixed = ProbeResult(
+        ran=True, reproduced=True, detail="nixl: REPRODUCED", per_connector=(("nixl", False),)
+    )
+    assert exposure(c, mixed).verdict is not Verdict.exposed
+    only = ProbeResult(ran=True, reproduced=True, detail="nixl: REPRODUCED", per_connector=(("nixl", True),))
+    assert exposure(c, only).verdict is Verdict.exposed

@@ -299,8 +299,12 @@ def _probe(ctx: rules.Context, static: Exposure, python: str, progress: Callable
                 f"{r.connector}: {'REPRODUCED' if r.reproduced else 'not reproduced'}"
                 f" (truncated by {hook}{', assert at ' + where if where else ''})"
             )
+    ran = tuple((r.connector, bool(r.reproduced)) for r in report.results if r.error is None)
     return ProbeResult(
-        ran=report.any_ran, reproduced=report.reproduced if report.any_ran else None, detail="; ".join(parts)
+        ran=report.any_ran,
+        reproduced=report.reproduced if report.any_ran else None,
+        detail="; ".join(parts),
+        per_connector=ran,
     )
 
 

@@ -73,7 +73,8 @@ def probe_candidates(sides: tuple[SideExposure, ...] | list[SideExposure]) -> li
 def _with_probe(x: SideExposure, probe: ProbeResult) -> SideExposure:
     """The probe's observed result replaces the release reason read from the source (and, when it
     reproduced, an unknown model: the probe ran a hybrid model, the deployment's when known)."""
-    if probe.reproduced:
+    mine = dict(probe.per_connector).get(x.connector or "", probe.reproduced)
+    if mine:
         r = Reason(
             K.late_truncation, f"the in-process probe reproduced the crash on this vLLM ({probe.detail})"
         )

@@ -323,6 +323,8 @@ class ProbeResult:
     ran: bool
     reproduced: bool | None
     detail: str
+    per_connector: tuple[tuple[str, bool], ...] = ()
+    """(connector key, reproduced) for each connector the probe ran."""
 
 
 @dataclass(frozen=True)
