@@ -93,3 +93,21 @@ def test_check_config_vllm_option(python_buggy: str, cli: Any) -> None:
 def test_vllm_and_python_together_is_bad_input(cli: Any) -> None:
     r = cli("check-config", "--vllm", "0.28.0", "--python", "/usr/bin/python3", "--prefill-cmd", P)
     assert r.returncode == 2 and "--python and --vllm" in r.stderr
+
+
+def test_release_from_image_tag_without_python() -> None:
+    """No vLLM to read: the image tag names the release (a fact), the code is asked for."""
+    from vllm_pd_doctor.checkconfig import core
+
+    servers = (
+        server(P, "prefill", "vllm/vllm-openai:v0.25.0"),
+        server(D, "decode", "vllm/vllm-openai:v0.25.0"),
+    )
+    notes: list[str] = []
+    none = VllmSource(python="py", version=None, path=None, error="no vLLM installed in this interpreter")
+    got = core._release_from_images(none, servers, notes.append)
+    assert got.version == "0.25.0" and got.path is None
+    assert got.error is not None and "--vllm 0.25.0" in got.error
+    assert notes and "image tag" in notes[0]
+    c = replace(ctx("vllm/vllm-openai:v0.25.0", "vllm/vllm-openai:v0.25.0", got), vllm=got)
+    assert "vllm-advisory" in _ids(replace(c, exposure=exposure(c)))
