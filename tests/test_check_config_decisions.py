@@ -184,11 +184,13 @@ def test_cpu_platform_selecting_ds_is_no_error_on_cpu() -> None:
         ("VLLM_CPU_OMP_THREADS_BIND=0-3 ", "cpu"),
         ("ZE_AFFINITY_MASK=0 ", "xpu"),
         ("VLLM_TARGET_DEVICE=cpu ", "cpu"),
+        ("--device=xpu ", "xpu"),
         ("", None),
     ],
 )
 def test_launch_device_from_env(prefix: str, device: str | None) -> None:
-    assert launch_device(server(prefix + P, "prefill"))[0] == device
+    cmd = P + " " + prefix if prefix.startswith("--") else prefix + P
+    assert launch_device(server(cmd, "prefill"))[0] == device
 
 
 @pytest.mark.parametrize(

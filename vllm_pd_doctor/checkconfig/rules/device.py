@@ -46,10 +46,20 @@ _ENV_DEVICES = (
 )
 
 
+def _argv_value(argv: tuple[str, ...], flag: str) -> str | None:
+    """`--device cpu` / `--device=cpu` as given (releases without the flag list it as unknown)."""
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
 def launch_device(s: Server) -> tuple[str | None, str]:
     """(device, what it rests on): cpu, cuda, rocm, xpu, tpu, ... or None."""
     cfg = s.config
-    dev = cfg.values.get("device")
+    dev = cfg.values.get("device") or _argv_value(cfg.argv, "--device")
     if isinstance(dev, str) and dev and dev != "auto":
         return dev.lower(), f"--device {dev}"
     target = cfg.env.get("VLLM_TARGET_DEVICE")
