@@ -56,6 +56,14 @@ def test_kimi_k3_nested_text_config() -> None:
     assert m.architectures[0] == "KimiK3ForConditionalGeneration"
 
 
+def test_nemotron3_pattern_with_moe_layers(tmp_path: Path) -> None:
+    """Nemotron 3's `hybrid_override_pattern` also has E (MLP) and O (MoE) layers."""
+    (tmp_path / "config.json").write_text(
+        json.dumps({"architectures": ["NemotronHForCausalLM"], "hybrid_override_pattern": "MEMOM*EMO"})
+    )
+    assert load_model(tmp_path).hybrid is True
+
+
 def test_name_alone_decides_nothing(tmp_path: Path) -> None:
     """A hybrid-sounding name without state layers is not hybrid; a plain name with them is."""
     (tmp_path / "a").mkdir()

@@ -129,7 +129,7 @@ def state_layers(doc: dict[str, Any]) -> str | None:
         return found
     for key, v in doc.items():
         low = key.lower()
-        if isinstance(v, str) and "pattern" in low and re.fullmatch(r"[M*\-E]+", v) and "M" in v:
+        if isinstance(v, str) and "pattern" in low and re.fullmatch(r"[A-Z*\-|]+", v) and "M" in v:
             return f"{key} {v[:24]!r} has Mamba (M) layers"
         if isinstance(v, dict) and _STATE_SUBCONFIG.search(low):
             layers = [k for k, x in v.items() if isinstance(x, list) and x and "full" not in k.lower()]
