@@ -8,8 +8,6 @@ the local prefix-cache lookup (read from its source). Any condition that is know
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from vllm_pd_doctor import hotfix
 from vllm_pd_doctor.checkconfig.inspect_vllm import sites_for
 from vllm_pd_doctor.checkconfig.rules.context import (
@@ -85,7 +83,7 @@ def _with_probe(x: SideExposure, probe: ProbeResult) -> SideExposure:
         )
         drop = _RELEASE
     why = [w for w in x.why if w.kind not in drop] + [r]
-    return replace(x, why=tuple(why), verdict=_verdict(why))
+    return SideExposure(x.role, x.connector, _verdict(why), tuple(why), x.evidence, server=x.server)
 
 
 def exposure(ctx: Context, probe: ProbeResult | None = None) -> Exposure:

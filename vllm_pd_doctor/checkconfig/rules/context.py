@@ -117,9 +117,8 @@ def connector_key(name: str) -> str | None:
 
 
 def uses_nixl(s: ServeConfig | Server) -> bool:
-    """vLLM's own NIXL connector runs here (an external class of the same name does not count)."""
     cfg = s.config if isinstance(s, Server) else s
-    return any(e.name.startswith("Nixl") and not e.external for e in connector_entries(cfg))
+    return any(n.startswith("Nixl") for n in connector_names(cfg))
 
 
 def extra_truthy(v: Any) -> bool:
