@@ -228,3 +228,28 @@ def test_probe_decides_per_connector() -> None:
     assert exposure(c, mixed).verdict is not Verdict.exposed
     only = ProbeResult(ran=True, reproduced=True, detail="nixl: REPRODUCED", per_connector=(("nixl", True),))
     assert exposure(c, only).verdict is Verdict.exposed
+
+
+# vLLM #53706 (https://github.com/vllm-project/vllm/issues/53706), its stated setup: Dynamo + vLLM
+# 0.28.0rc2 1P1D, NixlConnector pull mode (kv_producer / kv_consumer), KimiK3ForConditionalGeneration,
+# TP=4 per worker, prefix caching on, block_size 64, max_model_len 8192, max_num_batched_tokens 8192.
+# (The issue omits the exact commands; these carry exactly those settings.)
+K3_FLAGS = (
+    "--tensor-parallel-size 4 --enable-prefix-caching --block-size 64 --max-model-len 8192 "
+    "--max-num-batched-tokens 8192"
+)
+K3_P = f"vllm serve K3 {K3_FLAGS} --kv-transfer-config '{KTC_P}'"
+K3_D = f"vllm serve K3 {K3_FLAGS} --kv-transfer-config '{KTC_D}'"
+
+
+def test_issue_53706_setup() -> None:
+    """Exposed on 0.28.0 (read from its source); the hybrid model's other needs are named too."""
+    k3 = load_model(MODELS / "kimi-k3")
+    c = ctx(K3_P, K3_D, model=k3)
+    assert c.exposure is not None and c.exposure.verdict is Verdict.exposed
+    found = {f.id: f.severity for f in rules.run_checks(c)}
+    assert found["n1-truncation"] is Severity.error
+    assert found["ssm-conv-state-layout"] is Severity.error  # 0.28.0's NIXL worker asserts DS
+    assert "hybrid-async-scheduling" in found  # TP 4 without --no-async-scheduling
+    unread = ctx(K3_P, K3_D, model=k3, vllm=None)
+    assert unread.exposure is not None and unread.exposure.verdict is Verdict.unknown
