@@ -219,6 +219,9 @@ def test_marker_is_in_every_child_and_found_by_scan() -> None:
     try:
         tag = procs._R.tags[proc.pid]
         assert tag.startswith(procs.run_id() + ".")
+        deadline = time.monotonic() + 10  # /proc shows the marker once the child has exec'd
+        while not reaper.marked(tag, exact=True) and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert reaper.marked(tag, exact=True) == [proc.pid]
         assert proc.pid in reaper.marked(procs.run_id())
     finally:
