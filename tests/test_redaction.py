@@ -14,6 +14,7 @@ import base64
 import json
 import os
 import random
+import re
 import socket
 import string
 import subprocess
@@ -393,7 +394,7 @@ def test_ordinary_vllm_log_lines_are_not_redacted_but_planted_secrets_are() -> N
     }
     for line, value in planted.items():
         out = red.text(f"INFO 11-30 22:31:00 [x.py:1] {line}")
-        assert value not in out and "<redacted:" in out, out
+        assert value not in out and re.search(r"<[a-z_]+-\d+>", out), out
 
 
 def test_secret_names() -> None:
@@ -429,7 +430,7 @@ def test_redact_extra_is_validated() -> None:
         with pytest.raises(BadInput):
             compile_extra([bad])
     red = Redactor(RedactionContext(extra=(r"ticket-(\d+)",)))
-    assert red.text("see ticket-4711 now") == "see ticket-<redacted:extra> now"
+    assert red.text("see ticket-4711 now") == "see ticket-<extra-1> now"
 
 
 def test_large_log_is_redacted_quickly() -> None:
