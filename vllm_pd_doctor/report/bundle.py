@@ -343,7 +343,7 @@ def build(
     if inputs.private:
         _private_files(inputs, g, red, files)
     files.update(standalone.files(inputs.model, run.options if run else None, version, pub))
-    title = pub.text(docs.title(version, run.report if run else None, check, sigs))
+    title = docs.title(version, run.report if run else None, check_sec.value if check else None, sigs)
     fired = docs.fired(run.report if run else None) or bool(check and check.has_error)
     collectors = tuple(
         render.CollectorDoc(

@@ -34,7 +34,9 @@ _ARG_FILES = {
     "engine/arg_utils.py": ("EngineArgs", "AsyncEngineArgs"),
     "entrypoints/openai/cli_args.py": ("BaseFrontendArgs", "FrontendArgs"),
 }
-_UNSAFE_TYPES = re.compile(r"\b(?:str|Path|dict|list|set|tuple|Any|object|type|bytes|Callable)\b|Config\b")
+_UNSAFE_TYPES = re.compile(
+    r"\b(?:str|Path|dict|list|set|tuple|Any|object|type|bytes|Callable)\b|Config\b|Overrides\b|Path\b"
+)
 _SAFE_TYPES = re.compile(r"\b(?:int|float|bool|Literal)\b|^[A-Z][A-Za-z0-9_]*$")
 _PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.+\-]{1,40}")
 FALLBACK_SAFE = frozenset(k for k, v in _flags.FLAGS.items() if v in (_flags.INT, _flags.BOOL)) | frozenset(
@@ -70,6 +72,8 @@ def _annotation_safe(ann: str) -> bool:
     enum): safe. `str | None`, `list[str]`, `dict[str, Any]`, `KVTransferConfig`: not."""
     parts = [p.strip() for p in ann.replace("Optional[", "").rstrip("]").split("|")]
     parts = [p for p in parts if p and p != "None"]
+    if "str" in parts and any(re.fullmatch(r"[A-Z][A-Za-z0-9_]*", p) for p in parts):
+        parts.remove("str")  # `QuantizationMethods | str`: vLLM's names, or a plugin's
     if not parts or any(_UNSAFE_TYPES.search(p) and not p.startswith("Literal") for p in parts):
         return False
     return all(_SAFE_TYPES.search(p) for p in parts)
@@ -91,8 +95,12 @@ def safe_flags(vllm_dir: str | None) -> frozenset[str]:
             if not (isinstance(node, ast.ClassDef) and node.name in classes):
                 continue
             for st in node.body:
-                if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
-                    if _annotation_safe(ast.unparse(st.annotation)):
+                if (
+                    isinstance(st, ast.AnnAssign)
+                    and isinstance(st.target, ast.Name)
+                    and _annotation_safe(ast.unparse(st.annotation))
+                ):
+                    if not st.target.id.startswith("_"):
                         out.add(st.target.id.replace("_", "-"))
     return frozenset(out) if out else FALLBACK_SAFE
 

@@ -48,8 +48,9 @@ class Placeholders:
 
 
 # a "word": a run without spaces, quotes, brackets and the separators of key=value, a: b, a,b
-_WORD = re.compile(r"[^\s\"'`()\[\]{}<>,;=|:!?*&$#^]+")
-_URL = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]{0,15})://([^\s\"'`<>()\[\]{},|\\]*)")
+_PH = r"<[a-z_]+-\d+>"
+_WORD = re.compile(rf"(?:{_PH}|[^\s\"'`()\[\]{{}}<>,;=|:!?*&$#^])+")
+_URL = re.compile(rf"\b([A-Za-z][A-Za-z0-9+.\-]{{0,15}})://((?:{_PH}|[^\s\"'`<>()\[\]{{}},|\\])*)")
 _NUMBER = re.compile(r"[+\-]?(?:\d+(?:\.\d+){0,2}(?:[eE][+\-]?\d+)?[A-Za-z%]{0,3}|0x[0-9A-Fa-f]{1,16}|\.\d+)")
 _VERSION = re.compile(
     r"v?\d+(?:\.\d+){1,3}(?:(?:a|b|rc|post|dev)\d*)?(?:\.(?:post|dev)\d+)?(?:\+[A-Za-z0-9.]{1,24})?"
@@ -135,7 +136,8 @@ class SafeText:
         hostname, colon, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "")
         if "@" in hostname:
             hostname = hostname.rpartition("@")[2]
-            at = self.ph.get("secret", host.rpartition("@")[0]) + "@"
+            info = host.rpartition("@")[0]
+            at = (info if PLACEHOLDER_RX.fullmatch(info) else self.ph.get("secret", info)) + "@"
         else:
             at = ""
         if hostname.lower() in PUBLIC_HOSTS:
@@ -171,6 +173,11 @@ class SafeText:
     def _classify(self, w: str) -> str:
         if PLACEHOLDER_RX.fullmatch(w) or w in ("~", "-", "--", "...", "->", "=>", "/", "\\", "%"):
             return w
+        if "<" in w:  # decode-<host-1>.log, /gpfs/home/<user-2>/env/...: judged around the placeholders
+            plain = PLACEHOLDER_RX.sub("x", w)
+            if "/" not in plain and "\\" not in plain:
+                return w if self._classify(plain) == plain else self.ph.get("value", w)
+            return self._path(w)
         if valid_ipv4_loose(w):
             return w if w in ("127.0.0.1", "0.0.0.0") else self.ph.get("ip", w)
         if _NUMBER.fullmatch(w) or _VERSION.fullmatch(w):

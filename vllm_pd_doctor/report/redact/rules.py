@@ -259,6 +259,8 @@ _TOOL_FLAGS: tuple[re.Pattern[str], ...] = tuple(
         r"\bgh\s+auth\s+login\b[^\n]*?--with-token[=\s]+(?!-)(\S+)",
         r"\bkubectl\b[^\n|;&]*?\s--(?:token|password)[=\s]+(?!-)(\S+)",
         r"(?i)\bIDENTIFIED\s+BY\s+'([^']+)'",
+        r"/api/webhooks/\d+/([A-Za-z0-9_\-]{16,})",
+        r"(?i)\b(?:password|passwd|passphrase|secret|token|api[ _\-]?key)\s+(?:is|was|of|=)\s+[\"'`]?([^\s\"'`]{4,})",
     )
 )
 
@@ -282,6 +284,8 @@ _TOOL_NEEDLES = (
     "with-token",
     "kubectl",
     "identified",
+    "webhooks",
+    " ",
 )
 
 
@@ -297,7 +301,7 @@ def structured(text: str) -> Iterator[Span]:
     for m in _HEX_KEY.finditer(text):
         yield Span(m.start(), m.end(), "hex_key")
     low = text.lower()
-    for needle, rx in zip(_TOOL_NEEDLES, _TOOL_FLAGS):
+    for needle, rx in zip(_TOOL_NEEDLES, _TOOL_FLAGS, strict=True):
         if needle not in low:
             continue
         for m in rx.finditer(text):
