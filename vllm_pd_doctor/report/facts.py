@@ -114,7 +114,7 @@ class Public:
     safe_flag_names: frozenset[str] = FALLBACK_SAFE
 
     def __post_init__(self) -> None:
-        self.safe = SafeText(self.red.ph)
+        self.safe = SafeText(self.red.ph, keep_hosts=not self.red.ctx.redact_hosts)
 
     def text(self, s: str) -> str:
         return self.safe.text(self.red.text(s)) if s else s
@@ -160,6 +160,8 @@ class Public:
         if is_secret_name(name):
             return self.placeholder("secret", value)
         kind = "host" if "host" in name or "address" in name else ("model" if name == "model" else "value")
+        if kind == "host" and self.safe.keep_hosts:
+            return self.text(value)
         return self.placeholder(kind, value)
 
     def argv(self, argv: tuple[str, ...] | list[str], model: str | None = None) -> list[str]:

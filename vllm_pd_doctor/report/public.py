@@ -56,7 +56,6 @@ _VERSION = re.compile(
     r"v?\d+(?:\.\d+){1,3}(?:(?:a|b|rc|post|dev)\d*)?(?:\.(?:post|dev)\d+)?(?:\+[A-Za-z0-9.]{1,24})?"
 )
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_FLAG = re.compile(r"--?[A-Za-z][A-Za-z0-9\-_.]*")
 _PARTS = re.compile(r"[A-Za-z0-9_]+(?:[\-.][A-Za-z0-9_]+)*")
 _SAFE_ROOTS = (
     "/usr/lib/",
@@ -120,6 +119,8 @@ class SafeText:
     """Keeps the words of known-safe kinds, replaces every other with a stable placeholder."""
 
     ph: Placeholders = field(default_factory=Placeholders)
+    keep_hosts: bool = False
+    """--no-redact-hosts: host names and addresses are kept as written."""
 
     def text(self, s: str) -> str:
         out: list[str] = []
@@ -140,7 +141,7 @@ class SafeText:
             at = (info if PLACEHOLDER_RX.fullmatch(info) else self.ph.get("secret", info)) + "@"
         else:
             at = ""
-        if hostname.lower() in PUBLIC_HOSTS:
+        if hostname.lower() in PUBLIC_HOSTS or (self.keep_hosts and hostname):
             return f"{scheme}://{at}{host}{slash}{self._path_tail(path) if at else path}"
         if PLACEHOLDER_RX.fullmatch(hostname) or hostname in ("localhost", "127.0.0.1", "0.0.0.0"):
             shown = hostname
@@ -179,12 +180,11 @@ class SafeText:
                 return w if self._classify(plain) == plain else self.ph.get("value", w)
             return self._path(w)
         if valid_ipv4_loose(w):
-            return w if w in ("127.0.0.1", "0.0.0.0") else self.ph.get("ip", w)
+            return w if w in ("127.0.0.1", "0.0.0.0") or self.keep_hosts else self.ph.get("ip", w)
         if _NUMBER.fullmatch(w) or _VERSION.fullmatch(w):
-            return w
-        if ident_ok(w) or (
-            _FLAG.fullmatch(w) and (ident_ok(w.lstrip("-").replace("-", "_").replace(".", "_")))
-        ):
+            # an account number, a phone number, a card: 11+ digits in a row are an id
+            return self.ph.get("id", w) if re.search(r"\d{11}", w) else w
+        if ident_ok(w) or self._flag_ok(w):
             return w
         if "/" in w or "\\" in w:
             return self._path(w)
@@ -198,10 +198,20 @@ class SafeText:
                 if kind in ("file", "code"):
                     return w
                 if kind == "host":
-                    return self.ph.get("host", w)
+                    return w if self.keep_hosts else self.ph.get("host", w)
             elif _hyphenated_ok(w):
                 return w
         return self.ph.get("value", w)
+
+    @staticmethod
+    def _flag_ok(w: str) -> bool:
+        """`--enable-prefix-caching`, `--kv-transfer-config.kv_role`, `-tp`, `-O3`; not a value
+        glued to a short flag (`-pS3cretPw`)."""
+        if w.startswith("--"):
+            return bool(re.fullmatch(r"--[a-z0-9][a-z0-9\-_.]*", w)) and all(
+                ident_ok(p) for p in re.split(r"[\-_.]", w[2:]) if p and not p.isdigit()
+            )
+        return bool(re.fullmatch(r"-[A-Za-z][A-Za-z0-9]{0,3}", w))
 
     def _path(self, w: str) -> str:
         """Paths: inside a Python installation kept from the package on, system paths kept, a
