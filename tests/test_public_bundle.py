@@ -295,7 +295,8 @@ openssl enc -d -aes-256-cbc -pass pass:{S["openssl_pass"]} -in k.enc
 ldapsearch -x -D cn=admin -w {S["ldap_pw"]} -H ldap://{ID["fqdn"]}
 htpasswd -b -c /etc/nginx/.htpasswd admin {S["htpasswd_pw"]}
 huggingface-cli login --token {S["hf_cli_login"]}
-kubectl --token={S["kubectl_token_flag"]} --context arn:aws:eks:us-east-1:{ID["aws_account"]}:cluster/{ID["cluster"]} get pods -n {ID["namespace"]}
+kubectl --token={S["kubectl_token_flag"]} \\
+  --context arn:aws:eks:us-east-1:{ID["aws_account"]}:cluster/{ID["cluster"]} get pods -n {ID["namespace"]}
 git clone https://oauth2:{S["git_oauth_url"]}@gitlab.acmeplant.internal/ml/pd.git
 aws s3 cp s3://{ID["s3_bucket"]}/models/ /gpfs/home/{ID["gpfs_user"]}/models --recursive
 gsutil cp gs://{ID["gcs_bucket"]}/cfg.json /mnt/home/{ID["mnt_user"]}/
@@ -364,7 +365,8 @@ def environ() -> dict[str, str]:
 def prefill_log() -> str:
     pre = "(EngineCore_DP0 pid=4242) "
     lines = [
-        f"[pod/{ID['pod']}/vllm-prefill] INFO 11-30 22:30:59 [api_server.py:1] vLLM API server version 0.28.0",
+        f"[pod/{ID['pod']}/vllm-prefill] INFO 11-30 22:30:59 [api_server.py:1] vLLM API server "
+        "version 0.28.0",
         f"INFO 11-30 22:31:00 [utils.py:253] non-default args: {{'model': '/models/{ID['model_path']}', "
         f"'api_key': ['{S['vllm_nondefault_list']}'], 'block_size': 16, 'enable_prefix_caching': True}}",
         f"{pre}INFO 11-30 22:31:00 [core.py:95] Initializing a V1 LLM engine (v0.28.0) with config: "
@@ -389,7 +391,8 @@ def prefill_log() -> str:
         f"INFO 11-30 22:31:06 [ray.py:1] ray://{ID['ray_head']}:10001 connected; "
         f"postgres://metrics:{S['pg_url_pw']}@db.acmeplant.internal/m redis://:{S['redis_url_pw']}@r:6379",
         f'INFO 11-30 22:31:06 [cfg.py:1] {{"client_secret": "{S["client_secret_json"]}", '
-        f'"api_keys": ["{S["api_keys_json_list"]}"], "auths": {{"r": {{"auth": "{S["docker_auth_b64"]}"}}}}}}',
+        f'"api_keys": ["{S["api_keys_json_list"]}"], '
+        f'"auths": {{"r": {{"auth": "{S["docker_auth_b64"]}"}}}}}}',
         f"INFO 11-30 22:31:06 [k.py:1] token: {S['kube_token']} jwt {S['jwt']} ya29 {S['gcp_oauth']}",
         f"INFO 11-30 22:31:06 [n.py:1] https://discord.com/api/webhooks/123/{S['discord_webhook']} "
         f"https://hooks.slack.com/services/T000/B000/{S['slack_webhook']} bot{S['telegram']}",

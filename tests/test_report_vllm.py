@@ -291,7 +291,7 @@ def test_config_yaml_through_the_command_on_0_28_0(python_buggy, cli, tmp_path):
 def test_report_json_sections_have_the_commands_own_shape(python_buggy, repro_json, buggy_bundle):
     """report.json's repro is `repro --format json` (public form): the same keys, all of them."""
     _, out, _ = buggy_bundle
-    rc, own, _ = repro_json(python_buggy)
+    _rc, own, _ = repro_json(python_buggy)
     doc = json.loads((out / "report.json").read_text())
     assert set(doc["repro"]["value"]) == set(own)
     assert set(doc["repro"]["value"]["assertion"]) == set(own["assertion"])

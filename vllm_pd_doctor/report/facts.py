@@ -98,10 +98,10 @@ def safe_flags(vllm_dir: str | None) -> frozenset[str]:
                 if (
                     isinstance(st, ast.AnnAssign)
                     and isinstance(st.target, ast.Name)
+                    and not st.target.id.startswith("_")
                     and _annotation_safe(ast.unparse(st.annotation))
                 ):
-                    if not st.target.id.startswith("_"):
-                        out.add(st.target.id.replace("_", "-"))
+                    out.add(st.target.id.replace("_", "-"))
     return frozenset(out) if out else FALLBACK_SAFE
 
 
@@ -211,13 +211,14 @@ class Public:
         for a in self.argv(s.argv, s.model):
             if len(a) > 1 and a.startswith("-") and not a[1].isdigit():
                 lines.append([])
-            lines[-1].append(a if a.startswith("<") or "<" in a else shlex.quote(a))
+            lines[-1].append(a if "<" in a and not a.startswith("{") else shlex.quote(a))
         return " \\\n  ".join(" ".join(x) for x in lines if x)
 
     def serve_config(self, s: ServeConfig) -> ServeConfig:
         model = self.placeholder("model", s.model) if s.model else None
+        base: ServeConfig = redact_typed(s, self.text)
         return dataclasses.replace(
-            redact_typed(s, self.text),
+            base,
             model=model,
             host=self.red.ph.get("host", s.host)
             if s.host and s.host not in ("0.0.0.0", "localhost")

@@ -260,7 +260,8 @@ _TOOL_FLAGS: tuple[re.Pattern[str], ...] = tuple(
         r"\bkubectl\b[^\n|;&]*?\s--(?:token|password)[=\s]+(?!-)(\S+)",
         r"(?i)\bIDENTIFIED\s+BY\s+'([^']+)'",
         r"/api/webhooks/\d+/([A-Za-z0-9_\-]{16,})",
-        r"(?i)\b(?:password|passwd|passphrase|secret|token|api[ _\-]?key)\s+(?:is|was|of|=)\s+[\"'`]?([^\s\"'`]{4,})",
+        r"(?i)\b(?:password|passwd|passphrase|secret|token|api[ _\-]?key)\s+(?:is|was|of|=)\s+"
+        r"[\"'`]?([^\s\"'`]{4,})",
     )
 )
 
