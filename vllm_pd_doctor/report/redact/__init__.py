@@ -259,6 +259,14 @@ class Redactor:
         (unless it is an ordinary value such as true or 8000), else as free text."""
         if value and is_secret_name(name) and not is_ordinary(value):
             return self._note("secret", value)
+        kind = _named_kind(name) if self.ctx.redact_hosts else None
+        if kind is not None and value and not is_ordinary(value) and not _PLACEHOLDER_RX.fullmatch(value):
+            if kind == "host" and (value.lower() in _hosts.LOOPBACK_NAMES or value in ("0.0.0.0", "::")):
+                return value
+            if kind == "host" and (_hosts.valid_ipv4_loose(value) or _hosts.valid_ipv6(value)):
+                kind = "ip"
+            if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,253}", value):
+                return self._note(kind, value)
         return self.text(value)
 
     env_value = value
@@ -337,6 +345,26 @@ class Redactor:
             pos = m.end()
         out.append(s[pos:])
         return "".join(out)
+
+
+_NAMED_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(?i)(?:end_?)?user(?:_?(?:id|name))?|username|customer_?id|login|owner"), "user"),
+    (re.compile(r"(?i)(?:kube_?)?namespace|ns"), "namespace"),
+    (re.compile(r"(?i)cluster(?:_?name)?|kube_?context|context"), "cluster"),
+    (re.compile(r"(?i)pod(?:_?name)?"), "pod"),
+    (
+        re.compile(r"(?i)node_?name|host(?:_?name)?|[a-z_]*_(?:host|addr|address)|master_?addr(?:ess)?"),
+        "host",
+    ),
+)
+
+
+def _named_kind(name: str | None) -> str | None:
+    """The kind of identifier a key names (`"user": ...`, `namespace: ...`, `nodeName: ...`)."""
+    if not name:
+        return None
+    n = name.strip().strip("\"'").lstrip("-").replace("-", "_")
+    return next((kind for rx, kind in _NAMED_KINDS if rx.fullmatch(n)), None)
 
 
 def _inside_placeholder(s: str, start: int, end: int) -> bool:
