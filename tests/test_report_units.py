@@ -340,3 +340,28 @@ def test_bad_input(cli, args, needle):
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert needle in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stdout == ""
+
+
+def test_private_bundle_is_named_so_and_lists_what_it_copies(cli, tmp_path):
+    out = tmp_path / "b.zip"
+    proc = cli(
+        "report",
+        "--python",
+        sys.executable,
+        "--no-repro",
+        "--private",
+        "-o",
+        str(out),
+        "--config",
+        str(FIXTURES / "pd_hybrid_nixl.yaml"),
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    written = tmp_path / "b-PRIVATE.zip"
+    assert proc.stdout.strip() == str(written) and written.exists() and not out.exists()
+    assert "PRIVATE bundle, not for posting" in proc.stderr and "raw/config.yaml" in proc.stderr
+    with zipfile.ZipFile(written) as z:
+        assert "raw/config.yaml" in z.namelist()
+        assert json.loads(z.read("report.json"))["bundle"] == "private"
+        raw = z.read("raw/config.yaml").decode()
+    assert "PlantedApiKey42" not in raw and "gpu-node-17" not in raw  # the second line still holds
+    assert "--enforce-eager" in raw  # otherwise verbatim

@@ -19,6 +19,10 @@ from vllm_pd_doctor.report.collect import Collected, ReproRun
 from vllm_pd_doctor.report.facts import Public
 from vllm_pd_doctor.report.redact import RedactionContext, Redactor, hosts_in, is_secret_name, secret_values
 
+HOST_SCAN = 1_000_000
+"""Characters at each end of a log searched for host names given by context (start-up lines
+name the hosts; the crash is at the end)."""
+
 LOG_CAP = 2_000_000
 """Characters of each log kept in raw/logs/ (the cut is marked)."""
 
@@ -161,7 +165,10 @@ def _known_hosts(inputs: ReportInputs, g: Gathered) -> tuple[str, ...]:
             texts.append(f"--host {srv.network.partition(':')[2]}")
     if g.config_text is not None and g.config_text.ok:
         texts.append(g.config_text.value[0])
-    texts += [got.value[0] for _, got in g.logs if got.ok]  # a host named once in a log, everywhere
+    for _, got in g.logs:  # a host named in a log's start-up or crash, redacted everywhere
+        if got.ok:
+            log = got.value[0]
+            texts += [log] if len(log) <= 2 * HOST_SCAN else [log[:HOST_SCAN], log[-HOST_SCAN:]]
     texts += [
         f"{k}={v}"
         for k, v in inputs.environ.items()

@@ -252,9 +252,10 @@ def host_variants(hosts: Iterable[str]) -> set[str]:
 def hosts_in(text: str) -> set[str]:
     """Host names (not addresses) named in a command line, config or environment text."""
     found: set[str] = set()
-    for rx in (_URL_HOST, _HOST_FLAG, _SSH, _SSH_CMD, _NETRC, _HOST_PORT):
-        for m in rx.finditer(text):
-            found.add(m.group(1))
+    low = text.lower()
+    for needles, rx in _GATED:
+        if any(n in low for n in needles):
+            found.update(m.group(1) for m in rx.finditer(text))
     for span in fqdns(text):
         found.add(text[span.start : span.end])
     for span in contexts(text):
@@ -297,13 +298,23 @@ def _host_flags(text: str) -> Iterator[re.Match[str]]:
             yield t
 
 
-_CONTEXTS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("host", _SSH),
-    ("host", _SSH_CMD),
-    ("host", _NETRC),
-    ("host", _HOST_PORT),
+_GATED: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
+    (("://",), _URL_HOST),
+    (("@",), _SSH),
+    (("ssh", "scp", "rsync", "mosh", "sftp"), _SSH_CMD),
+    (("machine",), _NETRC),
+    ((":",), _HOST_PORT),
+)
+"""Patterns that find a host by its context, each run only when its needle is in the text."""
+
+_CONTEXTS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    ("host", ("@",), _SSH),
+    ("host", ("ssh", "scp", "rsync", "mosh", "sftp"), _SSH_CMD),
+    ("host", ("machine",), _NETRC),
+    ("host", (":",), _HOST_PORT),
     (
         "namespace",
+        ("namespace", "-n ", "ns=", "ns/"),
         re.compile(
             r"(?i)(?:\bnamespace[\"']?\s*[:=]\s*[\"']?|(?:\s-n|--namespace)[=\s]+|\bnamespaces/|\bns[=/])"
             r"([a-z0-9][a-z0-9\-]*)"
@@ -311,6 +322,7 @@ _CONTEXTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "cluster",
+        ("cluster", "context"),
         re.compile(
             r"(?i)(?:\bcluster(?:[_\-]?name)?[\"']?\s*[:=]\s*[\"']?|--cluster(?:-name)?[=\s]+"
             r"|\b(?:kube)?context[\"']?\s*[:=]\s*[\"']?|clusters/)([A-Za-z0-9][A-Za-z0-9_.:/@\-]*)"
@@ -318,14 +330,20 @@ _CONTEXTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "pod",
+        ("pod",),
         re.compile(
             r"(?i)(?:\bpod(?:[_\-]?name)?[\"']?\s*[:=]\s*[\"']?|\bpods?/|\bpod\s+[\"']?|--pod[=\s]+)"
             r"([a-z0-9][a-z0-9.\-]*[a-z0-9])"
         ),
     ),
-    ("pod", re.compile(r"(?<![a-z0-9\-])([a-z][a-z0-9\-]{3,60}-[a-z0-9]{8,10}-[a-z0-9]{5})(?![a-z0-9\-])")),
+    (
+        "pod",
+        ("-",),
+        re.compile(r"(?<![a-z0-9\-])([a-z][a-z0-9\-]{3,60}-[a-z0-9]{8,10}-[a-z0-9]{5})(?![a-z0-9\-])"),
+    ),
     (
         "user",
+        ("user", "login", "-l "),
         re.compile(
             r"(?i)(?:[\"'](?:user|user_id|userid|username|end_user|customer_id)[\"']\s*:\s*[\"']"
             r"|\bx-(?:user|end-user)(?:-id)?\s*:\s*|\b(?:user|username|user_id|login)\s*[=:]\s*[\"']?"
@@ -339,20 +357,11 @@ namespace, cluster, pod or user name after the word that names it."""
 _NOT_NAMES = STOP_WORDS | frozenset({"default", "kube-system", "true", "false", "none", "null"})
 
 
-_NEEDLES = {
-    "namespace": ("namespace", "-n ", "ns=", "ns/"),
-    "cluster": ("cluster", "context"),
-    "pod": ("pod",),
-    "user": ("user", "login", "-l "),
-}
-
-
 def contexts(text: str) -> Iterator[Span]:
     low = text.lower()
     found: list[tuple[str, re.Match[str]]] = [("host", m) for m in _host_flags(text)]
-    for kind, rx in _CONTEXTS:
-        needles = _NEEDLES.get(kind)
-        if needles is not None and rx.pattern[:1] != "\\" and not any(n in low for n in needles):
+    for kind, needles, rx in _CONTEXTS:
+        if not any(n in low for n in needles):
             continue
         found.extend((kind, m) for m in rx.finditer(text))
     for kind, m in found:
