@@ -23,6 +23,8 @@ HOST_SCAN = 1_000_000
 """Characters at each end of a log searched for host names given by context (start-up lines
 name the hosts; the crash is at the end)."""
 
+TRIAGE_PENDING = "not run (pd-doctor triage reads the logs: issue 16)"
+
 LOG_CAP = 2_000_000
 """Characters of each log kept in raw/logs/ (the cut is marked)."""
 
@@ -62,6 +64,8 @@ class Gathered:
     logs: tuple[tuple[Path, Collected], ...]
     config_text: Collected | None
     """value: (text, size) of the --config file, attached as raw/config."""
+    triage: Collected = field(default_factory=lambda: Collected.fail(TRIAGE_PENDING))
+    """value: `pd-doctor triage`'s typed result over the logs (issue 16 fills it in `gather`)."""
 
     @property
     def check(self) -> CheckReport | None:
@@ -370,7 +374,9 @@ def build(
         title=title,
         pd_doctor_version=__version__,
         created=created or time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        triage=render.Section(ok=False, why="not run (pd-doctor triage reads the logs: issue 16)"),
+        triage=render.Section(ok=True, value=pub.typed(g.triage.value))
+        if g.triage.ok
+        else render.Section(ok=False, why=pub.text(g.triage.why or "?")),
         commands=commands,
         config_file=config_name,
         repro=repro_sec,

@@ -192,6 +192,8 @@ class SafeText:
             return self.ph.get("email" if "." in w.rpartition("@")[2] else "value", w)
         if re.fullmatch(r"[0-9a-fA-F\-]{8,}", w) and _digit_runs(w) > 0:
             return self.ph.get("id", w)  # hashes, request ids: followable, never shown
+        if self._versioned(w):
+            return w  # Linux-6.8.0-x86_64-with-glibc2.35, cuda-12.4, nixl-cu12
         if _PARTS.fullmatch(w):
             if "." in w:
                 kind = _dotted_kind(w)
@@ -202,6 +204,21 @@ class SafeText:
             elif _hyphenated_ok(w):
                 return w
         return self.ph.get("value", w)
+
+    @staticmethod
+    def _versioned(w: str) -> bool:
+        """A hyphenated name whose parts are words and dotted versions (a platform string)."""
+        parts = w.split("-")
+        return (
+            not re.search(r"\d+\.\d+\.\d+\.\d+", w)
+            and 2 <= len(parts) <= 8
+            and any("." in p for p in parts)
+            and all(
+                ident_ok(p) or _VERSION.fullmatch(p) or re.fullmatch(r"[A-Za-z]+\d*(?:\.\d+)+", p)
+                for p in parts
+            )
+            and sum(1 for p in parts if p.isdigit()) <= 1
+        )
 
     @staticmethod
     def _flag_ok(w: str) -> bool:

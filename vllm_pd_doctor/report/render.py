@@ -80,7 +80,8 @@ class ReportDoc:
     pd_doctor_version: str
     created: str
     triage: Section
-    """The triage verdict (pd-doctor triage over the logs), first in both files."""
+    """value: `pd-doctor triage`'s typed result over the logs (public form), first in both files;
+    rendered by its formatters like repro and check-config."""
     interpreter: Section
     """value: {"python", "vllm_version"}."""
     collect_env: Section
@@ -133,8 +134,8 @@ def _demote(md: str, levels: int = 3) -> str:
 def _triage_md(doc: ReportDoc) -> list[str]:
     p = ["### Verdict\n\n"]
     t = doc.triage
-    if t.ok and t.value:
-        p.append(str(t.value).rstrip() + "\n\n")
+    if t.ok and t.value is not None:  # triage's typed result, through its own formatter
+        p.append(_demote(emit(t.value, OutputFormat.markdown)).rstrip() + "\n\n")
     else:
         p.append(f"Triage of the logs: {t.why or 'not run'}.\n\n")
     return p
@@ -292,7 +293,7 @@ def to_obj(doc: ReportDoc) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "kind": "pd-doctor-report",
         "bundle": "private" if doc.private else "public",
-        "triage": _section_obj(doc.triage),
+        "triage": result_obj(doc.triage),
         "title": doc.title,
         "pd_doctor_version": doc.pd_doctor_version,
         "created": doc.created,
