@@ -28,6 +28,7 @@ from typing import Any
 from vllm_pd_doctor.errors import BadInput
 from vllm_pd_doctor.report.redact import hosts as _hosts
 from vllm_pd_doctor.report.redact import rules as _rules
+from vllm_pd_doctor.report.redact import structured as _structured
 from vllm_pd_doctor.report.redact.hosts import hosts_in, machine_hosts
 from vllm_pd_doctor.report.redact.rules import Span, is_ordinary, is_secret_name
 
@@ -185,7 +186,7 @@ class Redactor:
                 yield Span(m.start(), m.end(), "secret")
         yield from _rules.own_tokens(s)
         yield from _rules.detect_secrets_spans(s)
-        yield from _rules.structured(s)
+        yield from _structured.structured(s)
         yield from _rules.assignments(s)
         yield from _rules.high_entropy(s)
         yield from _hosts.homes(s, self.ctx.home)
