@@ -319,44 +319,15 @@ def _private_files(inputs: ReportInputs, g: Gathered, red: Redactor, files: dict
         files["raw/config" + suffix] = red.text(g.config_text.value[0])
 
 
-def build(
-    inputs: ReportInputs, g: Gathered, *, created: str | None = None
-) -> tuple[render.ReportDoc, dict[str, str]]:
-    """The report and the bundle's files (name -> text): public by construction; with
-    `inputs.private` also verbatim copies (second-line redaction) under raw/."""
-    check = g.check
-    red = _redactor(inputs, g)
-    version = g.interpreter.value.get("vllm_version") if g.interpreter.ok else None
-    vllm_dir = g.interpreter.value.get("vllm_path") if g.interpreter.ok else None
-    pub = Public(red, facts.safe_flags(vllm_dir))
-    files: dict[str, str] = {}
-    env = _environment(inputs, g, pub)
-    commands_error = None
-    if check is not None:
-        commands = docs.command_docs(g.servers, pub)
-    else:
-        commands = docs.given_commands(_given(inputs), pub)
-        if inputs.config is not None or commands:
-            commands_error = pub.text(g.check_config.why or "?")
-    run: ReproRun | None = g.repro.value if g.repro.ok else None
-    repro_sec = (
-        render.Section(ok=True, value=pub.typed(run.report))
-        if run is not None
-        else render.Section(ok=False, why=pub.text(g.repro.why or "?"))
-    )
-    check_sec = (
-        render.Section(ok=True, value=pub.typed(check))
-        if check is not None
-        else render.Section(ok=False, why=pub.text(g.check_config.why or "?"))
-    )
-    config_name = pub.text(inputs.config.name) if g.config_text is not None and inputs.config else None
-    log_docs, sigs = _logs(g, pub, inputs.log_cap, files, inputs.private)
-    if inputs.private:
-        _private_files(inputs, g, red, files)
-    files.update(standalone.files(inputs.model, run.options if run else None, version, pub))
-    title = docs.title(version, run.report if run else None, check_sec.value if check else None, sigs)
-    fired = docs.fired(run.report if run else None) or bool(check and check.has_error)
-    collectors = tuple(
+def _section(c: Collected, pub: Public, typed: Callable[[Any], Any]) -> render.Section:
+    """A collector's typed result (public form), or why there is none."""
+    if c.ok:
+        return render.Section(ok=True, value=pub.typed(typed(c.value)))
+    return render.Section(ok=False, why=pub.text(c.why or "?"))
+
+
+def _collectors(g: Gathered, pub: Public) -> tuple[render.CollectorDoc, ...]:
+    return tuple(
         render.CollectorDoc(
             name=n, ok=c.ok, why=pub.text(c.why) if c.why else None, elapsed_s=round(c.elapsed_s, 2)
         )
@@ -370,13 +341,43 @@ def build(
             *((f"log {i}", c) for i, (_, c) in enumerate(g.logs, 1)),
         )
     )
+
+
+def build(
+    inputs: ReportInputs, g: Gathered, *, created: str | None = None
+) -> tuple[render.ReportDoc, dict[str, str]]:
+    """The report and the bundle's files (name -> text): public by construction; with
+    `inputs.private` also verbatim copies (second-line redaction) under raw/."""
+    check = g.check
+    red = _redactor(inputs, g)
+    red_version = g.interpreter.value.get("vllm_version") if g.interpreter.ok else None
+    vllm_dir = g.interpreter.value.get("vllm_path") if g.interpreter.ok else None
+    pub = Public(red, facts.safe_flags(vllm_dir))
+    version = pub.text(str(red_version)) if red_version else None
+    files: dict[str, str] = {}
+    env = _environment(inputs, g, pub)
+    commands_error = None
+    if check is not None:
+        commands = docs.command_docs(g.servers, pub)
+    else:
+        commands = docs.given_commands(_given(inputs), pub)
+        if inputs.config is not None or commands:
+            commands_error = pub.text(g.check_config.why or "?")
+    run: ReproRun | None = g.repro.value if g.repro.ok else None
+    repro_sec = _section(g.repro, pub, lambda v: v.report)
+    check_sec = _section(g.check_config, pub, lambda v: v)
+    config_name = pub.text(inputs.config.name) if g.config_text is not None and inputs.config else None
+    log_docs, sigs = _logs(g, pub, inputs.log_cap, files, inputs.private)
+    if inputs.private:
+        _private_files(inputs, g, red, files)
+    files.update(standalone.files(inputs.model, run.options if run else None, version, pub))
+    title = docs.title(version, run.report if run else None, check_sec.value if check else None, sigs)
+    fired = docs.fired(run.report if run else None) or bool(check and check.has_error)
     doc = render.ReportDoc(
         title=title,
         pd_doctor_version=__version__,
         created=created or time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        triage=render.Section(ok=True, value=pub.typed(g.triage.value))
-        if g.triage.ok
-        else render.Section(ok=False, why=pub.text(g.triage.why or "?")),
+        triage=_section(g.triage, pub, lambda v: v),
         commands=commands,
         config_file=config_name,
         repro=repro_sec,
@@ -385,7 +386,7 @@ def build(
         logs=log_docs,
         placeholders=(),
         redact_hosts=inputs.redact_hosts,
-        collectors=collectors,
+        collectors=_collectors(g, pub),
         files=tuple(sorted(["report.md", "report.json", *files])),
         exit_code=1 if fired else 0,
         private=inputs.private,
