@@ -188,6 +188,7 @@ def normalise(md: str, python: str) -> str:
     )
     md = re.sub(r"^<!-- pd-doctor \S+ report", "<!-- pd-doctor <version> report", md)
     md = re.sub(r"\(Python \d+\.\d+\.\d+\)", "(Python <version>)", md)
+    md = re.sub(r"^- Python \d+\.\d+\.\d+,", "- Python <version>,", md, flags=re.M)
     md = re.sub(r"`torch==[^`]+`", "`torch==<version>`", md)
     md = re.sub(r"^ *\d+\.\d+ ms  ", "<t> ms  ", md, flags=re.M)
     md = re.sub(r'"[^"\n]*/pd-doctor-target-[A-Za-z0-9_]+/', '"<tmp>/pd-doctor-target-<x>/', md)

@@ -233,6 +233,8 @@ class SafeText:
     def _path(self, w: str) -> str:
         """Paths: inside a Python installation kept from the package on, system paths kept, a
         package-relative path (`vllm/v1/core/...`) kept; any other path is a placeholder."""
+        if re.fullmatch(r"[A-Za-z][A-Za-z_]{0,4}(?:/[A-Za-z][A-Za-z_]{0,4}){1,2}", w):
+            return w  # P/D, I/O, rc/dc, TP/PP: words, not a place
         p = w.replace("\\\\", "\\")
         for marker in ("site-packages/", "dist-packages/"):
             i = p.find(marker)
