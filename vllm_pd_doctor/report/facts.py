@@ -67,6 +67,28 @@ FALLBACK_SAFE = frozenset(k for k, v in _flags.FLAGS.items() if v in (_flags.INT
 check-config's table, and flags whose values are vLLM's own enumerations."""
 
 
+_PLACE_KEYS = (
+    (
+        re.compile(r"(?i).*(?:url|uri|endpoint|host|addr|address|server|master|peer)s?|(?:.*[_\-])?ips?"),
+        "host",
+    ),
+    (re.compile(r"(?i).*(?:path|dir|directory|file|bucket|prefix|root)s?"), "path"),
+    (
+        re.compile(r"(?i).*(?:user|account|project|namespace|cluster|tenant|org|owner)s?(?:_?(?:id|name))?"),
+        "value",
+    ),
+)
+_ORDINARY_PLACE = re.compile(
+    r"(?i)|auto|none|null|default|localhost|127\.0\.0\.1|0\.0\.0\.0|::1?|true|false|\d+"
+)
+
+
+def _place_kind(key: str) -> str | None:
+    """The kind of place a JSON key names (a URL, a host, a path, an account), if any."""
+    key = key.strip()
+    return next((kind for rx, kind in _PLACE_KEYS if key and rx.fullmatch(key)), None)
+
+
 def _annotation_safe(ann: str) -> bool:
     """`int | None`, `bool`, `Literal["a", "b"]`, `MambaDType` (an alias of a Literal or an
     enum): safe. `str | None`, `list[str]`, `dict[str, Any]`, `KVTransferConfig`: not."""
@@ -131,6 +153,9 @@ class Public:
         """Keys kept when they are plain names, numbers/booleans/null kept, strings redacted
         and sanitised (by their key's name: values under secret names are placeholders)."""
         if isinstance(o, str):
+            kind = _place_kind(name)
+            if kind is not None and o and not _ORDINARY_PLACE.fullmatch(o) and "<" not in o:
+                return self.placeholder(kind, o)  # {"etcd_endpoint": "etcdhost"}: a place, never shown
             return self.named(name, o) if name else self.text(o)
         if isinstance(o, Mapping):
             out: dict[str, Any] = {}
