@@ -162,6 +162,8 @@ ID = {
     "etcd_host": "etcd-7.acmeplant.internal",
     "user_env": "larryplant",
     "interpreter_user": "monaplant",
+    "letters_only_endpoint": "etcdplanthost",
+    "letters_only_host_env": "plantboxhost",
 }
 """Identifiers (hosts, addresses, user names, names of a site's things)."""
 
@@ -318,10 +320,12 @@ def commands() -> tuple[str, str]:
         f"--enable-prefix-caching --max-num-batched-tokens 8192 --gpu-memory-utilization 0.9 "
         f"--dtype bfloat16 --api-key {S['anthropic_key']} --host {ID['fqdn']} "
         f"--download-dir /home/{ID['home_user']}/hf "
-        f'--kv-transfer-config \'{{"kv_connector":"NixlConnector","kv_role":"kv_producer"}}\''
+        f'--kv-transfer-config \'{{"kv_connector":"NixlConnector","kv_role":"kv_producer",'
+        f'"kv_connector_extra_config":{{"etcd_endpoint":"{ID["letters_only_endpoint"]}","backend":"UCX"}}}}\''
     )
     decode = (
-        f"VLLM_NIXL_SIDE_CHANNEL_HOST={ID['ipv6']} vllm serve {ID['hf_private_repo']} --port 8200 "
+        f"VLLM_NIXL_SIDE_CHANNEL_HOST={ID['ipv6']} MASTER_ADDR={ID['letters_only_host_env']} "
+        f"vllm serve {ID['hf_private_repo']} --port 8200 "
         f"--block-size 16 --served-model-name {ID['served_name']} "
         f"--chat-template C:\\Users\\{ID['win_user']}\\tmpl.jinja "
         f'--kv-transfer-config \'{{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}}\''
