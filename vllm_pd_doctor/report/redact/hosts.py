@@ -189,6 +189,8 @@ def fqdns(text: str) -> Iterator[Span]:
 
 
 def emails(text: str) -> Iterator[Span]:
+    if "@" not in text and "%40" not in text and "%2540" not in text:
+        return
     for m in _EMAIL.finditer(text):
         if m.group(1).lower() in PUBLIC_HOSTS and m.group(0).split("@")[0].lower() in ("noreply", "git"):
             continue
@@ -196,7 +198,9 @@ def emails(text: str) -> Iterator[Span]:
 
 
 def ips(text: str) -> Iterator[Span]:
-    for rx, valid in ((_IPV4, valid_ipv4_loose), (_IPV6, valid_ipv6)):
+    for needle, rx, valid in ((".", _IPV4, valid_ipv4_loose), (":", _IPV6, valid_ipv6)):
+        if needle not in text:
+            continue
         for m in rx.finditer(text):
             value = m.group(1)
             if valid(value) and not _keep_ip(value):
@@ -210,10 +214,13 @@ def homes(text: str, home: str | None) -> Iterator[Span]:
         if len(h) > 1:
             for m in re.finditer(re.escape(h) + r"(?![A-Za-z0-9_.\-])", text):
                 yield Span(m.start(), m.end(), "home")
-    for m in _HOME.finditer(text):
-        yield Span(m.start(2), m.end(2), "user")
-    for m in _TORCHINDUCTOR.finditer(text):
-        yield Span(m.start(1), m.end(1), "user")
+    low = text.lower()
+    if any(n in low for n in ("home", "users", "/u/", "scratch")):
+        for m in _HOME.finditer(text):
+            yield Span(m.start(2), m.end(2), "user")
+    if "torchinductor_" in text:
+        for m in _TORCHINDUCTOR.finditer(text):
+            yield Span(m.start(1), m.end(1), "user")
 
 
 def known_hosts_rx(hosts: Iterable[str]) -> re.Pattern[str] | None:
@@ -269,7 +276,9 @@ def hosts_in(text: str) -> set[str]:
     return out
 
 
-_HOST_KW = re.compile(r"(?i)host|_ip|addr|master|server|node|endpoint|head|comm_id|bastion|gateway")
+_HOST_KW_RX = r"host|_ip|addr|master|server|node|endpoint|head|comm_id|bastion|gateway"
+_HOST_KW = re.compile(_HOST_KW_RX)
+_HOST_KW_ANY_CASE = re.compile(_HOST_KW_RX, re.IGNORECASE)
 _HOST_NAME_RX = re.compile(rf"(?i){_HOST_NAME}")
 _HOST_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-")
 _HOST_VALUE = r"(?![A-Za-z][A-Za-z0-9+.\-]*://)([A-Za-z0-9][A-Za-z0-9.\-_]*)"
@@ -280,7 +289,9 @@ _HOST_FLAG_TAIL = re.compile(rf"(?:=|\s+)[\"']?{_HOST_VALUE}")
 def _host_flags(text: str) -> Iterator[re.Match[str]]:
     """`--host X`, `MASTER_ADDR=X`, `nodeName: X` (the name found from its keyword out: linear)."""
     last = -1
-    for m in _HOST_KW.finditer(text):
+    low = text.lower()
+    scan, rx = (low, _HOST_KW) if len(low) == len(text) else (text, _HOST_KW_ANY_CASE)
+    for m in rx.finditer(scan):
         if m.start() < last:
             continue
         i, j = m.start(), m.end()

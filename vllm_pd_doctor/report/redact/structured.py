@@ -14,9 +14,18 @@ from collections.abc import Iterator
 
 from vllm_pd_doctor.report.redact.rules import Span, is_ordinary, is_secret_name
 
-_SECRET_HIT = re.compile(
-    r"(?i)token|secret|passw|passphrase|api_?key|apikey|access_?key|private_?key|credential|auth"
-)
+_HIT = r"token|secret|passw|passphrase|api_?key|apikey|access_?key|private_?key|credential|auth"
+_SECRET_HIT = re.compile(_HIT)
+_SECRET_HIT_ANY_CASE = re.compile(_HIT, re.IGNORECASE)
+
+
+def lowered(text: str) -> tuple[str, re.Pattern[str] | None]:
+    """The text in lower case when that keeps every index (ASCII and most text), for fast
+    case-sensitive keyword scans; else the text itself (scan it case-insensitively)."""
+    low = text.lower()
+    return (low, None) if len(low) == len(text) else (text, _SECRET_HIT_ANY_CASE)
+
+
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 # what follows a secret's name (matched at the name's end, so every pattern runs in linear time)
 _LIST_TAIL = re.compile(r"[\"']?\s*(?:=|:)\s*[\[(]([^\]\)\n]{1,4000})[\])]")
@@ -31,7 +40,8 @@ def _secret_names(text: str) -> Iterator[tuple[int, int]]:
     """(start, end) of each word that names a secret (`REDIS_PASSWORD`, `api_key`, `x-auth-token`),
     found from the keyword out (linear: no pattern scans ahead of every position)."""
     last_end = -1
-    for m in _SECRET_HIT.finditer(text):
+    scan, any_case = lowered(text)
+    for m in (any_case or _SECRET_HIT).finditer(scan):
         if m.start() < last_end:
             continue
         i, j = m.start(), m.end()
@@ -114,7 +124,7 @@ _TOOL_FLAGS: tuple[re.Pattern[str], ...] = tuple(
 )
 
 
-_TOOL_NEEDLES = (
+_TOOL_NEEDLES: tuple[str | tuple[str, ...], ...] = (
     "redis-cli",
     "curl",
     "sshpass",
@@ -134,7 +144,7 @@ _TOOL_NEEDLES = (
     "kubectl",
     "identified",
     "webhooks",
-    " ",
+    ("pass", "secret", "token", "api"),
 )
 
 
@@ -151,7 +161,7 @@ def structured(text: str) -> Iterator[Span]:
         yield Span(m.start(), m.end(), "hex_key")
     low = text.lower()
     for needle, rx in zip(_TOOL_NEEDLES, _TOOL_FLAGS, strict=True):
-        if needle not in low:
+        if not any(n in low for n in ((needle,) if isinstance(needle, str) else needle)):
             continue
         for m in rx.finditer(text):
             if not is_ordinary(m.group(1)):
