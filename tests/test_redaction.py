@@ -567,6 +567,10 @@ SECOND_LINE = [
     ("[pod/vllm-prefill-7d9f8b6c4-xk2lp/vllm]", "vllm-prefill-7d9f8b6c4-xk2lp"),
     ('{"user": "customer-8812q"}', "customer-8812q"),
     ("the password is ProsePw0123", "ProsePw0123"),
+    ("Connecting to redis at cacheboxq:6379", "cacheboxq"),
+    ("role arn:aws:iam::210987654321:role/vllm", "210987654321"),
+    ("file D:\\home\\zoeq\\x", "zoeq"),
+    ("--db-pw S3cretPw0123", "S3cretPw0123"),
 ]
 
 

@@ -77,6 +77,7 @@ KIND_LABELS = {
     "namespace": "Kubernetes namespaces",
     "cluster": "cluster and context names",
     "pod": "pod names",
+    "account": "cloud account ids",
     # kinds of earlier releases, still accepted by the renderer
     "bearer": "bearer tokens",
 }

@@ -79,7 +79,7 @@ _IPV6 = re.compile(
 )
 _HOME = re.compile(
     r"(?<![A-Za-z0-9_.\-])((?:/[A-Za-z0-9_.\-]+)?/home\d*|/Users|/u|/export/home|/scratch"
-    r"|[A-Za-z]:\\+Users|%2F(?:home|Users))(?:/|\\+|%2F)([^/\s\"'<>:;,\\%]+)",
+    r"|[A-Za-z]:\\+(?:Users|home)|%2F(?:home|Users))(?:/|\\+|%2F)([^/\s\"'<>:;,\\%]+)",
     re.IGNORECASE,
 )
 _TORCHINDUCTOR = re.compile(r"torchinductor_([A-Za-z0-9_.\-]+)")
@@ -100,6 +100,12 @@ _NETRC = re.compile(r"(?m)\bmachine\s+([A-Za-z0-9][A-Za-z0-9.\-]*)")
 _HOST_PORT = re.compile(
     r"(?<![A-Za-z0-9_.\-/@:\[%])([A-Za-z][A-Za-z0-9\-]*\d[A-Za-z0-9\-]*):\d{2,5}(?![:\w.])"
 )
+_WORD_HOST_PORT = re.compile(r"(?<![A-Za-z0-9_.\-/@:\[%])([A-Za-z][A-Za-z\-]{3,62}):(\d{4,5})(?![:\w.])")
+"""`cachebox:6379`: a plain-word host before a port (4-5 digits), not a counter (`tokens:8192`)."""
+_NOT_HOSTS = _words("""
+tokens blocks block steps step rank size port len time seq batch epoch iter line lines total
+count index ids http https tcp udp grpc unix file
+""")
 _SSH = re.compile(rf"\b[a-z_][a-z0-9_\-]*@({_LABEL}(?:\.{_LABEL})*)")
 
 
@@ -315,6 +321,7 @@ _GATED: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     (("ssh", "scp", "rsync", "mosh", "sftp"), _SSH_CMD),
     (("machine",), _NETRC),
     ((":",), _HOST_PORT),
+    ((":",), _WORD_HOST_PORT),
 )
 """Patterns that find a host by its context, each run only when its needle is in the text."""
 
@@ -323,6 +330,7 @@ _CONTEXTS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     ("host", ("ssh", "scp", "rsync", "mosh", "sftp"), _SSH_CMD),
     ("host", ("machine",), _NETRC),
     ("host", (":",), _HOST_PORT),
+    ("host", (":",), _WORD_HOST_PORT),
     (
         "namespace",
         ("namespace", "-n ", "ns=", "ns/"),
@@ -352,6 +360,7 @@ _CONTEXTS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
         ("-",),
         re.compile(r"(?<![a-z0-9\-])([a-z][a-z0-9\-]{3,60}-[a-z0-9]{8,10}-[a-z0-9]{5})(?![a-z0-9\-])"),
     ),
+    ("account", ("arn:",), re.compile(r"\barn:aws[a-z\-]*:[a-z0-9\-]*:[a-z0-9\-]*:(\d{12})(?=:)")),
     (
         "user",
         ("user", "login", "-l "),
@@ -382,6 +391,8 @@ def contexts(text: str) -> Iterator[Span]:
             if not value or low in _NOT_NAMES or value.startswith(("<", "$", "{")):
                 continue
             if kind == "host" and (valid_ipv4_loose(value) or value.isdigit() or low in LOOPBACK_NAMES):
+                continue
+            if kind == "host" and (low in _NOT_HOSTS or low in CODE_ROOTS or low in STOP_WORDS):
                 continue
             if kind == "host" and "." in value and not fqdn_end(value) and not re.search(r"\d", value):
                 continue  # err.response, self.host: code, not a host

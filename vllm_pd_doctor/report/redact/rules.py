@@ -39,7 +39,7 @@ _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-+/=.~]*")
 # --- secret-named variables, options and keys ---------------------------------------------------
 
 _SECRET_NAME_RE = re.compile(
-    r"(?i)^(?:.*[_.\-])?(?:token|secret|secrets|password|passwd|passphrase|pwd|pass|key|apikey|"
+    r"(?i)^(?:.*[_.\-])?(?:token|secret|secrets|password|passwd|passphrase|pwd|pw|pass|key|apikey|"
     r"access_?key_?id|key_?id|credential|credentials|auth|authorization|cookie|signature|dsn|"
     r"session_?id|private_?key)$"
     r"|^.*(?:secret|password|passwd|api_?key|access_?key|private_?key|auth_?token).*$"
