@@ -182,7 +182,15 @@ def fqdn_end(name: str) -> int:
     return len(host)
 
 
+_DOT_DOMAIN = re.compile(rf"(?<=[=,\s\"'])\.((?:{_LABEL}\.)+{_LABEL})(?![A-Za-z0-9_\-]|\.[A-Za-z0-9])")
+"""`NO_PROXY=.corp.internal,...`: a domain written with its leading dot."""
+
+
 def fqdns(text: str) -> Iterator[Span]:
+    for m in _DOT_DOMAIN.finditer(text) if "=." in text or ",." in text or " ." in text else ():
+        n = fqdn_end(m.group(1))
+        if n:
+            yield Span(m.start(1), m.start(1) + n, "host")
     for m in _FQDN.finditer(text):
         n = fqdn_end(m.group(1))
         if not n:
@@ -344,7 +352,7 @@ _CONTEXTS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
         ("cluster", "context"),
         re.compile(
             r"(?i)(?:\bcluster(?:[_\-]?name)?[\"']?\s*[:=]\s*[\"']?|--cluster(?:-name)?[=\s]+"
-            r"|\b(?:kube)?context[\"']?\s*[:=]\s*[\"']?|clusters/)([A-Za-z0-9][A-Za-z0-9_.:/@\-]*)"
+            r"|\b(?:kube)?context[\"']?\s*[:=]\s*[\"']?|clusters?/)([A-Za-z0-9][A-Za-z0-9_.:/@\-]*)"
         ),
     ),
     (
@@ -359,6 +367,16 @@ _CONTEXTS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
         "pod",
         ("-",),
         re.compile(r"(?<![a-z0-9\-])([a-z][a-z0-9\-]{3,60}-[a-z0-9]{8,10}-[a-z0-9]{5})(?![a-z0-9\-])"),
+    ),
+    (
+        "account",
+        ("account", "sbatch"),
+        re.compile(r"(?:--account[=\s]+|#SBATCH\s+-A\s*)([A-Za-z0-9][\w.\-]*)"),
+    ),
+    (
+        "host",
+        ("nodelist", "sbatch"),
+        re.compile(r"(?:--nodelist[=\s]+|#SBATCH\s+-w\s*)([A-Za-z0-9][\w.\-\[\],]*)"),
     ),
     ("account", ("arn:",), re.compile(r"\barn:aws[a-z\-]*:[a-z0-9\-]*:[a-z0-9\-]*:(\d{12})(?=:)")),
     (

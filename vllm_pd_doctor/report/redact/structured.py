@@ -112,7 +112,7 @@ _TOOL_FLAGS: tuple[re.Pattern[str], ...] = tuple(
         r"\bldap(?:search|modify|add|delete)\b[^\n|;&]*?\s-w\s+(?!-)(\S+)",
         r"\bsmbclient\b[^\n|;&]*?\s-U\s+\S*?%(\S+)",
         r"\b(?:pass|env|file):([^\s\\\"']{4,})(?=\s|$)",
-        r"\bhtpasswd\b[^\n|;&]*?\s-b\s+\S+\s+\S+\s+(\S+)",
+        r"(?m)\bhtpasswd\b(?=[^\n]*\s-[a-zA-Z]*b)[^\n]*\s(\S+)[ \t]*$",
         r"\bhuggingface-cli\s+login\s+(?:--\S+\s+)*(?!-)(\S+)",
         r"\bgh\s+auth\s+login\b[^\n]*?--with-token[=\s]+(?!-)(\S+)",
         r"\bkubectl\b[^\n|;&]*?\s--(?:token|password)[=\s]+(?!-)(\S+)",
