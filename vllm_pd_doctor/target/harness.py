@@ -140,6 +140,7 @@ class Setup:
         self.facts = sizing.model_facts(self.model_config)
         self.config_s = time.perf_counter() - t1
         self._built: dict[tuple[str, int], Any] = {}
+        self._layers: dict[str, Any] | None = None
 
     def build(self, connector_name: str, budget: int) -> dict[str, Any]:
         """VllmConfig -> the platform's block sizing -> vLLM's KV cache groups."""
@@ -187,10 +188,12 @@ class Setup:
         cache = vllm_config.cache_config
         try:
             align = sizing.align_block_size(vllm_config, self.platform, spec.get("block_size"))
-            counts = sizing.layer_counts(vllm_config.model_config, vllm_config.parallel_config)
             cls = sizing.model_class(vllm_config.model_config)
             shapes, dtypes = sizing.mamba_state(vllm_config, cls)
-            specs = sizing.kv_cache_specs(vllm_config, cls, counts, self.platform)
+            if self._layers is None:
+                self._layers = sizing.build_layers(vllm_config, cls)
+            specs, counts = sizing.layer_specs(vllm_config, self._layers, self.platform)
+            sizing.check_state_group(self.facts, counts)
             layout = sizing.resolve_layout(vllm_config, specs, self.platform)
             # max_model_len follows N (vLLM checks one request of it fits the KV cache).
             w = int(cache.block_size)

@@ -4,7 +4,9 @@ Runs INSIDE the target vLLM interpreter (stdlib + vllm only). Nothing here re-de
 rules: the model class comes from vLLM's ModelRegistry, the Mamba state from the class's own
 `get_mamba_state_shape_from_config` / `get_mamba_state_dtype_from_config`, the block size from
 the platform's own `update_block_size_for_backend` (which runs `_align_hybrid_block_size` or
-whatever the release calls it), the KV cache groups from `get_kv_cache_configs`, and the hash
+whatever the release calls it), the layers and their KV cache specs from the model itself (built
+by vLLM on the meta device, each layer's own `get_kv_cache_spec`, as the model runner collects
+them), the KV cache groups from `get_kv_cache_configs`, and the hash
 granularity from `resolve_kv_cache_block_sizes`. Every call is feature-detected.
 """
 
@@ -73,38 +75,6 @@ def mamba_state(vllm_config: Any, cls: Any) -> tuple[Any, Any]:
     return tuple(tuple(int(d) for d in s) for s in shapes), tuple(dtypes)
 
 
-def layer_counts(model_config: Any, parallel_config: Any) -> dict[str, Any]:
-    """Attention and Mamba-state layers, from vLLM's own (normalised) view of the config.
-
-    vLLM rewrites every family's layer description into `layer_types` of its hf text config
-    (`full_attention`, `linear_attention` for a Mamba/GDN mixer, `hybrid` for a layer with both,
-    `mlp`); without it, ModelConfig.get_num_layers_by_block_type counts.
-    """
-    total = int(model_config.get_num_layers(parallel_config))
-    text = getattr(model_config, "hf_text_config", None)
-    types = getattr(text, "layer_types", None)
-    if isinstance(types, (list, tuple)) and types:
-        kinds = [str(t) for t in types]
-        attn = sum(k in ("full_attention", "attention", "hybrid") for k in kinds)
-        mamba = sum(k in ("linear_attention", "mamba", "hybrid") for k in kinds)
-        return {
-            "total": total,
-            "attention": attn,
-            "mamba": mamba,
-            "from": "hf_text_config.layer_types",
-            "kinds": sorted(set(kinds)),
-        }
-    count = model_config.get_num_layers_by_block_type
-    attn = int(count(parallel_config, "attention"))
-    mamba = int(count(parallel_config, "mamba")) or total - attn
-    return {
-        "total": total,
-        "attention": attn,
-        "mamba": mamba,
-        "from": "ModelConfig.get_num_layers_by_block_type",
-    }
-
-
 def _backend(platform: str) -> Any:
     reg = importlib.import_module("vllm.v1.attention.backends.registry")
     enum = getattr(reg, "AttentionBackendEnum", None) or getattr(reg, "_Backend", None)
@@ -168,46 +138,110 @@ def align_block_size(vllm_config: Any, platform: str, requested: int | None) -> 
     }
 
 
-def kv_cache_specs(
-    vllm_config: Any,
-    cls: Any,
-    counts: dict[str, Any],
-    platform: str,
-) -> dict[str, Any]:
-    iface = importlib.import_module("vllm.v1.kv_cache_interface")
-    from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE
+def _ensure_distributed(vllm_config: Any) -> None:
+    """A one-rank gloo group: vLLM's parallel layers ask for their TP rank when built."""
+    import socket
 
-    mc, cache, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
-    kv_dtype = mc.dtype if cache.cache_dtype == "auto" else STR_DTYPE_TO_TORCH_DTYPE[cache.cache_dtype]
-    specs: dict[str, Any] = {}
-    if counts["attention"]:
-        attn = construct(
-            "build FullAttentionSpec",
-            iface.FullAttentionSpec,
-            block_size=int(cache.block_size),
-            num_kv_heads=mc.get_num_kv_heads(pc),
-            head_size=mc.get_head_size(),
-            dtype=kv_dtype,
+    from vllm.config import set_current_vllm_config
+
+    ps = importlib.import_module("vllm.distributed.parallel_state")
+    if ps.model_parallel_is_initialized():
+        return
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with set_current_vllm_config(vllm_config):
+        construct(
+            "start a one-rank process group",
+            ps.init_distributed_environment,
+            world_size=1,
+            rank=0,
+            distributed_init_method=f"tcp://127.0.0.1:{port}",
+            local_rank=0,
+            backend="gloo",
         )
-        backend = _backend(platform)
-        if hasattr(backend, "customize_spec"):
-            attn = backend.customize_spec(attn)
-        for i in range(counts["attention"]):
-            specs[f"model.layers.{i}.self_attn.attn"] = attn
-    shapes, dtypes = mamba_state(vllm_config, cls)
-    mamba = construct(
-        "build MambaSpec",
-        iface.MambaSpec,
-        shapes=shapes,
-        dtypes=dtypes,
-        block_size=int(cache.mamba_block_size or cache.block_size),
-        page_size_padded=getattr(cache, "mamba_page_size_padded", None),
-        mamba_cache_mode=cache.mamba_cache_mode,
-        num_speculative_blocks=0,
-    )
-    for i in range(counts["mamba"]):
-        specs[f"model.layers.{i}.mixer"] = mamba
-    return specs
+        ps.ensure_model_parallel_initialized(1, 1)
+
+
+def build_layers(vllm_config: Any, cls: Any) -> dict[str, Any]:
+    """The model's attention and state layers, built by vLLM on the meta device (no weights).
+
+    This is how vLLM's model runners find the layers: the model registers each one in the
+    config's static forward context while it is built.
+    """
+    import torch
+    from vllm.config import set_current_vllm_config
+
+    _ensure_distributed(vllm_config)
+    try:
+        with set_current_vllm_config(vllm_config), torch.device("meta"):
+            cls(vllm_config=vllm_config, prefix="")
+    except Exception as exc:
+        raise SizingError(
+            "build the model's layers on the meta device", f"{cls.__qualname__}: {type(exc).__name__}: {exc}"
+        ) from exc
+    ctx = getattr(vllm_config.compilation_config, "static_forward_context", None) or {}
+    return {name: layer for name, layer in ctx.items() if callable(getattr(layer, "get_kv_cache_spec", None))}
+
+
+def _customizer() -> Any:
+    utils = None
+    try:
+        utils = importlib.import_module("vllm.v1.worker.utils")
+    except Exception:
+        pass
+    custom = getattr(utils, "customize_attention_spec", None)
+    return custom if callable(custom) else (lambda backend, spec: backend.customize_spec(spec))
+
+
+def layer_specs(vllm_config: Any, layers: dict[str, Any], platform: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each layer's own `get_kv_cache_spec` for this config, as vLLM's model runner collects them.
+
+    On the target's own platform an attention spec is customised by the layer's own backend;
+    for another platform (a CUDA deployment judged from a CPU box) a plain full-attention spec is
+    customised by that platform's backend, other attention specs are kept as the layer gives them.
+    """
+    iface = importlib.import_module("vllm.v1.kv_cache_interface")
+    custom = _customizer()
+    native = platform == native_platform()
+    specs: dict[str, Any] = {}
+    kept: set[str] = set()
+    for name, layer in layers.items():
+        if getattr(layer, "kv_sharing_target_layer_name", None):
+            continue
+        spec = layer.get_kv_cache_spec(vllm_config)
+        if spec is None:
+            continue
+        if isinstance(spec, iface.AttentionSpec):
+            if native and hasattr(layer, "get_attn_backend"):
+                spec = custom(layer.get_attn_backend(), spec)
+            elif type(spec) is iface.FullAttentionSpec:
+                spec = custom(_backend(platform), spec)
+            else:
+                kept.add(type(spec).__name__)
+        specs[name] = spec
+    kinds: dict[str, int] = {}
+    for spec in specs.values():
+        kinds[type(spec).__name__] = kinds.get(type(spec).__name__, 0) + 1
+    state = sum(isinstance(s, iface.MambaSpec) for s in specs.values())
+    return specs, {
+        "total": len(layers),
+        "attention": sum(isinstance(s, iface.AttentionSpec) for s in specs.values()),
+        "mamba": state,
+        "from": "each layer's get_kv_cache_spec (model built on the meta device)",
+        "kinds": kinds,
+        "specs_not_customised_for_platform": sorted(kept),
+    }
+
+
+def check_state_group(facts: dict[str, Any], layers: dict[str, Any]) -> None:
+    """A class with a Mamba state must give the KV cache a state layer; anything else is ours to fix."""
+    if facts.get("has_mamba_state") and not layers.get("mamba"):
+        raise SizingError(
+            "find the state layers",
+            f"{facts.get('model_class')} has a Mamba state but none of its layers gives a "
+            f"MambaSpec (layers: {layers.get('kinds')}); the KV cache would have no state group",
+        )
 
 
 def resolve_layout(vllm_config: Any, specs: dict[str, Any], platform: str) -> str | None:
