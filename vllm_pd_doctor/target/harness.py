@@ -23,13 +23,14 @@ import traceback
 from typing import Any
 
 if __package__:
-    from . import connectors, drive, hotfix, observe, sizing, triggers
+    from . import connectors, drive, hotfix, observe, platformrules, sizing, triggers
 else:  # pragma: no cover - run as a plain script
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import connectors  # type: ignore[no-redef]
     import drive  # type: ignore[no-redef,import-not-found]
     import hotfix  # type: ignore[no-redef]
     import observe  # type: ignore[no-redef]
+    import platformrules  # type: ignore[no-redef,import-not-found]
     import sizing  # type: ignore[no-redef,import-not-found]
     import triggers  # type: ignore[no-redef,import-not-found]
 
@@ -176,15 +177,16 @@ class Setup:
         )
         # VllmConfig runs the model's config hooks (mode rewrites, state dtypes) once per
         # ModelConfig object (its `config_updated` guard): give each build its own copy.
-        vllm_config = construct(
-            "build VllmConfig",
-            vcfg.VllmConfig,
-            model_config=copy.deepcopy(self.model_config),
-            cache_config=cache_config,
-            scheduler_config=scheduler_config,
-            kv_transfer_config=kv_transfer_config,
-            device_config=construct("build DeviceConfig", vcfg.DeviceConfig, device="cpu"),
-        )
+        with platformrules.config_rules(self.platform) as not_from_vllm:
+            vllm_config = construct(
+                "build VllmConfig",
+                vcfg.VllmConfig,
+                model_config=copy.deepcopy(self.model_config),
+                cache_config=cache_config,
+                scheduler_config=scheduler_config,
+                kv_transfer_config=kv_transfer_config,
+                device_config=construct("build DeviceConfig", vcfg.DeviceConfig, device="cpu"),
+            )
         cache = vllm_config.cache_config
         try:
             align = sizing.align_block_size(vllm_config, self.platform, spec.get("block_size"))
@@ -204,6 +206,7 @@ class Setup:
             kv, sched_bs, hash_bs = sizing.kv_cache_config(vllm_config, specs, NUM_BLOCKS)
         except sizing.SizingError as exc:
             raise InternalsError(exc.stage, exc.message) from exc
+        align["not_from_vllm"] = [*not_from_vllm, *align["not_from_vllm"]]
         built = {
             "vllm_config": vllm_config,
             "kv_cache_config": kv,

@@ -16,13 +16,12 @@ import importlib
 from typing import Any
 
 if __package__:
+    from . import platformrules
     from .drive import construct
 else:  # pragma: no cover - run as a plain script
+    import platformrules  # type: ignore[no-redef,import-not-found]
     from drive import construct  # type: ignore[no-redef,import-not-found]
 
-# Which attention backend a platform's engine picks for a plain decoder model (our only
-# choice here: the engine picks it from the model's layers, which we do not build).
-PLATFORM_BACKENDS = {"cpu": "CPU_ATTN", "cuda": "FLASH_ATTN"}
 FINDERS = ("_find_non_ssm_backends", "_find_non_ssm_backend")
 
 
@@ -75,34 +74,13 @@ def mamba_state(vllm_config: Any, cls: Any) -> tuple[Any, Any]:
     return tuple(tuple(int(d) for d in s) for s in shapes), tuple(dtypes)
 
 
-def _backend(platform: str) -> Any:
-    reg = importlib.import_module("vllm.v1.attention.backends.registry")
-    enum = getattr(reg, "AttentionBackendEnum", None) or getattr(reg, "_Backend", None)
-    member = getattr(enum, PLATFORM_BACKENDS[platform], None) if enum is not None else None
-    if member is None or not hasattr(member, "get_class"):
-        raise SizingError(
-            "choose the attention backend", f"this vLLM has no {PLATFORM_BACKENDS[platform]} backend entry"
-        )
-    return member.get_class()
-
-
-def _platform_class(platform: str) -> Any:
-    from vllm.platforms import current_platform
-
-    if platform == "cpu":
-        return importlib.import_module("vllm.platforms.cpu").CpuPlatform
-    if current_platform.is_cuda():
-        return type(current_platform)
-    # A CPU box preparing a CUDA deployment: CudaPlatform cannot be imported without the
-    # CUDA build, and it inherits its block sizing from the base Platform.
-    cuda = importlib.import_module("vllm.platforms.interface").Platform
-    return cuda
+def _use_mla(vllm_config: Any) -> bool:
+    return bool(getattr(vllm_config.model_config, "use_mla", False))
 
 
 def native_platform() -> str:
-    from vllm.platforms import current_platform
-
-    return "cuda" if current_platform.is_cuda() else "cpu"
+    """The platform a run judges by default (see platformrules.default)."""
+    return platformrules.default()
 
 
 def align_block_size(vllm_config: Any, platform: str, requested: int | None) -> dict[str, Any]:
@@ -111,12 +89,20 @@ def align_block_size(vllm_config: Any, platform: str, requested: int | None) -> 
 
     cache = vllm_config.cache_config
     before = int(cache.block_size)
-    if platform != native_platform() and requested is None:
+    if platform != platformrules.running() and requested is None:
         # VllmConfig ran this interpreter's platform defaults; start from the target's.
         cache.block_size = int(getattr(CacheConfig, "DEFAULT_BLOCK_SIZE", 16))
     start = int(cache.block_size)
-    pcls = _platform_class(platform)
-    backend = _backend(platform)
+    try:
+        pcls, not_from_vllm = platformrules.platform_class(platform)
+        backend, backend_name = platformrules.backend(platform, _use_mla(vllm_config))
+    except platformrules.PlatformError as exc:
+        raise SizingError(exc.stage, exc.message) from exc
+    if platform != platformrules.running():
+        not_from_vllm = [
+            *not_from_vllm,
+            f"attention backend: {backend_name} assumed (CudaPlatform picks it by the GPU's capability)",
+        ]
     finder = next((n for n in FINDERS if hasattr(pcls, n)), None)
     if finder is None or not hasattr(pcls, "update_block_size_for_backend"):
         raise SizingError(
@@ -135,6 +121,7 @@ def align_block_size(vllm_config: Any, platform: str, requested: int | None) -> 
         "mamba_block_size": getattr(cache, "mamba_block_size", None),
         "mamba_page_size_padded": getattr(cache, "mamba_page_size_padded", None),
         "call": f"{pcls.__qualname__}.update_block_size_for_backend",
+        "not_from_vllm": not_from_vllm,
     }
 
 
@@ -194,7 +181,9 @@ def _customizer() -> Any:
     return custom if callable(custom) else (lambda backend, spec: backend.customize_spec(spec))
 
 
-def layer_specs(vllm_config: Any, layers: dict[str, Any], platform: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def layer_specs(
+    vllm_config: Any, layers: dict[str, Any], platform: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Each layer's own `get_kv_cache_spec` for this config, as vLLM's model runner collects them.
 
     On the target's own platform an attention spec is customised by the layer's own backend;
@@ -203,7 +192,8 @@ def layer_specs(vllm_config: Any, layers: dict[str, Any], platform: str) -> tupl
     """
     iface = importlib.import_module("vllm.v1.kv_cache_interface")
     custom = _customizer()
-    native = platform == native_platform()
+    native = platform == platformrules.running()
+    mla_spec = getattr(iface, "MLAAttentionSpec", None)
     specs: dict[str, Any] = {}
     kept: set[str] = set()
     for name, layer in layers.items():
@@ -215,8 +205,10 @@ def layer_specs(vllm_config: Any, layers: dict[str, Any], platform: str) -> tupl
         if isinstance(spec, iface.AttentionSpec):
             if native and hasattr(layer, "get_attn_backend"):
                 spec = custom(layer.get_attn_backend(), spec)
-            elif type(spec) is iface.FullAttentionSpec:
-                spec = custom(_backend(platform), spec)
+            elif type(spec) is iface.FullAttentionSpec or (mla_spec is not None and type(spec) is mla_spec):
+                spec = custom(
+                    platformrules.backend(platform, type(spec) is not iface.FullAttentionSpec)[0], spec
+                )
             else:
                 kept.add(type(spec).__name__)
         specs[name] = spec
@@ -251,7 +243,7 @@ def resolve_layout(vllm_config: Any, specs: dict[str, Any], platform: str) -> st
     supported = getattr(utils, "get_supported_kv_cache_layouts", None)
     if resolve is None or supported is None:
         return None
-    names = [layout.name for layout in supported([_backend(platform)])]
+    names = [layout.name for layout in supported([platformrules.backend(platform, _use_mla(vllm_config))[0]])]
     layout = resolve(vllm_config, [names], list(specs.values()))
     return str(getattr(layout, "name", layout))
 
