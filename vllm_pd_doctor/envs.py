@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import configparser
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -141,13 +142,35 @@ def listing() -> EnvListing:
     return EnvListing(home=home(), envs_dir=envs_dir(), envs=tuple(list_envs()))
 
 
+def _vllm_dist_key(python: Path) -> str:
+    """The installed vLLM's dist-info names beside this interpreter (its version), without running it."""
+    prefix = python.parent.parent
+    found: list[str] = []
+    for site in sorted(prefix.glob("lib/python3*/site-packages")):
+        found += sorted(p.name for p in site.glob("vllm*.dist-info"))
+    return ",".join(found)
+
+
 def cache_root_for_python(python: str | os.PathLike[str]) -> Path | None:
-    """The VLLM_CACHE_ROOT of the managed environment that owns this interpreter, if any."""
+    """The VLLM_CACHE_ROOT for the children pd-doctor starts with this interpreter.
+
+    A managed environment has its own; any other interpreter gets one under pd-doctor's cache,
+    keyed by its real path and the vLLM release installed beside it, so alternating releases
+    never overwrite each other's model-info cache entries (a miss re-inspects the model in a
+    subprocess: seconds per run).
+    """
     p = Path(python).absolute()
     for parent in p.parents:
         if (parent / MARKER).is_file():
             return parent / CACHE_DIR
-    return None
+    real = Path(os.path.realpath(p))
+    key = hashlib.sha256(f"{real}\0{_vllm_dist_key(p)}".encode()).hexdigest()[:16]
+    root = home() / "vllm-cache" / key
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return root
 
 
 def remove(name: str) -> Path:
