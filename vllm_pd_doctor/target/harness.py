@@ -40,6 +40,16 @@ InternalsError = drive.InternalsError
 construct = drive.construct
 
 
+class ModelError(InternalsError):
+    """vLLM could not build the ModelConfig because of the model class (see sizing.diagnose_model)."""
+
+    def __init__(self, why: dict[str, str], vllm_message: str) -> None:
+        super().__init__("build ModelConfig", why["message"])
+        self.kind = why["kind"]
+        self.hint = why.get("hint")
+        self.vllm_message = vllm_message
+
+
 def _conn(key: str) -> connectors.Connector:
     c = connectors.get(key)
     if c is None:
@@ -127,21 +137,28 @@ class Setup:
                 "set the hash granularity", "this vLLM's CacheConfig has no prefix_match_unit"
             )
         self.platform = spec.get("platform") or sizing.native_platform()
-        self.model_config = construct(
-            "build ModelConfig",
-            vcfg.ModelConfig,
-            model=self.model_dir,
-            tokenizer=self.model_dir,
-            skip_tokenizer_init=True,
-            dtype=spec.get("dtype") or "bfloat16",
-            seed=0,
-            max_model_len=spec.get("max_model_len"),
-            trust_remote_code=False,
-        )
+        try:
+            self.model_config = construct(
+                "build ModelConfig",
+                vcfg.ModelConfig,
+                model=self.model_dir,
+                tokenizer=self.model_dir,
+                skip_tokenizer_init=True,
+                dtype=spec.get("dtype") or "bfloat16",
+                seed=0,
+                max_model_len=spec.get("max_model_len"),
+                trust_remote_code=False,
+            )
+        except InternalsError as exc:
+            why = sizing.diagnose_model(self.hf_config)
+            if why is None:
+                raise
+            raise ModelError(why, exc.message) from exc
         self.facts = sizing.model_facts(self.model_config)
         self.config_s = time.perf_counter() - t1
         self._built: dict[tuple[str, int], Any] = {}
         self._layers: dict[str, Any] | None = None
+        self._layers_error: str | None = None
 
     def build(self, connector_name: str, budget: int) -> dict[str, Any]:
         """VllmConfig -> the platform's block sizing -> vLLM's KV cache groups."""
@@ -192,9 +209,7 @@ class Setup:
             align = sizing.align_block_size(vllm_config, self.platform, spec.get("block_size"))
             cls = sizing.model_class(vllm_config.model_config)
             shapes, dtypes = sizing.mamba_state(vllm_config, cls)
-            if self._layers is None:
-                self._layers = sizing.build_layers(vllm_config, cls)
-            specs, counts = sizing.layer_specs(vllm_config, self._layers, self.platform)
+            specs, counts = self.layer_specs(vllm_config, cls)
             sizing.check_state_group(self.facts, counts)
             layout = sizing.resolve_layout(vllm_config, specs, self.platform)
             # max_model_len follows N (vLLM checks one request of it fits the KV cache).
@@ -207,6 +222,8 @@ class Setup:
         except sizing.SizingError as exc:
             raise InternalsError(exc.stage, exc.message) from exc
         align["not_from_vllm"] = [*not_from_vllm, *align["not_from_vllm"]]
+        if self._layers_error is not None:
+            align["not_from_vllm"].append(f"KV cache specs: {counts['from']}")
         built = {
             "vllm_config": vllm_config,
             "kv_cache_config": kv,
@@ -237,6 +254,19 @@ class Setup:
         }
         self._built[key] = built
         return built
+
+    def layer_specs(self, vllm_config: Any, cls: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Each layer's own KV cache spec (the model built once, on the meta device); where the
+        model class cannot be built in this interpreter (a CUDA-only class on a CPU box), the
+        specs from vLLM's config view, said so in `layers.from` and `not_from_vllm`."""
+        if self._layers is None and self._layers_error is None:
+            try:
+                self._layers = sizing.build_layers(vllm_config, cls)
+            except sizing.SizingError as exc:
+                self._layers_error = exc.message
+        if self._layers is not None:
+            return sizing.layer_specs(vllm_config, self._layers, self.platform)
+        return sizing.config_layer_specs(vllm_config, cls, self.platform, str(self._layers_error))
 
     def scheduler_factory(self, connector_name: str) -> Any:
         def build(budget: int) -> tuple[Any, Any]:
@@ -458,11 +488,14 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         out["results"] = results
     except InternalsError as exc:
         out["error"] = {
-            "kind": "internals",
+            "kind": getattr(exc, "kind", "internals"),
             "stage": exc.stage,
             "message": exc.message,
             "traceback": traceback.format_exc(),
         }
+        if isinstance(exc, ModelError):
+            out["error"]["hint"] = exc.hint
+            out["error"]["vllm_message"] = exc.vllm_message
     except Exception as exc:
         out["error"] = {
             "kind": "internals",

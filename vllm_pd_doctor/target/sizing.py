@@ -226,6 +226,79 @@ def layer_specs(
     }
 
 
+ATTENTION_KINDS = ("full_attention", "attention", "sliding_attention", "hybrid")
+NO_STATE_KINDS = ("full_attention", "attention", "sliding_attention", "mlp", "moe", "")
+
+
+def _config_kinds(vllm_config: Any, total: int) -> tuple[int, int, str]:
+    """(attention, state) layer counts from vLLM's own view of the config, and where from."""
+    mc, pc = vllm_config.model_config, vllm_config.parallel_config
+    text = getattr(mc, "hf_text_config", None)
+    types = getattr(text, "layer_types", None)
+    if isinstance(types, (list, tuple)) and types:
+        kinds = [str(t) for t in types]
+        attn = sum(k in ATTENTION_KINDS for k in kinds)
+        return attn, sum(k not in NO_STATE_KINDS for k in kinds), "hf_text_config.layer_types"
+    for name in sorted(dir(text)):
+        if not (name.startswith("is_") and name.endswith("_layer")) or "attn" in name or "attention" in name:
+            continue
+        pred = getattr(text, name, None)
+        try:
+            state = sum(bool(pred(i)) for i in range(total)) if callable(pred) else 0
+        except Exception:
+            continue
+        if state:
+            return total - state, state, f"hf_text_config.{name}"
+    attn = int(mc.get_num_layers_by_block_type(pc, "attention"))
+    return attn, total - attn, "ModelConfig.get_num_layers_by_block_type"
+
+
+def config_layer_specs(
+    vllm_config: Any, cls: Any, platform: str, why: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Where vLLM's model cannot be built here: the specs from vLLM's config view and the class."""
+    iface = importlib.import_module("vllm.v1.kv_cache_interface")
+    from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE
+
+    mc, cache, pc = vllm_config.model_config, vllm_config.cache_config, vllm_config.parallel_config
+    total = int(mc.get_num_layers(pc))
+    attn_n, state_n, source = _config_kinds(vllm_config, total)
+    kv_dtype = mc.dtype if cache.cache_dtype == "auto" else STR_DTYPE_TO_TORCH_DTYPE[cache.cache_dtype]
+    use_mla = _use_mla(vllm_config)
+    spec_cls = getattr(iface, "MLAAttentionSpec", None) if use_mla else iface.FullAttentionSpec
+    attn = construct(
+        "build the attention spec",
+        spec_cls or iface.FullAttentionSpec,
+        block_size=int(cache.block_size),
+        num_kv_heads=mc.get_num_kv_heads(pc),
+        head_size=mc.get_head_size(),
+        dtype=kv_dtype,
+        cache_dtype_str=cache.cache_dtype,
+    )
+    attn = _customizer()(platformrules.backend(platform, use_mla)[0], attn)
+    shapes, dtypes = mamba_state(vllm_config, cls)
+    state = construct(
+        "build the state spec",
+        iface.MambaSpec,
+        shapes=shapes,
+        dtypes=dtypes,
+        block_size=int(cache.mamba_block_size or cache.block_size),
+        page_size_padded=getattr(cache, "mamba_page_size_padded", None),
+        mamba_cache_mode=cache.mamba_cache_mode,
+        num_speculative_blocks=0,
+    )
+    specs = {f"model.layers.{i}.attn": attn for i in range(attn_n)}
+    specs.update({f"model.layers.{attn_n + i}.state": state for i in range(state_n)})
+    return specs, {
+        "total": total,
+        "attention": attn_n,
+        "mamba": state_n,
+        "from": f"{source} + {cls.__qualname__}'s Mamba state (the model could not be built here: {why})",
+        "kinds": {type(attn).__name__: attn_n, "MambaSpec": state_n},
+        "specs_not_customised_for_platform": [],
+    }
+
+
 def check_state_group(facts: dict[str, Any], layers: dict[str, Any]) -> None:
     """A class with a Mamba state must give the KV cache a state layer; anything else is ours to fix."""
     if facts.get("has_mamba_state") and not layers.get("mamba"):
@@ -288,3 +361,60 @@ def describe_groups(kv: Any) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def diagnose_model(hf_config: dict[str, Any]) -> dict[str, str] | None:
+    """Why vLLM could not build the ModelConfig, where the cause is the model class, not the file.
+
+    A registered class whose module does not import (a missing dependency) could not run here;
+    a class this release does not have (removed, out of tree, remote code only) is bad input,
+    with what vLLM's own registry says about it.
+    """
+    from vllm.model_executor.models import ModelRegistry
+
+    regmod = importlib.import_module("vllm.model_executor.models.registry")
+    archs = [str(a) for a in hf_config.get("architectures") or []]
+    models = getattr(ModelRegistry, "models", {})
+    for arch in archs:
+        module = getattr(models.get(arch), "module_name", None)
+        if not module:
+            continue
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            return {
+                "kind": "model_import",
+                "message": f"vLLM's module for {arch} ({module}) cannot be imported: "
+                f"{type(exc).__name__}: {exc}",
+                "hint": "install what it needs into the vLLM environment (the config.json itself is fine)",
+            }
+    if any(a in models for a in archs):
+        return None
+    previous = getattr(regmod, "_PREVIOUSLY_SUPPORTED_MODELS", {}) or {}
+    out_of_tree = getattr(regmod, "_OOT_SUPPORTED_MODELS", {}) or {}
+    for arch in archs:
+        if arch in previous:
+            return {
+                "kind": "model_unsupported",
+                "message": f"this vLLM has no {arch}: vLLM supported it until v{previous[arch]}",
+                "hint": f"judge it with a release that has it, e.g. --vllm {previous[arch]}",
+            }
+        if arch in out_of_tree:
+            return {
+                "kind": "model_unsupported",
+                "message": f"this vLLM has no {arch}: it moved out of tree ({out_of_tree[arch]})",
+                "hint": "install that plugin into the vLLM environment",
+            }
+    if hf_config.get("auto_map"):
+        return {
+            "kind": "model_unsupported",
+            "message": f"this vLLM has no model class {', '.join(archs)}: the config.json names remote "
+            "code (auto_map), which vLLM runs only with trust_remote_code",
+            "hint": "pd-doctor does not run a model's remote code; use a vLLM release with a native "
+            "class for this architecture",
+        }
+    return {
+        "kind": "model_unsupported",
+        "message": f"this vLLM has no model class {', '.join(archs) or '(none named)'}",
+        "hint": "use a vLLM release that has it (see vLLM's supported models list)",
+    }
