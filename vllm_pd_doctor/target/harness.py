@@ -337,6 +337,11 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
     )
     first = runs[0]
     notes = [x for x in (triggers.granularity_note(n, hash_bs),) if x]
+    notes += [r["why_not_fired"] for r in runs if r.get("why_not_fired")]
+    notes += [
+        f"{setup.platform} judged from a {platformrules.running()} box, not from vLLM: {d}"
+        for d in sz["not_from_vllm"]
+    ]
     lib = library_status(_conn(key).library)
     return {
         "connector": key,
