@@ -282,6 +282,8 @@ def _raise_for(err: dict[str, Any], opts: ReproOptions, answer: dict[str, Any]) 
             f"--prefix-match-unit {opts.prefix_match_unit}: vLLM {version} has no "
             "prefix_match_unit (its hash granularity is the block size)"
         )
+    if kind == "not_servable":  # vLLM's own rules refuse the combination: nothing to reproduce
+        raise CouldNotRun(msg, hint="vLLM itself refuses this model with this connector in this release")
     if kind == "model_import":  # the model class's module does not import: the config is fine
         raise CouldNotRun(msg, hint=err.get("hint"), detail=err.get("traceback"))
     if kind == "model_unsupported":

@@ -50,6 +50,15 @@ class ModelError(InternalsError):
         self.vllm_message = vllm_message
 
 
+class NotServable(InternalsError):
+    """vLLM's own config rules refuse this model with this connector: no verdict to give."""
+
+    kind = "not_servable"
+
+    def __init__(self, message: str) -> None:
+        super().__init__("group the KV cache", message)
+
+
 def _conn(key: str) -> connectors.Connector:
     c = connectors.get(key)
     if c is None:
@@ -186,11 +195,15 @@ class Setup:
             is_encoder_decoder=False,
             async_scheduling=False,
         )
+        extra = next(
+            (dict(c.hybrid_extra) for c in connectors.all_connectors() if connector_name in c.vllm_names), {}
+        )
         kv_transfer_config = construct(
             "build KVTransferConfig",
             vcfg.KVTransferConfig,
             kv_connector=connector_name,
             kv_role=spec["kv_role"],
+            kv_connector_extra_config=extra,
         )
         # VllmConfig runs the model's config hooks (mode rewrites, state dtypes) once per
         # ModelConfig object (its `config_updated` guard): give each build its own copy.
@@ -218,7 +231,7 @@ class Setup:
             used_len = min(max_len, n + w + 2)
             vllm_config.model_config.max_model_len = used_len
             vllm_config.scheduler_config.max_model_len = used_len
-            kv, sched_bs, hash_bs = sizing.kv_cache_config(vllm_config, specs, NUM_BLOCKS)
+            kv, sched_bs, hash_bs = self.group(vllm_config, specs, connector_name)
         except sizing.SizingError as exc:
             raise InternalsError(exc.stage, exc.message) from exc
         align["not_from_vllm"] = [*not_from_vllm, *align["not_from_vllm"]]
@@ -254,6 +267,20 @@ class Setup:
         }
         self._built[key] = built
         return built
+
+    def group(self, vllm_config: Any, specs: dict[str, Any], connector_name: str) -> tuple[Any, int, int]:
+        """vLLM's KV cache grouping; where vLLM turned the hybrid KV cache manager off for this
+        connector and then cannot group the model's state layers, vLLM itself would not start."""
+        try:
+            return sizing.kv_cache_config(vllm_config, specs, NUM_BLOCKS)
+        except ValueError as exc:
+            if getattr(vllm_config.scheduler_config, "disable_hybrid_kv_cache_manager", None):
+                raise NotServable(
+                    f"vLLM would not start this model with {connector_name}: the connector does not "
+                    "support the hybrid KV cache manager (SupportsHMA) in this release, so vLLM turns "
+                    f"it off, and then cannot group the model's state layers ({exc})"
+                ) from exc
+            raise
 
     def layer_specs(self, vllm_config: Any, cls: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """Each layer's own KV cache spec (the model built once, on the meta device); where the
@@ -486,6 +513,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 results.append(run_connector(setup, key, present[key]))
             except InternalsError as exc:
                 results.append(_connector_error(key, present[key], exc.stage, exc.message))
+                results[-1]["error"]["kind"] = getattr(exc, "kind", "internals")
             except Exception as exc:
                 results.append(
                     _connector_error(key, present[key], "run the connector", f"{type(exc).__name__}: {exc}")
