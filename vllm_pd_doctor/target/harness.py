@@ -168,6 +168,7 @@ class Setup:
         self._built: dict[tuple[str, int], Any] = {}
         self._layers: dict[str, Any] | None = None
         self._layers_error: str | None = None
+        self.layers_s: float | None = None
 
     def build(self, connector_name: str, budget: int) -> dict[str, Any]:
         """VllmConfig -> the platform's block sizing -> vLLM's KV cache groups."""
@@ -262,6 +263,7 @@ class Setup:
                     " / get_mamba_state_dtype_from_config",
                 },
                 "kv_cache_groups": sizing.describe_groups(kv),
+                "layers_build_s": self.layers_s,
                 "kv_cache_layout": layout,
             },
         }
@@ -287,10 +289,12 @@ class Setup:
         model class cannot be built in this interpreter (a CUDA-only class on a CPU box), the
         specs from vLLM's config view, said so in `layers.from` and `not_from_vllm`."""
         if self._layers is None and self._layers_error is None:
+            t0 = time.perf_counter()
             try:
                 self._layers = sizing.build_layers(vllm_config, cls)
             except sizing.SizingError as exc:
                 self._layers_error = exc.message
+            self.layers_s = round(time.perf_counter() - t0, 3)
         if self._layers is not None:
             return sizing.layer_specs(vllm_config, self._layers, self.platform)
         return sizing.config_layer_specs(vllm_config, cls, self.platform, str(self._layers_error))
