@@ -112,3 +112,17 @@ def test_preempt_note_explains_from_the_run():
     note = triggers.preempt_note(truncations=1, hit=64, prompt_len=128)
     assert note is not None and "64 of its 128" in note and "64 were left" in note
     assert triggers.preempt_note(truncations=2, hit=64, prompt_len=128) is None
+
+
+def test_mamba_state_without_a_state_layer_is_an_error_never_not_fired():
+    from vllm_pd_doctor.target import sizing
+
+    facts = {"has_mamba_state": True, "model_class": "vllm.model_executor.models.x.XForCausalLM"}
+    with pytest.raises(sizing.SizingError) as exc:
+        sizing.check_state_group(facts, {"mamba": 0, "kinds": {"FullAttentionSpec": 6}})
+    assert exc.value.stage == "find the state layers"
+    sizing.check_state_group(facts, {"mamba": 10, "kinds": {"MambaSpec": 10}})
+    err = {"kind": "no_state_group", "stage": exc.value.stage, "message": exc.value.message}
+    with pytest.raises(CouldNotRun) as raised:
+        inprocess._raise_for(err, _opts(), {})
+    assert "MambaSpec" in raised.value.message

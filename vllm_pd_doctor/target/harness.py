@@ -234,7 +234,10 @@ class Setup:
             vllm_config.scheduler_config.max_model_len = used_len
             kv, sched_bs, hash_bs = self.group(vllm_config, specs, connector_name)
         except sizing.SizingError as exc:
-            raise InternalsError(exc.stage, exc.message) from exc
+            err = InternalsError(exc.stage, exc.message)
+            if exc.stage == "find the state layers":
+                err.kind = "no_state_group"  # type: ignore[attr-defined]
+            raise err from exc
         align["not_from_vllm"] = [*not_from_vllm, *align["not_from_vllm"]]
         if self._layers_error is not None:
             align["not_from_vllm"].append(f"KV cache specs: {counts['from']}")
