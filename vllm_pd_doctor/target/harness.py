@@ -457,7 +457,9 @@ def check_importable(registry: dict[str, Any], vllm_name: str) -> None:
     except ImportError as exc:
         missing = getattr(exc, "name", None)
         detail = (
-            f"it needs the Python module {missing!r}, not installed here"
+            f"it needs the Python module {missing!r}, not installed in this environment (install it "
+            "there, e.g. `uv pip install --python <this python> " + str(missing).split(".")[0] + "`; "
+            "pd-doctor's own environments, --vllm X, carry it)"
             if missing
             else f"{type(exc).__name__}: {exc}"
         )
