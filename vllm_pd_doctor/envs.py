@@ -31,6 +31,7 @@ from pathlib import Path
 
 from vllm_pd_doctor import procs
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.model import Result
 from vllm_pd_doctor.progress import Progress, phase, quiet
 
 MARKER = "pd-doctor-env.json"
@@ -129,7 +130,7 @@ def list_envs() -> list[ManagedEnv]:
 
 
 @dataclass(frozen=True)
-class EnvListing:
+class EnvListing(Result):
     """`pd-doctor envs list`: the complete environments under `home`."""
 
     home: Path

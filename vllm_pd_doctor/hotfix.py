@@ -21,7 +21,7 @@ from typing import Any
 
 from vllm_pd_doctor import __version__, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
-from vllm_pd_doctor.model import HotfixPatch
+from vllm_pd_doctor.model import HotfixPatch, Result
 
 ENV = "PD_DOCTOR_HOTFIX"
 ISSUE = "53514"
@@ -64,7 +64,7 @@ class Installed:
 
 
 @dataclass(frozen=True)
-class Status:
+class Status(Result):
     """Where the hotfix stands for one environment."""
 
     python: str
@@ -88,9 +88,11 @@ class Status:
 
 
 @dataclass(frozen=True)
-class Change:
+class Change(Result):
     """What install / uninstall did."""
 
+    action: str
+    """install or uninstall."""
     python: str
     site_packages: str
     files: tuple[str, ...]
@@ -202,7 +204,7 @@ def install(python: str) -> Change:
     except OSError as exc:
         _remove(purelib, written)
         raise CouldNotRun(f"cannot install {DIST} into {purelib}: {exc}") from None
-    return Change(python=python, site_packages=str(purelib), files=tuple(written))
+    return Change("install", python=python, site_packages=str(purelib), files=tuple(written))
 
 
 def uninstall(python: str) -> Change:
@@ -225,7 +227,7 @@ def uninstall(python: str) -> Change:
         )
     rels = [p.relative_to(purelib.resolve()).as_posix() for p in inst.files]
     removed = _remove(purelib, rels)
-    return Change(python=python, site_packages=str(purelib), files=tuple(removed))
+    return Change("uninstall", python=python, site_packages=str(purelib), files=tuple(removed))
 
 
 def _remove(purelib: Path, rels: list[str]) -> list[str]:

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor import hfmodel, hotfix, targetrun
+from vllm_pd_doctor import hfmodel, hotfix, scenario, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.model import (
     Assertion,
     ConnectorVerdict,
     Control,
     Event,
+    NotAffected,
     ReproReport,
     RunError,
     ScenarioConfig,
@@ -28,11 +29,8 @@ from vllm_pd_doctor.model import (
     VllmInstall,
 )
 from vllm_pd_doctor.progress import Progress, phase, quiet
-from vllm_pd_doctor.target import connectors
+from vllm_pd_doctor.scenario import PLATFORMS
 
-KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
-MAMBA_CACHE_MODES = ("align", "all", "none")
-PLATFORMS = ("cpu", "cuda")
 TRIGGERS = ("same-prompt", "shared-prefix", "chunked", "preempt")
 """Trigger variants (the harness's `triggers.TRIGGERS` describes each)."""
 
@@ -80,18 +78,7 @@ class ReproOptions:
 
 
 def parse_connectors(value: str) -> tuple[str, ...]:
-    known = connectors.connector_keys()
-    keys = tuple(k.strip().lower() for k in value.split(",") if k.strip())
-    if not keys:
-        raise BadInput("--connector: empty", hint=f"use one of {', '.join(known)}, all")
-    if "all" in keys:
-        return ("all",)
-    for k in keys:
-        if k not in known:
-            raise BadInput(
-                f"--connector {k}: unknown connector", hint=f"use one of {', '.join(known)}, or all"
-            )
-    return tuple(dict.fromkeys(keys))
+    return scenario.parse_connector_list(value)
 
 
 def parse_triggers(value: str) -> tuple[str, ...]:
@@ -117,35 +104,31 @@ def make_options(
     connector: str,
     block_size: int | None,
     prompt_len: int | None,
-    mamba_cache_mode: str | None,
-    kv_role: str,
+    mamba_cache_mode: str | scenario.MambaCacheMode | None,
+    kv_role: str | scenario.KvRole,
     model: Path | str | None,
     timeout: float,
     blocks: int | None = None,
     prefix_match_unit: int | None = None,
-    platform: str | None = None,
+    platform: str | scenario.Platform | None = None,
     trigger: str = "same-prompt",
     hotfix: bool = False,
 ) -> ReproOptions:
+    """The in-process run's options, checked once (BadInput on a bad one); choices may be given
+    as strings or as the `scenario` enums."""
     conns = parse_connectors(connector)
-    _positive("--block-size", block_size, "use e.g. --block-size 16, or omit it for the platform's default")
+    kv_role, mamba_cache_mode, platform = (
+        str(scenario.value(kv_role)),
+        scenario.value(mamba_cache_mode),
+        scenario.value(platform),
+    )
+    scenario.check_scenario(
+        block_size=block_size, prompt_len=prompt_len, kv_role=kv_role, mamba_cache_mode=mamba_cache_mode
+    )
     _positive("--blocks", blocks, "use e.g. --blocks 2 (N = 2 x W + 1)")
     _positive("--prefix-match-unit", prefix_match_unit, "use e.g. --prefix-match-unit 16")
-    if prompt_len is not None and prompt_len < 2:
-        raise BadInput(
-            f"--prompt-len {prompt_len}: must be at least 2 (the prefill side keeps "
-            "N-1 tokens, and at least one of them must be cached)",
-            hint="omit it for the default W + 1 (W: the effective block size)",
-        )
     if prompt_len is not None and blocks is not None:
         raise BadInput("--prompt-len and --blocks both given", hint="use one of them")
-    if kv_role not in KV_ROLES:
-        raise BadInput(f"--kv-role {kv_role}: unknown role", hint=f"use one of {', '.join(KV_ROLES)}")
-    if mamba_cache_mode is not None and mamba_cache_mode not in MAMBA_CACHE_MODES:
-        raise BadInput(
-            f"--mamba-cache-mode {mamba_cache_mode}: unknown mode",
-            hint=f"use one of {', '.join(MAMBA_CACHE_MODES)}",
-        )
     if platform is not None and platform not in PLATFORMS:
         raise BadInput(f"--platform {platform}: unknown platform", hint=f"use one of {', '.join(PLATFORMS)}")
     model_dir = None
@@ -235,7 +218,10 @@ def parse_answer(answer: dict[str, Any], python: str, opts: ReproOptions) -> Rep
             ),
             results=(),
             timings={k: float(v) for k, v in (answer.get("timings") or {}).items()},
-            not_affected=dict(answer["not_affected"]),
+            not_affected=NotAffected.from_answer(
+                str(answer["not_affected"].get("reason", "")),
+                dict(answer["not_affected"].get("evidence") or {}),
+            ),
         )
     results = tuple(_verdict(r) for r in answer.get("results", []))
     patches = hotfix.patches_by_connector(answer)  # pd-doctor hotfix (issue 13)

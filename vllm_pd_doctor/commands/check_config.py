@@ -12,9 +12,9 @@ from vllm_pd_doctor.commands._common import (
     DebugOpt,
     FormatOpt,
     PythonOpt,
+    QuietOpt,
     hint,
     progress_printer,
-    run,
     show,
 )
 from vllm_pd_doctor.errors import BadInput, ExitCode
@@ -30,6 +30,8 @@ The exposure verdict comes from where the installed vLLM calls its P-side trunca
 
 Exit codes: 0 no error-level finding, 1 at least one (exposure counts; with --strict an
 unknown exposure too), 2 bad input, 3 could not run.
+
+Example: `pd-doctor check-config --config deploy.yaml --python ENV/bin/python --format json`
 """
 
 
@@ -45,11 +47,14 @@ def check_config(
             "--prefill-cmd",
             help="The prefill engine's launch command (env assignments in front allowed).",
             show_default=False,
+            metavar="COMMAND",
         ),
     ] = None,
     decode_cmd: Annotated[
         str | None,
-        typer.Option("--decode-cmd", help="The decode engine's launch command.", show_default=False),
+        typer.Option(
+            "--decode-cmd", help="The decode engine's launch command.", show_default=False, metavar="COMMAND"
+        ),
     ] = None,
     config: Annotated[
         Path | None,
@@ -59,12 +64,16 @@ def check_config(
             "commands, YAML/JSON with prefill:/decode: entries, Kubernetes "
             "manifests (Dynamo, llm-d, kthena ...) or docker compose.",
             show_default=False,
+            metavar="FILE",
         ),
     ] = None,
     model: Annotated[
         Path | None,
         typer.Option(
-            "--model", help="Local model directory or its config.json (hybrid or not).", show_default=False
+            "--model",
+            help="Local model directory or its config.json (hybrid or not).",
+            show_default=False,
+            metavar="MODEL",
         ),
     ] = None,
     set_vars: Annotated[
@@ -73,6 +82,7 @@ def check_config(
             "--set",
             help="VAR=VALUE for a shell variable the config file uses but does not set (repeatable).",
             show_default=False,
+            metavar="VAR=VALUE",
         ),
     ] = None,
     python: PythonOpt = None,
@@ -89,48 +99,45 @@ def check_config(
         bool, typer.Option("--list-rules", help="Print the rule catalogue and exit.")
     ] = False,
     fmt: FormatOpt = OutputFormat.table,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")] = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
-) -> None:
+) -> int:
     progress = progress_printer(not quiet)
 
-    def body() -> int:
-        if list_rules:
-            from vllm_pd_doctor.checkconfig.rules import RULES
-            from vllm_pd_doctor.checkconfig.types import RuleCatalogue
+    if list_rules:
+        from vllm_pd_doctor.checkconfig.rules import RULES
+        from vllm_pd_doctor.checkconfig.types import RuleCatalogue
 
-            show(RuleCatalogue(RULES), fmt)
-            return ExitCode.OK
-        from vllm_pd_doctor.checkconfig import core
+        show(RuleCatalogue(RULES), fmt)
+        return ExitCode.OK
+    from vllm_pd_doctor.checkconfig import core
 
-        if config is not None:  # exists, regular, bounded, UTF-8, no alias bomb
-            limits.check_input_file(
-                config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
-            )
-        if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model, python)):
-            raise BadInput(
-                "nothing to check",
-                hint="give --prefill-cmd/--decode-cmd, --config FILE, --model DIR or --python (see --help)",
-            )
-        variables: dict[str, str] = {}
-        for item in set_vars or []:
-            k, eq, v = item.partition("=")
-            if not eq or not k.strip():
-                raise BadInput(f"--set {item}: expected VAR=VALUE")
-            variables[k.strip()] = v
-        report = core.check(
-            prefill_cmd=prefill_cmd,
-            decode_cmd=decode_cmd,
-            config=config,
-            model=model,
-            python=str(python) if python is not None else None,
-            probe=probe,
-            variables=variables,
-            progress=progress,
-            warn=(lambda m: None) if quiet else hint,
+    if config is not None:  # exists, regular, bounded, UTF-8, no alias bomb
+        limits.check_input_file(
+            config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
         )
-        show(report, fmt)
-        unknown = strict and report.exposure.verdict == "unknown"
-        return ExitCode.FOUND if report.has_error or unknown else ExitCode.OK
-
-    run(body, debug=debug)
+    if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model, python)):
+        raise BadInput(
+            "nothing to check",
+            hint="give --prefill-cmd/--decode-cmd, --config FILE, --model DIR or --python (see --help)",
+        )
+    variables: dict[str, str] = {}
+    for item in set_vars or []:
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise BadInput(f"--set {item}: expected VAR=VALUE")
+        variables[k.strip()] = v
+    report = core.check(
+        prefill_cmd=prefill_cmd,
+        decode_cmd=decode_cmd,
+        config=config,
+        model=model,
+        python=str(python) if python is not None else None,
+        probe=probe,
+        variables=variables,
+        progress=progress,
+        warn=(lambda m: None) if quiet else hint,
+    )
+    show(report, fmt)
+    unknown = strict and report.exposure.verdict == "unknown"
+    return ExitCode.FOUND if report.has_error or unknown else ExitCode.OK
