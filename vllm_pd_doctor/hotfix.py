@@ -339,9 +339,8 @@ def patch_from_dict(d: dict[str, Any]) -> HotfixPatch:
     )
 
 
-def patches_by_connector(answer: dict[str, Any]) -> dict[str, tuple[HotfixPatch, ...]] | None:
+def patches_by_connector(entries: list[dict[str, Any]] | None) -> dict[str, tuple[HotfixPatch, ...]] | None:
     """The harness's `hotfix` answer grouped by connector key (None: no hotfix was asked)."""
-    entries = answer.get("hotfix")
     if entries is None:
         return None
     out: dict[str, list[HotfixPatch]] = {}

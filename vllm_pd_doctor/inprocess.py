@@ -11,7 +11,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from vllm_pd_doctor import hfmodel, hotfix, scenario, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
@@ -30,6 +30,7 @@ from vllm_pd_doctor.model import (
 )
 from vllm_pd_doctor.progress import Progress, phase, quiet
 from vllm_pd_doctor.scenario import PLATFORMS
+from vllm_pd_doctor.target import wire
 
 TRIGGERS = ("same-prompt", "shared-prefix", "chunked", "preempt")
 """Trigger variants (the harness's `triggers.TRIGGERS` describes each)."""
@@ -200,38 +201,33 @@ def run_inprocess(python: str, opts: ReproOptions, progress: Progress = quiet) -
             timeout=opts.timeout,
             what="the in-process harness",
         )
-    report = parse_answer(run.answer, python, opts)
+    report = parse_answer(cast(wire.HarnessAnswer, run.answer), python, opts)
     progress(f"harness finished in {run.wall_s:.1f} s")
     return report
 
 
-def parse_answer(answer: dict[str, Any], python: str, opts: ReproOptions) -> ReproReport:
+def parse_answer(answer: wire.HarnessAnswer, python: str, opts: ReproOptions) -> ReproReport:
+    """The harness's answer as typed results (BadInput / CouldNotRun for a failed run)."""
     err = answer.get("error")
-    vinfo = answer.get("vllm") or {}
+    vinfo = answer.get("vllm") or {"version": "?", "path": "?"}
     if err:
         _raise_for(err, opts, answer)
-    if answer.get("not_affected"):
+    na = answer.get("not_affected")
+    if na:
         return ReproReport(
             engine="inprocess",
-            vllm=VllmInstall(
-                version=str(vinfo.get("version", "?")), path=str(vinfo.get("path", "?")), python=python
-            ),
+            vllm=VllmInstall(version=str(vinfo["version"]), path=str(vinfo["path"]), python=python),
             results=(),
             timings={k: float(v) for k, v in (answer.get("timings") or {}).items()},
-            not_affected=NotAffected.from_answer(
-                str(answer["not_affected"].get("reason", "")),
-                dict(answer["not_affected"].get("evidence") or {}),
-            ),
+            not_affected=NotAffected.from_answer(str(na["reason"]), dict(na["evidence"] or {})),
         )
     results = tuple(_verdict(r) for r in answer.get("results", []))
-    patches = hotfix.patches_by_connector(answer)  # pd-doctor hotfix (issue 13)
+    patches = hotfix.patches_by_connector(answer.get("hotfix"))  # pd-doctor hotfix (issue 13)
     if patches is not None:
         results = tuple(dataclasses.replace(r, hotfix=patches.get(r.connector, ())) for r in results)
     report = ReproReport(
         engine="inprocess",
-        vllm=VllmInstall(
-            version=str(vinfo.get("version", "?")), path=str(vinfo.get("path", "?")), python=python
-        ),
+        vllm=VllmInstall(version=str(vinfo["version"]), path=str(vinfo["path"]), python=python),
         results=results,
         available_connectors=tuple(answer.get("available_connectors", ())),
         timings={k: float(v) for k, v in (answer.get("timings") or {}).items()},
@@ -250,26 +246,24 @@ def parse_answer(answer: dict[str, Any], python: str, opts: ReproOptions) -> Rep
     return report
 
 
-def _raise_for(err: dict[str, Any], opts: ReproOptions, answer: dict[str, Any]) -> None:
+def _raise_for(err: wire.Error, opts: ReproOptions, answer: wire.HarnessAnswer) -> None:
     kind = err.get("kind")
     msg = str(err.get("message", "unknown error"))
     stage = str(err.get("stage", "?"))
+    version = answer.get("vllm", {"version": "?", "path": "?"})["version"]
     accepted = answer.get("mamba_cache_modes_accepted")
     if opts.mamba_cache_mode and accepted is not None and opts.mamba_cache_mode not in accepted:
-        version = (answer.get("vllm") or {}).get("version", "?")
         raise BadInput(
             f"--mamba-cache-mode {opts.mamba_cache_mode}: vLLM {version} does not "
             "accept it with prefix caching",
             hint=f"use one of: {', '.join(accepted) or 'none'}",
         )
     if opts.prefix_match_unit and answer.get("prefix_match_unit_supported") is False:
-        version = (answer.get("vllm") or {}).get("version", "?")
         raise BadInput(
             f"--prefix-match-unit {opts.prefix_match_unit}: vLLM {version} has no "
             "prefix_match_unit (its hash granularity is the block size)"
         )
     if stage == "build ModelConfig":
-        version = (answer.get("vllm") or {}).get("version", "?")
         raise BadInput(
             f"--model {opts.model or default_model_dir()}: vLLM {version} cannot read "
             f"this config.json: {msg.split(' failed: ', 1)[-1]}",
@@ -301,7 +295,7 @@ def _notes(results: tuple[ConnectorVerdict, ...]) -> list[str]:
     return notes
 
 
-def _assertion(a: dict[str, Any]) -> Assertion:
+def _assertion(a: wire.AssertionInfo) -> Assertion:
     return Assertion(
         fired=bool(a.get("fired")),
         location=a.get("location"),
@@ -313,18 +307,18 @@ def _assertion(a: dict[str, Any]) -> Assertion:
     )
 
 
-def _trigger(t: dict[str, Any]) -> TriggerRun:
-    tr = t.get("truncation") or {}
+def _trigger(t: wire.TriggerRun) -> TriggerRun:
+    tr = Truncation.from_observed(t.get("truncation"))
     return TriggerRun(
         name=str(t["name"]),
         description=str(t.get("description", "")),
         prompt_len=int(t["prompt_len"]),
         assertion=_assertion(t["assertion"]),
         hit_tokens=t.get("hit_tokens"),
-        truncation_hook=str(tr.get("hook") or "none"),
-        before_lookup=tr.get("before_lookup"),
+        truncation_hook=tr.hook,
+        before_lookup=tr.before_lookup,
         truncations=int(t.get("truncations") or 0),
-        prompt_len_after=(t.get("prompt") or {}).get("len_after"),
+        prompt_len_after=t["prompt"]["len_after"] if "prompt" in t else None,
         scheduled_tokens=t.get("scheduled_tokens"),
         max_num_batched_tokens=t.get("max_num_batched_tokens"),
         warmup_len=t.get("warmup_len"),
@@ -333,7 +327,7 @@ def _trigger(t: dict[str, Any]) -> TriggerRun:
     )
 
 
-def _control(c: dict[str, Any]) -> Control:
+def _control(c: wire.ControlRun) -> Control:
     hit = c.get("hit_tokens")
     return Control(
         prompt_len=int(c["prompt_len"]),
@@ -348,7 +342,7 @@ def _control(c: dict[str, Any]) -> Control:
     )
 
 
-def _verdict(r: dict[str, Any]) -> ConnectorVerdict:
+def _verdict(r: wire.ConnectorResult) -> ConnectorVerdict:
     key = str(r.get("connector", "?"))
     base = ConnectorVerdict(
         connector=key, label=str(r.get("connector_label", key)), kv_connector=str(r.get("kv_connector", "?"))
@@ -366,13 +360,13 @@ def _verdict(r: dict[str, Any]) -> ConnectorVerdict:
         )
     t = r["truncation"]
     cfg = r["config"]
-    lib = r.get("transfer_library") or {}
+    lib = r.get("transfer_library")
     return dataclasses.replace(
         base,
         connector_class=r.get("connector_class"),
         connector_scheduler_class=r.get("connector_scheduler_class"),
-        transfer_library=lib.get("module"),
-        transfer_library_installed=lib.get("installed"),
+        transfer_library=lib["module"] if lib else None,
+        transfer_library_installed=lib["installed"] if lib else None,
         config=ScenarioConfig(
             block_size=int(cfg["block_size"]),
             prompt_len=int(cfg["prompt_len"]),

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_pd_doctor.target import wire
+
 SCHEMA_VERSION = 1
 """Version of every JSON document pd-doctor prints (`schema_version`)."""
 
@@ -36,7 +38,7 @@ class Frame:
         return f"{self.file}:{self.line}"
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> Frame | None:
+    def from_dict(cls, d: wire.Frame | dict[str, Any] | None) -> Frame | None:
         if not d:
             return None
         return cls(
@@ -91,7 +93,7 @@ class Truncation:
     stack: tuple[Frame, ...] = ()
 
     @classmethod
-    def from_observed(cls, summary: dict[str, Any] | None, *, missing: str = "none") -> Truncation:
+    def from_observed(cls, summary: wire.TruncationSummary | None, *, missing: str = "none") -> Truncation:
         """From the watchers' summary of one request (`target/observe.py` `summarize`), as both
         engines report it; `missing` is the hook named when there is no summary at all."""
         if not summary:

@@ -20,20 +20,11 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, cast
 
-if __package__:
-    from . import connectors, drive, hotfix, observe, sizing, triggers
-else:  # pragma: no cover - run as a plain script
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import connectors  # type: ignore[no-redef]
-    import drive  # type: ignore[no-redef,import-not-found]
-    import hotfix  # type: ignore[no-redef]
-    import observe  # type: ignore[no-redef]
-    import sizing  # type: ignore[no-redef,import-not-found]
-    import triggers  # type: ignore[no-redef,import-not-found]
+from . import connectors, drive, hotfix, observe, sizing, triggers, wire
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = wire.SCHEMA_VERSION
 NUM_BLOCKS = 256
 InternalsError = drive.InternalsError
 construct = drive.construct
@@ -49,7 +40,7 @@ def _conn(key: str) -> connectors.Connector:
 # --------------------------------------------------------------------------- vLLM facts
 
 
-def vllm_facts() -> dict[str, Any]:
+def vllm_facts() -> wire.VllmFacts:
     import vllm
 
     return {
@@ -79,12 +70,12 @@ def available_connectors(registry: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def library_status(module: str) -> dict[str, Any]:
+def library_status(module: str) -> wire.TransferLibrary:
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
         spec = None
-    return {"module": module, "installed": spec is not None}
+    return {"module": module, "installed": spec is not None, "needed_for_scheduler": False}
 
 
 # --------------------------------------------------------------------------- config
@@ -268,7 +259,7 @@ def build_scheduler(vllm_config: Any, kv_cache_config: Any, block_size: int, has
 # --------------------------------------------------------------------------- runs
 
 
-def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
+def run_connector(setup: Setup, key: str, vllm_name: str) -> wire.ConnectorResult:
     spec = setup.spec
     t0 = time.perf_counter()
     probe = setup.build(vllm_name, 2048)
@@ -308,7 +299,7 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
         "kv_connector": vllm_name,
         "connector_class": first["connector_class"],
         "connector_scheduler_class": first["connector_scheduler_class"],
-        "transfer_library": {**lib, "needed_for_scheduler": False},
+        "transfer_library": lib,
         "config": {
             "block_size": w,
             "requested_block_size": spec.get("block_size"),
@@ -335,11 +326,7 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
         "warmup": first["warmup"],
         "wrapped": first["wrapped"],
         "trigger": first["name"],
-        "triggers": [
-            {k: v for k, v in r.items() if k not in ("warmup", "wrapped", "sizing")}
-            | {"block_size": r["sizing"]["effective_block_size"]}
-            for r in runs
-        ],
+        "triggers": [_trigger_entry(r) for r in runs],
         "control": {
             "prompt_len": control["prompt_len"],
             "assertion_fired": control["assertion"]["fired"],
@@ -359,7 +346,14 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
     }
 
 
-def _connector_error(key: str, vllm_name: str, stage: str, message: str) -> dict[str, Any]:
+def _trigger_entry(run: dict[str, Any]) -> wire.TriggerRun:
+    """One trigger run as the answer lists it: no warm-up, wrapping or sizing detail."""
+    entry = {k: v for k, v in run.items() if k not in ("warmup", "wrapped", "sizing")}
+    entry["block_size"] = run["sizing"]["effective_block_size"]
+    return cast(wire.TriggerRun, entry)  # triggers.run_variant builds it key by key
+
+
+def _connector_error(key: str, vllm_name: str, stage: str, message: str) -> wire.ConnectorResult:
     return {
         "connector": key,
         "connector_label": _conn(key).label,
@@ -389,8 +383,8 @@ def check_importable(registry: dict[str, Any], vllm_name: str) -> None:
         raise InternalsError("import the connector", f"{vllm_name} cannot be loaded: {detail}") from exc
 
 
-def run(spec: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def run(spec: dict[str, Any]) -> wire.HarnessAnswer:
+    out: wire.HarnessAnswer = {
         "schema_version": SCHEMA_VERSION,
         "engine": "inprocess",
         "python": observe.python_info(),
@@ -438,7 +432,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             return out
         if spec.get("triggers") == ["all"]:
             spec["triggers"] = list(triggers.TRIGGERS)
-        results = []
+        results: list[wire.ConnectorResult] = []
         for key in wanted:
             try:
                 check_importable(registry, present[key])

@@ -13,10 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-if __package__:
-    from .drive import construct
-else:  # pragma: no cover - run as a plain script
-    from drive import construct  # type: ignore[no-redef,import-not-found]
+from .drive import construct
 
 # Which attention backend a platform's engine picks for a plain decoder model (our only
 # choice here: the engine picks it from the model's layers, which we do not build).
