@@ -29,6 +29,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from vllm_pd_doctor import procs
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.model import Result
@@ -42,7 +44,6 @@ NIXL_PACKAGES = ("nixl-cu12==1.5.1", "nixl==1.5.1")
 """NIXL for the live engine, installed without dependencies: the `nixl` meta package asks for
 both CUDA variants, and newer meta releases ask for a nixl-cu12 that does not exist."""
 
-_VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z0-9.+-]*)$")
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,11 @@ def default_package() -> str:
 def validate(package: str, version: str) -> None:
     if package not in PACKAGES:
         raise BadInput(f"unknown package {package!r}", hint=f"use one of: {', '.join(PACKAGES)}")
-    if not _VERSION_RE.match(version):
+    try:
+        canonical = str(Version(version)) == version  # also: nothing odd for a directory name
+    except InvalidVersion:
+        canonical = False
+    if not canonical:
         raise BadInput(f"{version!r} is not a release version", hint="give a version such as 0.28.0")
 
 

@@ -92,5 +92,7 @@ def status(
     progress = progress_printer(not quiet)
     py = _python(python)
     progress(f"{'importing' if deep else 'reading'} the installed vLLM's connector classes in {py}")
-    show(core.status(py, deep=deep), fmt)
+    from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites
+
+    show(core.status(py, find_sites, deep=deep), fmt)
     return ExitCode.OK
