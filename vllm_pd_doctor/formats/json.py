@@ -10,7 +10,7 @@ import dataclasses
 import json
 from typing import Any
 
-from vllm_pd_doctor import hotfix
+from vllm_pd_doctor import advice, hotfix
 from vllm_pd_doctor.checkconfig.types import (
     CheckReport,
     Exposure,
@@ -166,9 +166,11 @@ def repro_to_obj(report: ReproReport, *, as_list: bool) -> Any:
         as_list = False
     else:
         docs = [verdict_to_dict(report, r) for r in report.results]
+    fixes = list(advice.for_repro(report))
     for d in docs:
         d["timings"] = report.timings
         d["notes"] = list(report.notes)
+        d["advice"] = fixes
     if as_list:
         return docs
     return docs[0] if docs else {"schema_version": SCHEMA_VERSION, "results": []}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vllm_pd_doctor import hotfix
+from vllm_pd_doctor import advice, hotfix
 from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
 from vllm_pd_doctor.envs import EnvListing
 from vllm_pd_doctor.formats import mermaid
@@ -91,6 +91,9 @@ def repro_md(report: ReproReport) -> str:
     parts.extend(verdict_md(report, r) + "\n" for r in report.results)
     for n in report.notes:
         parts.append(f"- {n}\n")
+    fixes = advice.for_repro(report)
+    if fixes:
+        parts.append("\n### How to fix\n\n" + "".join(f"- {f}\n" for f in fixes))
     return "".join(parts)
 
 

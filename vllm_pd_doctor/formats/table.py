@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from vllm_pd_doctor import hotfix
+from vllm_pd_doctor import advice, hotfix
 from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue, Severity
 from vllm_pd_doctor.envs import EnvListing
 from vllm_pd_doctor.formats._text import (
@@ -177,6 +177,9 @@ def repro_table(report: ReproReport) -> RenderableType:
         parts.append(verdict_panel(report, r))
         if r.error is None and len(report.results) == 1:
             parts.append(timeline(r))
+    fixes = advice.for_repro(report)
+    if fixes:
+        parts.append(Text("How to fix:\n" + "\n".join(f"  - {f}" for f in fixes)))
     return Group(*parts)
 
 
