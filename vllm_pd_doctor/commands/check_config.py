@@ -40,64 +40,70 @@ def register(app: typer.Typer) -> None:
     app.command("check-config", help=HELP)(check_config)
 
 
+PrefillCmdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prefill-cmd",
+        help="The prefill engine's launch command (env assignments in front allowed).",
+        show_default=False,
+        metavar="COMMAND",
+    ),
+]
+DecodeCmdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--decode-cmd", help="The decode engine's launch command.", show_default=False, metavar="COMMAND"
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="File with the deployment: a shell script or text with the launch "
+        "commands, YAML/JSON with prefill:/decode: entries, Kubernetes "
+        "manifests (Dynamo, llm-d, kthena ...) or docker compose.",
+        show_default=False,
+        metavar="FILE",
+    ),
+]
+ModelOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--model",
+        help="Local model directory or its config.json (hybrid or not).",
+        show_default=False,
+        metavar="MODEL",
+    ),
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="VAR=VALUE for a shell variable the config file uses but does not set (repeatable).",
+        show_default=False,
+        metavar="VAR=VALUE",
+    ),
+]
+ProbeOpt = Annotated[
+    bool, typer.Option("--probe", help="Also run the in-process repro in the target interpreter.")
+]
+StrictOpt = Annotated[
+    bool,
+    typer.Option("--strict", help="Exit 1 when the #53514 exposure is unknown (e.g. model not resolvable)."),
+]
+ListRulesOpt = Annotated[bool, typer.Option("--list-rules", help="Print the rule catalogue and exit.")]
+
+
 def check_config(
-    prefill_cmd: Annotated[
-        str | None,
-        typer.Option(
-            "--prefill-cmd",
-            help="The prefill engine's launch command (env assignments in front allowed).",
-            show_default=False,
-            metavar="COMMAND",
-        ),
-    ] = None,
-    decode_cmd: Annotated[
-        str | None,
-        typer.Option(
-            "--decode-cmd", help="The decode engine's launch command.", show_default=False, metavar="COMMAND"
-        ),
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            help="File with the deployment: a shell script or text with the launch "
-            "commands, YAML/JSON with prefill:/decode: entries, Kubernetes "
-            "manifests (Dynamo, llm-d, kthena ...) or docker compose.",
-            show_default=False,
-            metavar="FILE",
-        ),
-    ] = None,
-    model: Annotated[
-        Path | None,
-        typer.Option(
-            "--model",
-            help="Local model directory or its config.json (hybrid or not).",
-            show_default=False,
-            metavar="MODEL",
-        ),
-    ] = None,
-    set_vars: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            help="VAR=VALUE for a shell variable the config file uses but does not set (repeatable).",
-            show_default=False,
-            metavar="VAR=VALUE",
-        ),
-    ] = None,
+    prefill_cmd: PrefillCmdOpt = None,
+    decode_cmd: DecodeCmdOpt = None,
+    config: ConfigOpt = None,
+    model: ModelOpt = None,
+    set_vars: SetOpt = None,
     python: PythonOpt = None,
-    probe: Annotated[
-        bool, typer.Option("--probe", help="Also run the in-process repro in the target interpreter.")
-    ] = False,
-    strict: Annotated[
-        bool,
-        typer.Option(
-            "--strict", help="Exit 1 when the #53514 exposure is unknown (e.g. model not resolvable)."
-        ),
-    ] = False,
-    list_rules: Annotated[
-        bool, typer.Option("--list-rules", help="Print the rule catalogue and exit.")
-    ] = False,
+    probe: ProbeOpt = False,
+    strict: StrictOpt = False,
+    list_rules: ListRulesOpt = False,
     fmt: FormatOpt = OutputFormat.table,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,

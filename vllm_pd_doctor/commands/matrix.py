@@ -158,35 +158,46 @@ def matrix(
     return ExitCode.OK
 
 
+GoodOpt = Annotated[
+    str, typer.Option("--good", help="A release with one verdict, e.g. 0.32.0.", metavar="VERSION")
+]
+BadOpt = Annotated[
+    str, typer.Option("--bad", help="A release with the other verdict, e.g. 0.24.0.", metavar="VERSION")
+]
+BisectConnectorOpt = Annotated[
+    str,
+    typer.Option(
+        "--connector",
+        "-c",
+        help=f"Whose verdict to follow: {', '.join(connectors.connector_keys())}.",
+        metavar="CONNECTOR",
+        autocompletion=lambda incomplete: [
+            k for k in connectors.connector_keys() if k.startswith(incomplete)
+        ],
+    ),
+]
+OnlyCachedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--only-cached",
+        help="Search only releases whose environment already exists (no "
+        "provisioning); the answer is bounded by cached releases.",
+    ),
+]
+
+
 def bisect(
-    good: Annotated[
-        str, typer.Option("--good", help="A release with one verdict, e.g. 0.32.0.", metavar="VERSION")
-    ],
-    bad: Annotated[
-        str, typer.Option("--bad", help="A release with the other verdict, e.g. 0.24.0.", metavar="VERSION")
-    ],
+    good: GoodOpt,
+    bad: BadOpt,
     package: PackageOpt = None,
-    connector: Annotated[
-        str,
-        typer.Option(
-            "--connector", "-c", help=f"Whose verdict to follow: {', '.join(connectors.connector_keys())}."
-        ),
-    ] = "nixl",
-    only_cached: Annotated[
-        bool,
-        typer.Option(
-            "--only-cached",
-            help="Search only releases whose environment already exists (no "
-            "provisioning); the answer is bounded by cached releases.",
-        ),
-    ] = False,
+    connector: BisectConnectorOpt = "nixl",
+    only_cached: OnlyCachedOpt = False,
     fmt: FormatOpt = OutputFormat.table,
     timeout: TimeoutOpt = 600.0,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> int:
     progress = progress_printer(not quiet)
-
     pkg = _package(package)
     for flag, v in (("--good", good), ("--bad", bad)):
         if not rel.is_release(v):

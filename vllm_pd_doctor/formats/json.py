@@ -17,6 +17,7 @@ from vllm_pd_doctor.checkconfig.types import (
     Finding,
     RuleCatalogue,
     Severity,
+    VllmSource,
 )
 from vllm_pd_doctor.envs import EnvListing
 from vllm_pd_doctor.matrix import FIRED, BisectReport, MatrixCell, MatrixReport, ReleaseRow
@@ -217,6 +218,28 @@ def finding_obj(f: Finding) -> dict[str, Any]:
     }
 
 
+def vllm_source_obj(v: VllmSource) -> dict[str, Any]:
+    """What check-config read from the installed vLLM's source."""
+    return {
+        "version": v.version,
+        "path": v.path,
+        "error": v.error,
+        "side_channel_port_default": v.side_channel_port_default,
+        "kv_roles": list(v.kv_roles),
+        "truncation_sites": [
+            {
+                "connector": s.connector,
+                "helper": s.helper,
+                "caller": s.caller,
+                "class": s.caller_class,
+                "location": s.location,
+                "before_lookup": s.before_lookup,
+            }
+            for s in v.sites
+        ],
+    }
+
+
 def check_obj(r: CheckReport) -> dict[str, Any]:
     """`pd-doctor check-config --format json`."""
     i = r.inputs
@@ -253,26 +276,7 @@ def check_obj(r: CheckReport) -> dict[str, Any]:
             }
             for sv in r.servers
         ],
-        "vllm": None
-        if r.vllm is None
-        else {
-            "version": r.vllm.version,
-            "path": r.vllm.path,
-            "error": r.vllm.error,
-            "side_channel_port_default": r.vllm.side_channel_port_default,
-            "kv_roles": list(r.vllm.kv_roles),
-            "truncation_sites": [
-                {
-                    "connector": s.connector,
-                    "helper": s.helper,
-                    "caller": s.caller,
-                    "class": s.caller_class,
-                    "location": s.location,
-                    "before_lookup": s.before_lookup,
-                }
-                for s in r.vllm.sites
-            ],
-        },
+        "vllm": None if r.vllm is None else vllm_source_obj(r.vllm),
         "nixl": None
         if r.nixl is None
         else {

@@ -128,6 +128,23 @@ def live_model(model: Path) -> Path:
     return given
 
 
+def _check_local(
+    prompt_len: int | None, prefill_port: int | None, decode_port: int | None, device: str | None
+) -> None:
+    """The checks of a pair pd-doctor starts itself (its ports, device and max model length)."""
+    if prompt_len is not None and prompt_len + 1 > MAX_MODEL_LEN:
+        raise BadInput(
+            f"--prompt-len {prompt_len}: longer than the live engines' max model "
+            f"length {MAX_MODEL_LEN} allows (N + 1 tokens)",
+            hint="use a shorter prompt",
+        )
+    for flag, port in (("--prefill-port", prefill_port), ("--decode-port", decode_port)):
+        if port is not None and not 0 < port < 65536:
+            raise BadInput(f"{flag} {port}: not a TCP port")
+    if device not in (None, *DEVICES):
+        raise BadInput(f"--device {device}: use cpu or cuda")
+
+
 def from_repro_options(
     *,
     connector: str,
@@ -166,17 +183,8 @@ def from_repro_options(
     scenario.check_scenario(
         block_size=block_size, prompt_len=prompt_len, kv_role=kv_role, mamba_cache_mode=mamba_cache_mode
     )
-    if prompt_len is not None and not prefill_url and prompt_len + 1 > MAX_MODEL_LEN:
-        raise BadInput(
-            f"--prompt-len {prompt_len}: longer than the live engines' max model "
-            f"length {MAX_MODEL_LEN} allows (N + 1 tokens)",
-            hint="use a shorter prompt",
-        )
-    for flag, port in (("--prefill-port", prefill_port), ("--decode-port", decode_port)):
-        if port is not None and not 0 < port < 65536:
-            raise BadInput(f"{flag} {port}: not a TCP port")
-    if device not in (None, *DEVICES):
-        raise BadInput(f"--device {device}: use cpu or cuda")
+    if not prefill_url:
+        _check_local(prompt_len, prefill_port, decode_port, device)
     if model is not None:
         model = live_model(model)
     return LiveOptions(

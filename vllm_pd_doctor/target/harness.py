@@ -290,8 +290,45 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> wire.ConnectorResul
     control = triggers.run_variant(
         "same-prompt", factory, n + 1, w, vocab, budget, control_rec, phase_prefix="control-"
     )
-    first = runs[0]
     notes = [x for x in (triggers.granularity_note(n, hash_bs),) if x]
+    answer = _connector_answer(
+        setup, key, vllm_name, sz, n, budget, runs, _control_answer(control, control_rec.events)
+    )
+    answer.update({"notes": notes, "elapsed_s": round(time.perf_counter() - t0, 3)})
+    return answer
+
+
+def _control_answer(control: dict[str, Any], events: list[wire.Event]) -> wire.ControlRun:
+    """The control run as the answer lists it."""
+    return {
+        "prompt_len": control["prompt_len"],
+        "assertion_fired": control["assertion"]["fired"],
+        "assertion_location": control["assertion"]["location"],
+        "assertion_statement": control["assertion"]["statement"],
+        "matches_53514": control["assertion"]["matches_53514"],
+        "assertion_kind": control["assertion"]["kind"],
+        "hit_tokens": control["hit_tokens"],
+        "scheduled_tokens": control["scheduled_tokens"],
+        "truncation_hook": control["truncation"]["hook"],
+        "prompt": control["prompt"],
+        "events": events,
+    }
+
+
+def _connector_answer(
+    setup: Setup,
+    key: str,
+    vllm_name: str,
+    sz: dict[str, Any],
+    n: int,
+    budget: int,
+    runs: list[dict[str, Any]],
+    control: wire.ControlRun,
+) -> wire.ConnectorResult:
+    """One connector's answer: sizes (`sz`, for N = `n` under `budget`), the first trigger's
+    facts, every trigger, the control."""
+    spec = setup.spec
+    first = runs[0]
     lib = library_status(_conn(key).library)
     return {
         "connector": key,
@@ -301,9 +338,9 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> wire.ConnectorResul
         "connector_scheduler_class": first["connector_scheduler_class"],
         "transfer_library": lib,
         "config": {
-            "block_size": w,
+            "block_size": int(sz["effective_block_size"]),
             "requested_block_size": spec.get("block_size"),
-            "hash_block_size": hash_bs,
+            "hash_block_size": int(sz["hash_block_size"]),
             "scheduler_block_size": sz["scheduler_block_size"],
             "prefix_match_unit": sz["prefix_match_unit"],
             "platform": setup.platform,
@@ -327,22 +364,8 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> wire.ConnectorResul
         "wrapped": first["wrapped"],
         "trigger": first["name"],
         "triggers": [_trigger_entry(r) for r in runs],
-        "control": {
-            "prompt_len": control["prompt_len"],
-            "assertion_fired": control["assertion"]["fired"],
-            "assertion_location": control["assertion"]["location"],
-            "assertion_statement": control["assertion"]["statement"],
-            "matches_53514": control["assertion"]["matches_53514"],
-            "assertion_kind": control["assertion"]["kind"],
-            "hit_tokens": control["hit_tokens"],
-            "scheduled_tokens": control["scheduled_tokens"],
-            "truncation_hook": control["truncation"]["hook"],
-            "prompt": control["prompt"],
-            "events": control_rec.events,
-        },
-        "notes": notes,
+        "control": control,
         "events": first["events"],
-        "elapsed_s": round(time.perf_counter() - t0, 3),
     }
 
 
@@ -383,6 +406,33 @@ def check_importable(registry: dict[str, Any], vllm_name: str) -> None:
         raise InternalsError("import the connector", f"{vllm_name} cannot be loaded: {detail}") from exc
 
 
+def _run_one(setup: Setup, registry: dict[str, Any], key: str, vllm_name: str) -> wire.ConnectorResult:
+    """One connector's run, or what stopped it (the other connectors still run)."""
+    try:
+        check_importable(registry, vllm_name)
+        return run_connector(setup, key, vllm_name)
+    except InternalsError as exc:
+        return _connector_error(key, vllm_name, exc.stage, exc.message)
+    except Exception as exc:
+        return _connector_error(key, vllm_name, "run the connector", f"{type(exc).__name__}: {exc}")
+
+
+def _wanted(asked: list[str], present: dict[str, str]) -> tuple[list[str], wire.Error | None]:
+    """The connector keys to run (["all"]: every one this vLLM has), or the error naming the
+    asked ones it lacks."""
+    if asked == ["all"]:
+        return [k for k in connectors.connector_keys() if k in present], None
+    missing = [k for k in asked if k not in present]
+    if not missing:
+        return asked, None
+    return asked, {
+        "kind": "connector_missing",
+        "stage": "find the connector",
+        "message": f"this vLLM has no {', '.join(missing)} connector "
+        f"(it has: {', '.join(sorted(present)) or 'none'})",
+    }
+
+
 def run(spec: dict[str, Any]) -> wire.HarnessAnswer:
     out: wire.HarnessAnswer = {
         "schema_version": SCHEMA_VERSION,
@@ -403,17 +453,9 @@ def run(spec: dict[str, Any]) -> wire.HarnessAnswer:
         registry = connector_registry()
         present = available_connectors(registry)
         out["available_connectors"] = sorted(present)
-        wanted = spec["connectors"]
-        if wanted == ["all"]:
-            wanted = [k for k in connectors.connector_keys() if k in present]
-        missing = [k for k in wanted if k not in present]
-        if missing:
-            out["error"] = {
-                "kind": "connector_missing",
-                "stage": "find the connector",
-                "message": f"this vLLM has no {', '.join(missing)} connector "
-                f"(it has: {', '.join(sorted(present)) or 'none'})",
-            }
+        wanted, missing = _wanted(spec["connectors"], present)
+        if missing is not None:
+            out["error"] = missing
             return out
         if spec.get("hotfix"):  # pd-doctor hotfix (issue 13): patch before any scheduler exists
             out["hotfix"] = hotfix.apply([present[k] for k in wanted])
@@ -432,18 +474,7 @@ def run(spec: dict[str, Any]) -> wire.HarnessAnswer:
             return out
         if spec.get("triggers") == ["all"]:
             spec["triggers"] = list(triggers.TRIGGERS)
-        results: list[wire.ConnectorResult] = []
-        for key in wanted:
-            try:
-                check_importable(registry, present[key])
-                results.append(run_connector(setup, key, present[key]))
-            except InternalsError as exc:
-                results.append(_connector_error(key, present[key], exc.stage, exc.message))
-            except Exception as exc:
-                results.append(
-                    _connector_error(key, present[key], "run the connector", f"{type(exc).__name__}: {exc}")
-                )
-        out["results"] = results
+        out["results"] = [_run_one(setup, registry, key, present[key]) for key in wanted]
     except InternalsError as exc:
         out["error"] = {
             "kind": "internals",
