@@ -48,7 +48,7 @@ def test_late_release_fires_without_and_is_fixed_by_hotfix(python_late, repro_js
     assert rc == 1, err
     w = _by(without)[connector]
     assert w["assertion"]["fired"] is True and w["truncation"]["hook"] == "get_num_new_matched_tokens"
-    assert "hotfix" not in w
+    assert w["hotfix"] is None  # no hotfix asked (every object has the key)
 
     rc, with_, err = repro_json(python_late, "--connector", "all", "--hotfix")
     d = _by(with_)[connector]
