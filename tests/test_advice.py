@@ -49,3 +49,15 @@ def test_repro_gives_the_same_advice_as_check_config() -> None:
     assert doc["advice"] == list(same)
     assert "### How to fix" in emit(report, OutputFormat.markdown)
     assert advice.for_repro(_report(fired=False)) == ()
+
+
+def test_every_repro_object_has_the_same_keys() -> None:
+    from dataclasses import replace
+
+    from vllm_pd_doctor.model import NotAffected, RunError
+
+    ran = _report(fired=True)
+    failed = replace(ran, results=(replace(ran.results[0], error=RunError("internals", "build", "x")),))
+    na = replace(ran, results=(), not_affected=NotAffected.from_answer("no Mamba state", {}))
+    keys = [set(json.loads(emit(r, OutputFormat.json))) for r in (ran, failed, na)]
+    assert keys[0] == keys[1] == keys[2]
