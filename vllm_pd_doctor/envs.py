@@ -45,7 +45,6 @@ NIXL_PACKAGES = ("nixl-cu12==1.5.1", "nixl==1.5.1")
 both CUDA variants, and newer meta releases ask for a nixl-cu12 that does not exist."""
 
 
-
 @dataclass(frozen=True)
 class ManagedEnv:
     """One provisioned environment."""
