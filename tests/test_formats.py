@@ -24,6 +24,7 @@ from rich.console import Console
 import vllm_pd_doctor
 from vllm_pd_doctor import envs, hotfix, inprocess, matrix
 from vllm_pd_doctor.checkconfig import core
+from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites
 from vllm_pd_doctor.checkconfig.rules import RULES
 from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
 from vllm_pd_doctor.commands._common import Reporter, hint
@@ -132,6 +133,7 @@ JSON_KEYS = {
         "timings",
     },
     "envs": {"schema_version", "home", "envs"},
+    "hotfix-status": {"schema_version", "python", "installed", "enabled", "needed", "plan"},
 }
 
 
@@ -186,6 +188,7 @@ def results(repro_all: ReproReport, python_buggy: str) -> dict[str, object]:
         "matrix": m,
         "bisect": b,
         "envs": envs.listing(),
+        "hotfix-status": hotfix.status(python_buggy, find_sites, {}),
     }
 
 
@@ -293,7 +296,9 @@ def test_unknown_result_type_is_an_error():
 
 @pytest.mark.vllm
 @pytest.mark.parametrize("fmt", list(OutputFormat))
-@pytest.mark.parametrize("kind", ["repro", "repro1", "check", "rules", "matrix", "bisect", "envs"])
+@pytest.mark.parametrize(
+    "kind", ["repro", "repro1", "check", "rules", "matrix", "bisect", "envs", "hotfix-status"]
+)
 def test_renders(results, kind, fmt):
     result = results[kind]
     text = emit(result, fmt, width=120, as_list=kind == "repro")
@@ -303,8 +308,10 @@ def test_renders(results, kind, fmt):
         first = doc[0] if isinstance(doc, list) else doc
         assert first["schema_version"] == 1
         assert JSON_KEYS[kind.rstrip("1")] <= set(first)
+        if kind.startswith("repro"):  # 0.28.0 fires: the fixes come with the verdict
+            assert first["advice"] and first["advice"][0].startswith("upgrade vLLM to")
     elif fmt is OutputFormat.markdown:
-        assert "|---|" in text or kind == "bisect"
+        assert "|---|" in text or kind in ("bisect", "hotfix-status")
     else:
         assert "\x1b[" not in text  # no colour unless asked for
 
