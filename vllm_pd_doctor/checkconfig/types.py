@@ -135,6 +135,11 @@ class ModelInfo:
     hybrid: bool
     hybrid_evidence: str
     torch_dtype: str | None = None
+    source: str = "config.json structure"
+    """What decided `hybrid`: `config.json structure`, or `vLLM X model registry` (the installed
+    vLLM's model class interfaces, read in a child of the target interpreter)."""
+    resolved_from: str | None = None
+    """Where config.json came from: directory, file, hf-cache (offline), hub (downloaded)."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,19 @@ class VllmSource:
     """Whether the NIXL worker reads from a prefill with more TP ranks than decode."""
     attention_backend_env: bool | None = None
     """vllm/envs.py still reads VLLM_ATTENTION_BACKEND (None: not read)."""
+    mamba_prefix_rewrite: SourceFact | None = None
+    """Where prefix caching turns mamba_cache_mode "none" into another mode (None: it does not)."""
+    kv_transfer_fields: tuple[str, ...] = ()
+    """KVTransferConfig's fields (empty: not read)."""
+    kv_transfer_forbids_extra: bool | None = None
+    """KVTransferConfig rejects other keys (vLLM's `@config`: pydantic `extra="forbid"`)."""
+    kv_transfer_location: str | None = None
+    conv_layout_assert: SourceFact | None = None
+    """Where the NIXL worker asserts the DS conv-state layout for Mamba state (None: it does not)."""
+    conv_layout_default: str | None = None
+    """The conv-state layout when VLLM_SSM_CONV_STATE_LAYOUT is unset (`SD` on 0.28.0)."""
+    cpu_selects_ds: SourceFact | None = None
+    """The CPU platform sets DS itself (0.32.0, for NIXL when the variable is unset)."""
     error: str | None = None
 
 
@@ -258,6 +276,7 @@ class ReasonKind(str, Enum):
     unknown_order = "unknown-order"
     no_truncation = "no-truncation"
     unknown_vllm = "unknown-vllm"
+    external_connector = "external-connector"
 
     def __str__(self) -> str:
         return self.value
@@ -265,7 +284,12 @@ class ReasonKind(str, Enum):
     @property
     def unknown(self) -> bool:
         """This reason leaves the verdict undecided."""
-        return self in (ReasonKind.unknown_model, ReasonKind.unknown_vllm, ReasonKind.unknown_order)
+        return self in (
+            ReasonKind.unknown_model,
+            ReasonKind.unknown_vllm,
+            ReasonKind.unknown_order,
+            ReasonKind.external_connector,
+        )
 
 
 @dataclass(frozen=True)
@@ -301,6 +325,8 @@ class ProbeResult:
     ran: bool
     reproduced: bool | None
     detail: str
+    per_connector: tuple[tuple[str, bool], ...] = ()
+    """(connector key, reproduced) for each connector the probe ran."""
 
 
 @dataclass(frozen=True)

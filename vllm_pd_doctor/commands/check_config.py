@@ -13,6 +13,7 @@ from vllm_pd_doctor.commands._common import (
     FormatOpt,
     PythonOpt,
     QuietOpt,
+    VllmOpt,
     hint,
     progress_printer,
     show,
@@ -94,6 +95,17 @@ StrictOpt = Annotated[
 ListRulesOpt = Annotated[bool, typer.Option("--list-rules", help="Print the rule catalogue and exit.")]
 
 
+def _variables(set_vars: list[str] | None) -> dict[str, str]:
+    """--set VAR=VALUE (repeatable) as a mapping."""
+    variables: dict[str, str] = {}
+    for item in set_vars or []:
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise BadInput(f"--set {item}: expected VAR=VALUE")
+        variables[k.strip()] = v
+    return variables
+
+
 def check_config(
     prefill_cmd: PrefillCmdOpt = None,
     decode_cmd: DecodeCmdOpt = None,
@@ -101,6 +113,7 @@ def check_config(
     model: ModelOpt = None,
     set_vars: SetOpt = None,
     python: PythonOpt = None,
+    vllm: VllmOpt = None,
     probe: ProbeOpt = False,
     strict: StrictOpt = False,
     list_rules: ListRulesOpt = False,
@@ -122,25 +135,28 @@ def check_config(
         limits.check_input_file(
             config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
         )
-    if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model, python)):
+    if python is not None and vllm is not None:
+        raise BadInput("--python and --vllm both given", hint="use one of them")
+    if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model, python, vllm)):
         raise BadInput(
             "nothing to check",
             hint="give --prefill-cmd/--decode-cmd, --config FILE, --model DIR or --python (see --help)",
         )
-    variables: dict[str, str] = {}
-    for item in set_vars or []:
-        k, eq, v = item.partition("=")
-        if not eq or not k.strip():
-            raise BadInput(f"--set {item}: expected VAR=VALUE")
-        variables[k.strip()] = v
+    interp = str(python) if python is not None else None
+    if vllm is not None:
+        from vllm_pd_doctor import envs
+
+        interp = str(envs.ensure(envs.default_package(), vllm, nixl=False, progress=progress).python)
     report = core.check(
         prefill_cmd=prefill_cmd,
         decode_cmd=decode_cmd,
         config=config,
         model=model,
-        python=str(python) if python is not None else None,
+        python=interp,
+        import_nixl=vllm is None,
+        release_env=vllm,
         probe=probe,
-        variables=variables,
+        variables=_variables(set_vars),
         progress=progress,
         warn=(lambda m: None) if quiet else hint,
     )
