@@ -53,6 +53,8 @@ def server_from(
         network_evidence=cmd.network_evidence,
         role_source=cmd.role_source,
         launcher=cmd.launcher,
+        image=cmd.image,
+        phase=cmd.phase,
     )
 
 

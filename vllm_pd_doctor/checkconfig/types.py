@@ -46,6 +46,10 @@ class LaunchCommand:
     """What `network` rests on (side-channel host, --host, a Pod, a compose service, ...)."""
     launcher: str = ""
     """The wrapper the command was found in (`vllm serve`, `dynamo.vllm`, `docker run`, `sh -c`...)."""
+    image: str | None = None
+    """Container image the server runs in (`vllm/vllm-openai:v0.25.0`), when the input names one."""
+    phase: int = 0
+    """Servers of different phases never run at once (a script that kills and relaunches)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,13 @@ class ServeConfig:
         return str(r) if r is not None else None
 
     @property
+    def kv_connector_module_path(self) -> str | None:
+        """`kv_connector_module_path`: the connector class comes from this module (an external
+        connector), not from vLLM's built-in class of the same name."""
+        p = (self.kv_transfer_config or {}).get("kv_connector_module_path")
+        return str(p) if p else None
+
+    @property
     def extra_config(self) -> dict[str, Any]:
         e = (self.kv_transfer_config or {}).get("kv_connector_extra_config")
         return e if isinstance(e, dict) else {}
@@ -101,6 +112,16 @@ class ServeConfig:
         if self.enable_prefix_caching is False:
             return False
         return self.mamba_cache_mode != "none"
+
+
+def image_parts(image: str) -> tuple[str, str | None]:
+    """`registry:5000/org/name:tag@sha256:...` -> (`registry:5000/org/name`, `tag`)."""
+    ref = image.split("@", 1)[0]
+    slash = ref.rfind("/")
+    colon = ref.rfind(":")
+    if colon > slash:
+        return ref[:colon], ref[colon + 1 :] or None
+    return ref, None
 
 
 @dataclass(frozen=True)
@@ -119,6 +140,20 @@ class Server:
     network_evidence: str = ""
     role_source: str = ""
     launcher: str = ""
+    image: str | None = None
+    """Container image (`ghcr.io/llm-d/llm-d-cuda:v0.8.1`) when the input names one."""
+    phase: int = 0
+    """Servers of different phases never run at once (launch, kill, relaunch on the same ports)."""
+
+    @property
+    def image_name(self) -> str | None:
+        """The image without its tag (`vllm/vllm-openai`)."""
+        return image_parts(self.image)[0] if self.image else None
+
+    @property
+    def image_tag(self) -> str | None:
+        """The image's tag (`v0.25.0`); None when untagged or a digest."""
+        return image_parts(self.image)[1] if self.image else None
 
     @property
     def role(self) -> str:
