@@ -120,7 +120,9 @@ PlatformOpt = Annotated[
     Platform | None,
     _opt(
         "--platform",
-        help="In-process: size the KV cache as this platform would (default: the target vLLM's own).",
+        help="In-process: build the config and size the KV cache as this platform would (default: cuda "
+        "for a CUDA build of vLLM, else cpu); cuda from a CPU box names every decision it could not "
+        "take from vLLM.",
         metavar="cpu|cuda",
     ),
 ]

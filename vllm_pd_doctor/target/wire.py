@@ -78,10 +78,14 @@ class Error(TypedDict, total=False):
     """Why the harness (or one connector's run) could not finish."""
 
     kind: str
-    """no_vllm, connector_missing or internals."""
+    """no_vllm, connector_missing, internals, or the cause of a model or sizing failure
+    (`not_servable`, `no_state_group`, `sizing.diagnose_model`'s kinds)."""
     stage: str
     message: str
     traceback: str | None
+    hint: str | None
+    """What to do about a model vLLM could not build (ModelError)."""
+    vllm_message: str
 
 
 class PromptLens(TypedDict):
