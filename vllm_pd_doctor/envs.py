@@ -30,8 +30,11 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from vllm_pd_doctor import limits, procs, safeio
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.model import Result
 from vllm_pd_doctor.progress import Progress, phase, quiet
 
 MARKER = "pd-doctor-env.json"
@@ -46,9 +49,6 @@ CONNECTOR_PACKAGES = ("msgpack",)
 """What the KV connectors' modules import that vLLM does not depend on (MoRIIO: msgpack), so
 every connector's scheduler half can be driven. Added to existing environments on `ensure`."""
 CONNECTORS_EXTRA = "connectors"
-
-_VERSION_RE = re.compile(r"[0-9]+(\.[0-9]+){1,3}([a-z0-9.+-]*)", re.ASCII)
-"""Matched in full (no trailing newline, ASCII digits only): the version names files and locks."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,11 @@ def default_package() -> str:
 def validate(package: str, version: str) -> None:
     if package not in PACKAGES:
         raise BadInput(f"unknown package {package!r}", hint=f"use one of: {', '.join(PACKAGES)}")
-    if not isinstance(version, str) or not _VERSION_RE.fullmatch(version):
+    try:
+        canonical = str(Version(version)) == version  # also: nothing odd for a directory name
+    except InvalidVersion:
+        canonical = False
+    if not canonical:
         raise BadInput(f"{version!r} is not a release version", hint="give a version such as 0.28.0")
 
 
@@ -156,7 +160,7 @@ def list_envs() -> list[ManagedEnv]:
 
 
 @dataclass(frozen=True)
-class EnvListing:
+class EnvListing(Result):
     """`pd-doctor envs list`: the complete environments under `home`."""
 
     home: Path
