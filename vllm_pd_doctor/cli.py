@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from vllm_pd_doctor import __version__, procs
-from vllm_pd_doctor.commands import check_config, envs, hotfix, matrix, report, repro
+from vllm_pd_doctor.commands import check_config, envs, hotfix, matrix, report, repro, triage
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 not reproduced / nothing found, 1 reproduced / error-level finding, "
@@ -43,7 +43,7 @@ def _main(
     """pd-doctor: P/D disaggregation doctor for vLLM."""
 
 
-for _module in (repro, check_config, report, matrix, envs, hotfix):
+for _module in (repro, check_config, report, matrix, envs, hotfix, triage):
     _module.register(app)
 
 

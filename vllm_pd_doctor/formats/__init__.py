@@ -50,6 +50,7 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     from vllm_pd_doctor.formats import table as t
     from vllm_pd_doctor.matrix import BisectReport, MatrixReport
     from vllm_pd_doctor.model import ReproReport
+    from vllm_pd_doctor.triage.types import TriageResult
 
     def table(fn: Callable[[Any], Any]) -> Formatter:
         return lambda r, o: t.render(fn(r), width=o.width, color=o.color)
@@ -80,6 +81,9 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
         (EnvListing, F.table): table(t.envs_table),
         (EnvListing, F.json): as_json(j.envs_obj),
         (EnvListing, F.markdown): text(md.envs_md),
+        (TriageResult, F.table): table(t.triage_table),
+        (TriageResult, F.json): as_json(j.triage_obj),
+        (TriageResult, F.markdown): text(md.triage_md),
     }
 
 

@@ -334,3 +334,57 @@ def envs_obj(e: EnvListing) -> dict[str, Any]:
             for m in e.envs
         ],
     }
+
+
+# --- triage (H16) -----------------------------------------------------------------------------
+
+from vllm_pd_doctor.triage.types import TriageResult  # noqa: E402
+
+
+def triage_obj(r: TriageResult) -> dict[str, Any]:
+    """`pd-doctor triage --format json` (a `vllm_pd_doctor.triage.types.TriageResult`)."""
+
+    def ev(e: Any) -> dict[str, Any] | None:
+        return None if e is None else {"file": e.file, "line": e.line, "text": e.text}
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "verdicts": [
+            {
+                "class": v.cls,
+                "title": v.title,
+                "confidence": v.confidence,
+                "side": v.side,
+                "evidence": [ev(e) for e in v.evidence],
+                "missing": list(v.missing),
+                "fix": v.fix,
+                "references": list(v.references),
+                "next": v.next,
+                "note": v.note,
+            }
+            for v in r.verdicts
+        ],
+        "no_known_cause": not r.verdicts,
+        "informative": [ev(e) for e in r.informative],
+        "inputs": [
+            {
+                "file": i.file,
+                "side": i.side,
+                "lines": i.lines,
+                "bytes": i.bytes,
+                "facts": {
+                    "vllm_version": i.facts.vllm_version,
+                    "architecture": i.facts.architecture,
+                    "kv_role": i.facts.kv_role,
+                    "connector": i.facts.connector,
+                    "prefix_caching": i.facts.prefix_caching,
+                    "hybrid": i.facts.hybrid,
+                },
+                "first_exception": ev(i.first_exception),
+                "last_error": ev(i.last_error),
+            }
+            for i in r.inputs
+        ],
+        "release": r.release,
+        "warnings": list(r.warnings),
+    }

@@ -1,0 +1,51 @@
+"""What the command line adds to the logs: release (--python), model (--model), connector
+(--config / --prefill-cmd); and the catalogue as text (`--list`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vllm_pd_doctor.triage.decide import Context
+from vllm_pd_doctor.triage.entries import CLASSES
+
+
+def build_context(
+    *,
+    python: str | None,
+    model: Path | None,
+    config: Path | None,
+    prefill_cmd: str | None,
+    decode_cmd: str | None,
+) -> Context:
+    """Read what was given; nothing given: an empty context (the logs alone decide)."""
+    from vllm_pd_doctor.checkconfig import model_info
+
+    connector: str | None = None
+    minfo = model_info.load_model(model) if model is not None else None
+    if config is not None or prefill_cmd is not None or decode_cmd is not None:
+        from vllm_pd_doctor import limits
+        from vllm_pd_doctor.checkconfig import core
+
+        if config is not None:
+            limits.check_input_file(config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True)
+        servers, _ = core.gather_servers(prefill_cmd, decode_cmd, config, python=python)
+        prefill = [s for s in servers if s.role == "prefill"] or list(servers)
+        connector = next((s.config.kv_connector for s in prefill if s.config.kv_connector), None)
+        if minfo is None:
+            minfo, _, _ = core.resolve_model(None, servers, lambda _m: None)
+    release = None
+    if python is not None:
+        from vllm_pd_doctor.triage import release_from_python
+
+        release = release_from_python(python)
+    return Context(release=release, model=minfo, connector=connector)
+
+
+def list_text() -> str:
+    """The catalogue, one block per class."""
+    out = []
+    for c in CLASSES:
+        out.append(f"{c.id}: {c.title}\n")
+        out.append(f"  side: {c.side}; fix: {c.fix}\n")
+        out.append(f"  refs: {', '.join(c.references)}; next: {c.next}\n")
+    return "".join(out)

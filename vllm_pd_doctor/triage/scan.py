@@ -1,0 +1,205 @@
+"""One pass over one log: catalogue hits, facts, first exception and last ERROR (bounded state)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from vllm_pd_doctor.triage.catalogue import FailureClass
+from vllm_pd_doctor.triage.entries import CLASSES
+from vllm_pd_doctor.triage.reader import Record, candidate_lines, normalise, side_of
+from vllm_pd_doctor.triage.types import Evidence, LogFacts
+
+MAX_EVIDENCE = 3
+"""Evidence lines kept per matcher (the first ones)."""
+MAX_TEXT = 400
+"""Characters of a line kept as evidence."""
+
+_FACT_ANCHORS = (
+    "Resolved architecture",
+    "version",
+    "kv_role",
+    "kv_connector",
+    "prefix_caching",
+    "prefix-caching",
+    "Creating v1 connector",
+    "Setting attention block size",
+    "mamba_cache_mode",
+    "Traceback",
+    "ERROR",
+    "CRITICAL",
+    "Error",
+    "Exception",
+    "Exit",
+    "Failure",
+)
+_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)|AssertionError)\b(?::|$)")
+_VERSION = (
+    re.compile(r"vLLM API server version v?(\d[\w.+]*)"),
+    re.compile(r"Initializing a V1 LLM engine \(v?(\d[\w.+]*)\)"),
+    re.compile(r"^version v?(\d[\w.+]*)$"),
+    re.compile(r"\bvLLM version:?\s+v?(\d[\w.+]*)"),
+)
+_ARCH = re.compile(r"Resolved architecture: (\w+)")
+_ROLE = re.compile(r"kv_role['\"]?\s*[:=]\s*['\"]?(kv_\w+)")
+_CONNECTOR = (
+    re.compile(r"kv_connector['\"]?\s*[:=]\s*['\"](\w+)"),
+    re.compile(r"Creating v1 connector with name: (\w+)"),
+)
+_PREFIX = re.compile(r"enable_prefix_caching['\"]?\s*[:=]\s*(True|False|true|false)")
+_HYBRID_LINES = (
+    "Setting attention block size to",
+    "Hybrid KV cache manager is disabled for this hybrid model",
+    "mamba_cache_mode",
+)
+
+
+@functools.cache
+def anchor_regex() -> re.Pattern[str]:
+    words = {m.anchor for c in CLASSES for m in (*c.matchers, *c.excludes)} | set(_FACT_ANCHORS)
+    # longest first so an alternation never stops at a shorter prefix of a longer anchor
+    return re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)))
+
+
+@dataclass
+class Hit:
+    count: int = 0
+    evidence: list[Evidence] = field(default_factory=list)
+    first_ts: str | None = None
+    sides: set[str] = field(default_factory=set)
+
+
+@dataclass
+class FileScan:
+    """What one log holds, in bounded memory."""
+
+    file: str
+    side: str | None
+    hits: dict[tuple[str, int], Hit] = field(default_factory=dict)
+    """(class id, matcher index) -> hit; excludes use negative indexes (-1 - i)."""
+    lines: int = 0
+    bytes: int = 0
+    version: str | None = None
+    architecture: str | None = None
+    kv_role: str | None = None
+    connector: str | None = None
+    prefix_caching: bool | None = None
+    hybrid_evidence: str | None = None
+    first_exception: Evidence | None = None
+    last_error: Evidence | None = None
+    last_ts: str | None = None
+    _in_tb: dict[str, bool] = field(default_factory=dict)
+
+    def facts(self) -> LogFacts:
+        from vllm_pd_doctor.triage.decide import arch_is_hybrid
+
+        hybrid: bool | None = None
+        evidence = self.hybrid_evidence
+        if evidence:
+            hybrid = True
+        elif self.architecture:
+            hybrid = arch_is_hybrid(self.architecture)
+            evidence = f"architecture {self.architecture}" if hybrid else None
+        return LogFacts(
+            vllm_version=self.version,
+            architecture=self.architecture,
+            kv_role=self.kv_role,
+            connector=self.connector,
+            prefix_caching=self.prefix_caching,
+            hybrid=hybrid,
+            hybrid_evidence=evidence,
+        )
+
+    @property
+    def file_side(self) -> str | None:
+        if self.side:
+            return self.side
+        if self.kv_role == "kv_producer":
+            return "prefill"
+        if self.kv_role == "kv_consumer":
+            return "decode"
+        return side_of(self.file.rsplit("/", 1)[-1])
+
+
+def evidence(r: Record) -> Evidence:
+    text = r.msg if len(r.msg) <= MAX_TEXT else r.msg[:MAX_TEXT] + " ..."
+    return Evidence(file=r.file, line=r.line, text=text)
+
+
+def scan(stream: BinaryIO, file: str, side: str | None = None, size: int | None = None) -> FileScan:
+    """Read one log to its end."""
+    fs = FileScan(file=file, side=side, bytes=size or 0)
+    anchors = anchor_regex()
+    for lineno, raw in candidate_lines(stream, anchors):
+        if not raw:
+            fs.lines = lineno
+            continue
+        _record(fs, normalise(raw, file, lineno))
+    return fs
+
+
+def _record(fs: FileScan, r: Record) -> None:
+    msg = r.msg
+    if r.ts:
+        fs.last_ts = r.ts
+    for c in CLASSES:
+        _match_class(fs, c, r, msg)
+    _facts(fs, msg)
+    proc = r.proc or ""
+    stripped = msg.lstrip()
+    if stripped.startswith("Traceback (most recent call last)"):
+        fs._in_tb[proc] = True
+    elif _EXC_LINE.match(stripped):
+        if fs.first_exception is None:
+            fs.first_exception = evidence(r)
+        fs._in_tb[proc] = False
+    if (r.level in ("ERROR", "CRITICAL") or msg.startswith(("ERROR", "CRITICAL"))) and not msg.startswith(
+        (" ", "\t", "Traceback", "^")
+    ):
+        fs.last_error = evidence(r)
+
+
+def _match_class(fs: FileScan, c: FailureClass, r: Record, msg: str) -> None:
+    for group, sign in ((c.matchers, 1), (c.excludes, -1)):
+        for i, m in enumerate(group):
+            if m.anchor not in msg and (m.anchor not in (r.src or "")):
+                continue
+            if not m.regex.search(msg):
+                continue
+            key = (c.id, i if sign > 0 else -1 - i)
+            hit = fs.hits.get(key)
+            if hit is None:
+                hit = fs.hits[key] = Hit(first_ts=r.ts)
+            hit.count += 1
+            if len(hit.evidence) < MAX_EVIDENCE:
+                hit.evidence.append(evidence(r))
+            hit.sides.add(r.side or fs.side or "")
+
+
+def _facts(fs: FileScan, msg: str) -> None:
+    if fs.version is None and ("version" in msg or "V1 LLM engine" in msg):
+        for rx in _VERSION:
+            if m := rx.search(msg):
+                fs.version = fs.version or m.group(1).rstrip(".,)")
+                break
+    if fs.architecture is None and (m := _ARCH.search(msg)):
+        fs.architecture = m.group(1)
+    if fs.kv_role is None and "kv_role" in msg and (m := _ROLE.search(msg)):
+        fs.kv_role = m.group(1)
+    if fs.connector is None and ("kv_connector" in msg or "Creating v1 connector" in msg):
+        for rx in _CONNECTOR:
+            if m := rx.search(msg):
+                fs.connector = m.group(1)
+                break
+    if fs.prefix_caching is None and "prefix" in msg:
+        if m := _PREFIX.search(msg):
+            fs.prefix_caching = m.group(1).lower() == "true"
+        elif "--no-enable-prefix-caching" in msg:
+            fs.prefix_caching = False
+    if fs.hybrid_evidence is None:
+        for needle in _HYBRID_LINES:
+            if needle in msg:
+                fs.hybrid_evidence = msg[:200]
+                break
