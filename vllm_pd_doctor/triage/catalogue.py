@@ -16,7 +16,7 @@ from typing import Literal
 
 from vllm_pd_doctor.triage.types import Confidence
 
-Role = Literal["cause", "support"]
+Role = Literal["cause", "support", "require"]
 Origin = Literal["vllm", "nixl", "ucx", "mooncake", "lmcache", "zmq", "python", "vllm-ascend"]
 
 
@@ -31,7 +31,8 @@ class Matcher:
     confidence: Confidence = "likely"
     """What a hit alone says (before the class's decision rules)."""
     role: Role = "cause"
-    """`cause`: a hit fires the class; `support`: only strengthens it, shown as evidence."""
+    """`cause`: a hit fires the class; `support`: only strengthens it, shown as evidence;
+    `require`: the class fires only when every `require` matcher hit too (same log)."""
     origin: Origin = "vllm"
     """Who prints the line; `vllm` lines are checked against vLLM's source (see `source_needle`)."""
     source_needle: str | None = None

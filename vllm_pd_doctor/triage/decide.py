@@ -66,9 +66,13 @@ def _fired(c: FailureClass, fs: FileScan) -> tuple[Confidence, list[Hit]] | None
             conf = m.confidence if conf is None else _best(conf, m.confidence)
     if conf is None:
         return None
-    for i, m in enumerate(c.matchers):  # support lines can raise a fired class's confidence
+    for i, m in enumerate(c.matchers):
         h = fs.hits.get((c.id, i))
-        if m.role == "support" and h is not None and h.count >= m.min_count:
+        if m.role == "require" and (h is None or h.count < m.min_count):
+            return None
+    for i, m in enumerate(c.matchers):  # support and require lines can raise a fired class's confidence
+        h = fs.hits.get((c.id, i))
+        if m.role != "cause" and h is not None and h.count >= m.min_count:
             conf = _best(conf, m.confidence)
     return conf, hits
 
