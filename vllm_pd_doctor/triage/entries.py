@@ -372,7 +372,7 @@ CLASSES: tuple[FailureClass, ...] = (
         title="A NIXL wheel built for another CUDA major (libcudart.so.N missing)",
         matchers=(
             M("libcudart.so", r"ImportError: libcudart\.so\.\d+: cannot open shared object", "possible", origin="python"),
-            M("nixl", r"nixl_ep|nixl", "likely", "require"),
+            M("nixl_ep", r"nixl_ep", "likely", "require"),
         ),
         lookalikes="libcudart missing for a non-NIXL extension is a CUDA install problem.",
         decides=("torch's CUDA version and the nixl-cu12/nixl-cu13 wheels installed",),

@@ -11,7 +11,6 @@ worth normalising, and only those become `Record`s.
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import re
 import sys
@@ -165,48 +164,59 @@ def open_binary(path: str) -> tuple[BinaryIO, int | None]:
     return stream, size
 
 
-def candidate_lines(stream: BinaryIO, anchors: re.Pattern[str]) -> Iterator[tuple[int, str]]:
-    """(1-based line number, line) for every line that holds an anchor; the last item is
-    (total lines, "") so the caller learns the count."""
-    text = io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="")
+def candidate_lines(
+    stream: BinaryIO,
+    triggers: tuple[bytes, ...],
+    head_triggers: tuple[bytes, ...] = (),
+    head_bytes: int = 0,
+) -> Iterator[tuple[int, str]]:
+    """(1-based line number, line) for every line that holds a trigger, in order; the last item
+    is (total lines, "") so the caller learns the count. Works on bytes (no decoding of the lines
+    that do not matter); each trigger is found with `bytes.find`, which runs at memory speed.
+    The first `head_bytes` are searched with `head_triggers` (more literals) instead."""
     base = 0  # lines before the current buffer
-    rest = ""
+    seen = 0  # bytes before the current buffer
+    rest = b""
     while True:
-        block = text.read(CHUNK)
+        block = stream.read(CHUNK)
         if not block:
             break
-        buf = rest + block
-        cut = buf.rfind("\n") + 1
+        buf = rest + block if rest else block
+        cut = buf.rfind(b"\n") + 1
         if cut == 0:
             if len(buf) > CHUNK:  # one enormous line: keep its start only
-                buf = buf[:MAX_LINE] + "\n"
-                cut = len(buf)
+                rest = buf[:MAX_LINE]
             else:
                 rest = buf
-                continue
+            continue
         rest = buf[cut:]
-        yield from _scan(buf, cut, base, anchors)
-        base += buf.count("\n", 0, cut)
+        if len(rest) > CHUNK:
+            rest = rest[:MAX_LINE]
+        yield from _scan(buf, cut, base, head_triggers if seen < head_bytes and head_triggers else triggers)
+        base += buf.count(b"\n", 0, cut)
+        seen += cut
     if rest:
-        yield from _scan(rest + "\n", len(rest) + 1, base, anchors)
+        yield from _scan(rest + b"\n", len(rest) + 1, base, head_triggers if seen < head_bytes and head_triggers else triggers)
         base += 1
     yield base, ""
 
 
-def _scan(buf: str, end: int, base: int, anchors: re.Pattern[str]) -> Iterator[tuple[int, str]]:
-    pos = 0
-    counted = 0  # newlines counted in buf[:counted_to]
+def _scan(buf: bytes, end: int, base: int, triggers: tuple[bytes, ...]) -> Iterator[tuple[int, str]]:
+    spans: dict[int, int] = {}
+    find, rfind = buf.find, buf.rfind
+    for t in triggers:
+        i = find(t, 0, end)
+        while i >= 0:
+            start = rfind(b"\n", 0, i) + 1
+            stop = find(b"\n", i, end)
+            if stop < 0:
+                stop = end
+            spans[start] = stop
+            i = find(t, stop, end)
+    counted = 0
     counted_to = 0
-    search = anchors.search
-    while True:
-        m = search(buf, pos, end)
-        if m is None:
-            return
-        start = buf.rfind("\n", 0, m.start()) + 1
-        stop = buf.find("\n", m.end(), end)
-        if stop < 0:
-            stop = end
-        counted += buf.count("\n", counted_to, start)
+    for start in sorted(spans):
+        counted += buf.count(b"\n", counted_to, start)
         counted_to = start
-        yield base + counted + 1, buf[start:stop]
-        pos = stop + 1
+        line = buf[start : min(spans[start], start + MAX_LINE)]
+        yield base + counted + 1, line.decode("utf-8", errors="replace")

@@ -7,7 +7,6 @@ import re
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from vllm_pd_doctor.triage.catalogue import FailureClass
 from vllm_pd_doctor.triage.entries import CLASSES
 from vllm_pd_doctor.triage.reader import Record, candidate_lines, normalise, side_of
 from vllm_pd_doctor.triage.types import Evidence, LogFacts
@@ -56,11 +55,43 @@ _HYBRID_LINES = (
 )
 
 
+TRIGGERS = (
+    "RROR",
+    "rror",
+    "ailed",
+    "xception",
+    "assert",
+    'File "',
+    "NIXL",
+    "UCX",
+    "WAITING_FOR_REMOTE_KVS",
+    "getXferTelemetry",
+    "no KVConnector found",
+    "Hybrid KV cache manager is disabled",
+    "Releasing expired KV blocks",
+    "Skipping KV post-processing",
+)
+"""Literals that pick the lines worth normalising past the head of a log: every line a catalogue
+class fires on holds one (ERROR lines, exceptions, assertions, frames, NIXL and UCX lines, and
+the few WARNING/DEBUG lines of the catalogue by their own words; a test checks every real
+fixture's evidence). Few, because each costs one `bytes.find` pass over the text; not `WARN`,
+which would make every routine warning a candidate."""
+HEAD_BYTES = 8 << 20
+"""The head of each log (startup: version, architecture, kv_role ...) is read with every anchor."""
+
+
 @functools.cache
-def anchor_regex() -> re.Pattern[str]:
+def triggers() -> tuple[bytes, ...]:
+    return tuple(t.encode() for t in TRIGGERS)
+
+
+@functools.cache
+def head_triggers() -> tuple[bytes, ...]:
+    """Every catalogue and fact anchor not already covered by TRIGGERS, plus TRIGGERS."""
     words = {m.anchor for c in CLASSES for m in (*c.matchers, *c.excludes)} | set(_FACT_ANCHORS)
-    # longest first so an alternation never stops at a shorter prefix of a longer anchor
-    return re.compile("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)))
+    extra = {w for w in words if not any(t in w for t in TRIGGERS)}
+    minimal = {w for w in extra if not any(o != w and o in w for o in extra)}
+    return triggers() + tuple(t.encode() for t in sorted(minimal))
 
 
 @dataclass
@@ -90,7 +121,6 @@ class FileScan:
     first_exception: Evidence | None = None
     last_error: Evidence | None = None
     last_ts: str | None = None
-    _in_tb: dict[str, bool] = field(default_factory=dict)
 
     def facts(self) -> LogFacts:
         from vllm_pd_doctor.triage.decide import arch_is_hybrid
@@ -131,44 +161,41 @@ def evidence(r: Record) -> Evidence:
 def scan(stream: BinaryIO, file: str, side: str | None = None, size: int | None = None) -> FileScan:
     """Read one log to its end."""
     fs = FileScan(file=file, side=side, bytes=size or 0)
-    anchors = anchor_regex()
-    for lineno, raw in candidate_lines(stream, anchors):
+    worth = _worth()
+    for lineno, raw in candidate_lines(stream, triggers(), head_triggers(), HEAD_BYTES):
         if not raw:
             fs.lines = lineno
             continue
-        _record(fs, normalise(raw, file, lineno))
+        if any(w in raw for w in worth):  # a WARNING line no class cares about stops here
+            _record(fs, normalise(raw, file, lineno))
     return fs
+
+
+@functools.cache
+def _worth() -> tuple[str, ...]:
+    """A candidate line is normalised only when it holds one of these: an anchor of the
+    catalogue or of the facts, or an error word (first exception, last ERROR)."""
+    words = {m.anchor for c in CLASSES for m in (*c.matchers, *c.excludes)} | set(_FACT_ANCHORS)
+    words |= {"RROR", "rror", "xception", "CRITICAL"}
+    return tuple(sorted((w for w in words if not any(o != w and o in w for o in words)), key=len))
+
+
+@functools.cache
+def _flat() -> tuple[tuple[str, re.Pattern[str], tuple[str, int]], ...]:
+    """(anchor, regex, hit key) for every matcher and exclude of the catalogue."""
+    out = []
+    for c in CLASSES:
+        out += [(m.anchor, m.regex, (c.id, i)) for i, m in enumerate(c.matchers)]
+        out += [(m.anchor, m.regex, (c.id, -1 - i)) for i, m in enumerate(c.excludes)]
+    return tuple(out)
 
 
 def _record(fs: FileScan, r: Record) -> None:
     msg = r.msg
     if r.ts:
         fs.last_ts = r.ts
-    for c in CLASSES:
-        _match_class(fs, c, r, msg)
-    _facts(fs, msg)
-    proc = r.proc or ""
-    stripped = msg.lstrip()
-    if stripped.startswith("Traceback (most recent call last)"):
-        fs._in_tb[proc] = True
-    elif _EXC_LINE.match(stripped):
-        if fs.first_exception is None:
-            fs.first_exception = evidence(r)
-        fs._in_tb[proc] = False
-    if (r.level in ("ERROR", "CRITICAL") or msg.startswith(("ERROR", "CRITICAL"))) and not msg.startswith(
-        (" ", "\t", "Traceback", "^")
-    ):
-        fs.last_error = evidence(r)
-
-
-def _match_class(fs: FileScan, c: FailureClass, r: Record, msg: str) -> None:
-    for group, sign in ((c.matchers, 1), (c.excludes, -1)):
-        for i, m in enumerate(group):
-            if m.anchor not in msg and (m.anchor not in (r.src or "")):
-                continue
-            if not m.regex.search(msg):
-                continue
-            key = (c.id, i if sign > 0 else -1 - i)
+    for anchor, rx, key in _flat():
+        if anchor in msg and rx.search(msg):
             hit = fs.hits.get(key)
             if hit is None:
                 hit = fs.hits[key] = Hit(first_ts=r.ts)
@@ -176,6 +203,14 @@ def _match_class(fs: FileScan, c: FailureClass, r: Record, msg: str) -> None:
             if len(hit.evidence) < MAX_EVIDENCE:
                 hit.evidence.append(evidence(r))
             hit.sides.add(r.side or fs.side or "")
+    _facts(fs, msg)
+    stripped = msg.lstrip()
+    if _EXC_LINE.match(stripped) and fs.first_exception is None:
+        fs.first_exception = evidence(r)
+    if (r.level in ("ERROR", "CRITICAL") or msg.startswith(("ERROR", "CRITICAL"))) and not msg.startswith(
+        (" ", "\t", "Traceback", "^")
+    ):
+        fs.last_error = evidence(r)
 
 
 def _facts(fs: FileScan, msg: str) -> None:
