@@ -180,10 +180,12 @@ def _safe_name(name: str, used: set[str]) -> str:
 
 def _logs(
     g: Gathered, red: Redactor, cap: int, files: dict[str, str]
-) -> tuple[tuple[render.LogDoc, ...], set[str]]:
+) -> tuple[tuple[render.LogDoc, ...], set[str], list[render.VerdictDoc], str | None]:
     log_docs: list[render.LogDoc] = []
     used: set[str] = set()
     sigs: set[str] = set()
+    verdicts: list[render.VerdictDoc] = []
+    log_version: str | None = None
     for path, got in g.logs:
         name = _safe_name(red.file_name(path.name), used)  # no host or user in an entry name
         given = red.text(str(path))
@@ -194,8 +196,11 @@ def _logs(
         # the whole text first: a multi-line secret (a key block) is seen whole, never cut
         # by an excerpt or by the cap
         text = red.text(raw)
-        found = logs.find(text)
+        found = logs.find(text, name)
         sigs |= set(found.found)
+        verdicts.extend(_verdict_docs(found, name))
+        if found.result is not None and log_version is None:
+            log_version = next((i.facts.vllm_version for i in found.result.inputs if i.facts.vllm_version), None)
         capped, cut = logs.cap(text, cap)
         files[f"raw/logs/{name}"] = capped
         log_docs.append(
@@ -218,7 +223,27 @@ def _logs(
                 ),
             )
         )
-    return tuple(log_docs), sigs
+    order = {"decisive": 0, "likely": 1, "possible": 2}
+    verdicts.sort(key=lambda v: order.get(v.confidence, 3))
+    return tuple(log_docs), sigs, verdicts, log_version
+
+
+def _verdict_docs(found: logs.LogFindings, name: str) -> list[render.VerdictDoc]:
+    return [
+        render.VerdictDoc(
+            cls=v.cls,
+            title=v.title,
+            confidence=v.confidence,
+            log=name,
+            evidence=tuple((e.line, e.text) for e in v.evidence),
+            fix=v.fix,
+            next=v.next,
+            missing=v.missing,
+            references=v.references,
+            note=v.note,
+        )
+        for v in found.verdicts
+    ]
 
 
 def build(
@@ -291,9 +316,10 @@ def build(
             suffix = suffix if suffix[1:].isalnum() and suffix.isascii() else ""  # .yaml, .sh ...
             files["raw/config" + suffix] = red.text(g.config_text.value[0])
 
-    log_docs, sigs = _logs(g, red, inputs.log_cap, files)
+    log_docs, sigs, verdicts, log_version = _logs(g, red, inputs.log_cap, files)
     version = g.interpreter.value.get("vllm_version") if g.interpreter.ok else None
-    title = red.text(docs.title(version, repro_doc, check, sigs))
+    top = verdicts[0].title if verdicts else None
+    title = red.text(docs.title(log_version or version, repro_doc, check, sigs, top))
     fired = bool(repro_doc and repro_doc.reproduced) or bool(check and check.has_error)
     collectors = tuple(
         render.CollectorDoc(
@@ -336,6 +362,7 @@ def build(
         files=tuple(names),
         exit_code=1 if fired else 0,
         commands_error=commands_error,
+        verdicts=tuple(verdicts),
     )
     doc = dataclasses.replace(doc, redactions=tuple(red.summary().items()))
     # everything in doc is already redacted, value by value: report.json is written as is (a

@@ -168,11 +168,18 @@ def repro_doc(report: ReproReport, note: str | None, red: Redactor) -> render.Re
 
 
 def title(
-    version: str | None, repro: render.ReproDoc | None, check: CheckReport | None, log_signatures: set[str]
+    version: str | None,
+    repro: render.ReproDoc | None,
+    check: CheckReport | None,
+    log_signatures: set[str],
+    log_verdict: str | None = None,
 ) -> str:
-    """The suggested issue title, from the strongest evidence at hand."""
+    """The suggested issue title, from the strongest evidence at hand (`version`: the log's
+    release when the log states it; `log_verdict`: the title of triage's best verdict)."""
+    from vllm_pd_doctor.triage.decide import ID_53514
+
     on = f" (vLLM {version})" if version else ""
-    if (repro and repro.reproduced) or "assert_53514" in log_signatures:
+    if (repro and repro.reproduced) or ID_53514 in log_signatures:
         return (
             f"{_TITLE}prefill engine dies with `assert num_new_tokens > 0` when a P-side "
             f"request has an N-1 prefix-cache hit{on}"
@@ -181,10 +188,8 @@ def title(
         first = next((f for f in check.findings if f.severity is Severity.error), None)
         if first is not None:
             return f"{_TITLE}{first.title}{on}"
-    if "enginecore_fatal" in log_signatures:
-        return f"{_TITLE}EngineCore encountered a fatal error{on}"
-    if "handshake_failed" in log_signatures:
-        return f"{_TITLE}NIXL handshake fails between prefill and decode{on}"
+    if log_verdict:
+        return f"{_TITLE}{log_verdict}{on}"
     return f"{_TITLE}<describe what fails>{on}"
 
 

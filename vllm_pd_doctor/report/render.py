@@ -131,6 +131,23 @@ class CollectorDoc:
 
 
 @dataclass(frozen=True)
+class VerdictDoc:
+    """A triage verdict on the logs (vllm_pd_doctor.triage), as the report shows it first."""
+
+    cls: str
+    title: str
+    confidence: str
+    log: str
+    evidence: tuple[tuple[int, str], ...]
+    """(line, text) in that log (already redacted)."""
+    fix: str
+    next: str
+    missing: tuple[str, ...] = ()
+    references: tuple[str, ...] = ()
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class ReportDoc:
     title: str
     pd_doctor_version: str
@@ -161,6 +178,8 @@ class ReportDoc:
     exit_code: int
     commands_error: str | None = None
     """Why check-config could not parse the launch commands (None: it did, or none given)."""
+    verdicts: tuple[VerdictDoc, ...] = ()
+    """Triage's verdicts on the logs, best first (shown at the top)."""
 
 
 def _cnc(why: str | None) -> str:
@@ -342,6 +361,22 @@ def _logs_md(doc: ReportDoc) -> list[str]:
     return p
 
 
+def _verdicts_md(doc: ReportDoc) -> list[str]:
+    """Triage's verdicts on the logs: the first thing a maintainer reads."""
+    if not doc.verdicts:
+        return []
+    p = []
+    for n, v in enumerate(doc.verdicts[:3], 1):
+        p.append(f"**pd-doctor verdict {n} ({v.confidence}):** {v.title} (`{v.cls}`, from `{v.log}`)\n\n")
+        if v.note:
+            p.append(f"{v.note}\n\n")
+        p.append(f"Fix: {v.fix} Next: `{v.next}`.\n\n")
+        if v.evidence:
+            p.append(_fence("\n".join(f"{line}: {text}" for line, text in v.evidence)))
+            p.append("\n")
+    return p
+
+
 def render_markdown(doc: ReportDoc) -> str:
     """The report, laid out for vLLM's bug template."""
     p: list[str] = [
@@ -349,6 +384,7 @@ def render_markdown(doc: ReportDoc) -> str:
         f"'Your current environment' into {BUG_TEMPLATE_URL} -->\n\n",
         f"**Suggested title:** {doc.title}\n\n",
     ]
+    p.extend(_verdicts_md(doc))
     p.extend(_environment_md(doc))
     p.append("### 🐛 Describe the bug\n\n")
     p.extend(_repro_md(doc))
@@ -396,6 +432,7 @@ def to_obj(doc: ReportDoc) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "kind": "pd-doctor-report",
         "title": doc.title,
+        "verdicts": [asdict(v) for v in doc.verdicts],
         "pd_doctor_version": doc.pd_doctor_version,
         "created": doc.created,
         "exit_code": doc.exit_code,
