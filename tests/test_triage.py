@@ -46,7 +46,7 @@ def test_catalogue_entries_are_complete():
 
 
 def test_every_class_has_a_real_fixture_and_a_lookalike():
-    real = {e for f, exp, src, in SOURCES if not src.startswith("crafted") for e in exp if e in IDS}
+    real = {e for f, exp, src in SOURCES if not src.startswith("crafted") for e in exp if e in IDS}
     negative = {e[4:] for _f, exp, _s in SOURCES for e in exp if e.startswith("not:")}
     assert IDS - real == set(), "classes without a real public log"
     assert IDS - negative == set(), "classes without a lookalike"
@@ -58,7 +58,9 @@ def test_at_least_30_real_public_logs():
     assert len(real) >= 30, real
 
 
-@pytest.mark.parametrize(("name", "expects"), [(f, e) for f, e, _s in SOURCES], ids=[f for f, _e, _s in SOURCES])
+@pytest.mark.parametrize(
+    ("name", "expects"), [(f, e) for f, e, _s in SOURCES], ids=[f for f, _e, _s in SOURCES]
+)
 def test_fixture(name: str, expects: list[str]):
     result = triage.triage([triage.LogInput(str(FIX / name))])
     got = {v.cls for v in result.verdicts}
@@ -104,10 +106,11 @@ def test_no_known_cause_names_the_informative_lines():
     "raw",
     [
         "(EngineCore_DP0 pid=311) ERROR 08-25 10:14:40 [core.py:1098] AssertionError: boom",
-        "[pod/vllm-prefill-0/vllm] 2026-08-25T10:14:40.123456789Z (EngineCore_DP0 pid=311) ERROR 08-25 10:14:40 "
-        "[core.py:1098] AssertionError: boom",
+        "[pod/vllm-prefill-0/vllm] 2026-08-25T10:14:40.123456789Z (EngineCore_DP0 pid=311) "
+        "ERROR 08-25 10:14:40 [core.py:1098] AssertionError: boom",
         "2026-08-25T10:14:40.123Z ERROR 08-25 10:14:40 [core.py:1098] AssertionError: boom",
-        "prefill-1  | (Worker pid=782969) (Worker_DP0_TP1_EP1 pid=782969) ERROR 08-25 10:14:40 [core.py:1098] "
+        "prefill-1  | (Worker pid=782969) (Worker_DP0_TP1_EP1 pid=782969) "
+        "ERROR 08-25 10:14:40 [core.py:1098] "
         "AssertionError: boom",
         "\x1b[1;31mERROR\x1b[0m 08-25 10:14:40 [core.py:1098] AssertionError: boom\r",
         json.dumps({"time": "2026-08-25T10:14:40Z", "level": "error", "message": "AssertionError: boom"}),
@@ -142,7 +145,7 @@ def test_facts_from_the_log(tmp_path: Path):
         "INFO 08-25 10:00:00 [api_server.py:1395] vLLM API server version 0.28.0\n"
         "INFO 08-25 10:00:01 [model.py:563] Resolved architecture: GraniteMoeHybridForCausalLM\n"
         "INFO 08-25 10:00:01 [cli_args.py:325] non-default args: {'enable_prefix_caching': True, "
-        "'kv_transfer_config': {\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}}\n"
+        '\'kv_transfer_config\': {"kv_connector":"NixlConnector","kv_role":"kv_producer"}}\n'
     )
     r = triage.triage([triage.LogInput(str(p))])
     f = r.inputs[0].facts
@@ -175,7 +178,9 @@ def test_53514_decisive_for_a_hybrid_model_on_a_late_release():
 
 
 def test_53514_not_claimed_on_a_fixed_release_or_a_dense_model():
-    assert ID_53514 not in _classes(P53514, Context(release=_rel(False, "0.32.0"), model=load_model(HYBRID_MODEL)))
+    assert ID_53514 not in _classes(
+        P53514, Context(release=_rel(False, "0.32.0"), model=load_model(HYBRID_MODEL))
+    )
     assert ID_53514 not in _classes(P53514, Context(release=_rel(True), model=load_model(DENSE_MODEL)))
     assert ID_53514 not in _classes(P53514, Context(connector="LMCacheConnectorV1"))
 
@@ -188,7 +193,9 @@ def test_53514_log_alone_is_possible_with_what_is_missing():
 
 def test_release_mismatch_is_warned(tmp_path: Path):
     p = tmp_path / "p.log"
-    p.write_text("INFO 08-25 10:00:00 [api_server.py:1395] vLLM API server version 0.28.0\n" + P53514.read_text())
+    p.write_text(
+        "INFO 08-25 10:00:00 [api_server.py:1395] vLLM API server version 0.28.0\n" + P53514.read_text()
+    )
     r = triage.triage([triage.LogInput(str(p))], Context(release=_rel(True, "0.32.0")))
     assert any("0.28.0" in w and "0.32.0" in w for w in r.warnings)
 
@@ -207,7 +214,12 @@ def test_decode_errors_after_the_prefill_death_point_at_its_cause(tmp_path: Path
     r = triage.triage([triage.LogInput(str(d), "decode"), triage.LogInput(str(p), "prefill")], ctx)
     assert r.verdicts[0].cls == ID_53514 and r.verdicts[0].side == "prefill"
     follow = next(v for v in r.verdicts if v.cls == "handshake-keyerror-after-peer-death")
-    assert follow.side == "decode" and follow.note and ID_53514 in follow.note and "08-25 10:14:40" in follow.note
+    assert (
+        follow.side == "decode"
+        and follow.note
+        and ID_53514 in follow.note
+        and "08-25 10:14:40" in follow.note
+    )
 
 
 # --- CLI --------------------------------------------------------------------------------------

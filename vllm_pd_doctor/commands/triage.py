@@ -42,13 +42,17 @@ def triage(
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="The deployment (as in check-config): the connector.", show_default=False),
+        typer.Option(
+            "--config", help="The deployment (as in check-config): the connector.", show_default=False
+        ),
     ] = None,
     prefill_cmd: Annotated[
-        str | None, typer.Option("--prefill-cmd", help="The prefill engine's launch command.", show_default=False)
+        str | None,
+        typer.Option("--prefill-cmd", help="The prefill engine's launch command.", show_default=False),
     ] = None,
     decode_cmd: Annotated[
-        str | None, typer.Option("--decode-cmd", help="The decode engine's launch command.", show_default=False)
+        str | None,
+        typer.Option("--decode-cmd", help="The decode engine's launch command.", show_default=False),
     ] = None,
     model: Annotated[
         Path | None,

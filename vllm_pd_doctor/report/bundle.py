@@ -200,7 +200,9 @@ def _logs(
         sigs |= set(found.found)
         verdicts.extend(_verdict_docs(found, name))
         if found.result is not None and log_version is None:
-            log_version = next((i.facts.vllm_version for i in found.result.inputs if i.facts.vllm_version), None)
+            log_version = next(
+                (i.facts.vllm_version for i in found.result.inputs if i.facts.vllm_version), None
+            )
         capped, cut = logs.cap(text, cap)
         files[f"raw/logs/{name}"] = capped
         log_docs.append(

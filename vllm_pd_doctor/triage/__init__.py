@@ -65,7 +65,9 @@ def triage(inputs: Sequence[LogInput], ctx: Context | None = None) -> TriageResu
     return _result(scans, ctx or Context())
 
 
-def triage_text(text: str, name: str = "log", side: str | None = None, ctx: Context | None = None) -> TriageResult:
+def triage_text(
+    text: str, name: str = "log", side: str | None = None, ctx: Context | None = None
+) -> TriageResult:
     """Triage one log held in memory (what the report calls)."""
     data = text.encode("utf-8", errors="replace")
     fs = scan(io.BytesIO(data), name, side, len(data))
@@ -135,4 +137,6 @@ def release_from_python(python: str | None) -> Release:
         has_assert: bool | None = "assert num_new_tokens > 0" in sched.read_text(encoding="utf-8")
     except OSError:
         has_assert = None
-    return Release(version=facts.vllm_version, truncates_late=truncates_late, where=where, has_assert=has_assert)
+    return Release(
+        version=facts.vllm_version, truncates_late=truncates_late, where=where, has_assert=has_assert
+    )

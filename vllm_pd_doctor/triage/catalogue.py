@@ -84,7 +84,7 @@ def problems(c: FailureClass) -> list[str]:
         if m.anchor not in m.pattern.replace("\\", "") and not _anchor_ok(m):
             out.append(f"{c.id}: anchor {m.anchor!r} does not appear in pattern {m.pattern!r}")
         try:
-            m.regex
+            re.compile(m.pattern)
         except re.error as exc:
             out.append(f"{c.id}: bad pattern {m.pattern!r}: {exc}")
     for what, value in (("fix", c.fix), ("next", c.next), ("lookalikes", c.lookalikes)):

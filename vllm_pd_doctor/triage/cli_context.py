@@ -27,7 +27,9 @@ def build_context(
         from vllm_pd_doctor.checkconfig import core
 
         if config is not None:
-            limits.check_input_file(config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True)
+            limits.check_input_file(
+                config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
+            )
         servers, _ = core.gather_servers(prefill_cmd, decode_cmd, config, python=python)
         prefill = [s for s in servers if s.role == "prefill"] or list(servers)
         connector = next((s.config.kv_connector for s in prefill if s.config.kv_connector), None)

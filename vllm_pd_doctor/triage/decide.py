@@ -122,7 +122,9 @@ def decide_53514(v: Verdict, facts: Sequence[LogFacts], ctx: Context) -> tuple[V
     notes: list[str] = []
     missing: list[str] = []
     model = ctx.model
-    hybrid = model.hybrid if model is not None else next((f.hybrid for f in facts if f.hybrid is not None), None)
+    hybrid = (
+        model.hybrid if model is not None else next((f.hybrid for f in facts if f.hybrid is not None), None)
+    )
     connector = ctx.connector or next((f.connector for f in facts if f.connector), None)
     versions = [f.vllm_version for f in facts if f.vllm_version]
     if connector is not None and connectors.by_vllm_name(connector) is None and connector != "MultiConnector":
@@ -138,8 +140,9 @@ def decide_53514(v: Verdict, facts: Sequence[LogFacts], ctx: Context) -> tuple[V
         fixed = min(c.fixed_in for c in connectors.all_connectors() if c.key in ("nixl", "mooncake"))
         by_log_version = version_key(versions[0]) < version_key(fixed)
     if late is False:
+        where = f"{rel.version} ({rel.where})" if rel else "?"
         notes.append(
-            f"vLLM {rel.version if rel else '?'} truncates the prompt before the lookup ({rel.where if rel else ''}): "
+            f"vLLM {where} truncates the prompt before the prefix-cache lookup: "
             "the assertion there is not #53514; read the traceback's other frames"
         )
         return None, notes
@@ -158,8 +161,6 @@ def decide_53514(v: Verdict, facts: Sequence[LogFacts], ctx: Context) -> tuple[V
         missing.append("the connector: pass --config or --prefill-cmd (NixlConnector/MooncakeConnector?)")
     if hybrid and late:
         conf = "decisive"
-    elif hybrid and by_log_version:
-        conf = "likely"
     elif hybrid or late:
         conf = "likely"
     note = (
@@ -202,7 +203,11 @@ def _correlate(kept: list[tuple[Verdict, str | None, bool]]) -> list[tuple[Verdi
     root, root_ts = min(roots, key=lambda t: (CONFIDENCE_RANK[t[0].confidence], t[1] or ""))
     out = []
     for v, ts, fatal in kept:
-        if by_id[v.cls].consequence and v.side != "prefill" and (root_ts is None or ts is None or ts >= root_ts):
+        if (
+            by_id[v.cls].consequence
+            and v.side != "prefill"
+            and (root_ts is None or ts is None or ts >= root_ts)
+        ):
             when = f" at {root_ts}" if root_ts else ""
             note = f"follows the prefill engine's death{when}: {root.cls} ({root.title})"
             conf: Confidence = "possible" if v.confidence != "decisive" else "likely"

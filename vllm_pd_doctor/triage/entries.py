@@ -181,7 +181,12 @@ CLASSES: tuple[FailureClass, ...] = (
                 "possible",
                 source_needle='"handshake_failed"',
             ),
-            M("Handshake with", r"Handshake with \S+ failed", "possible", source_needle="Handshake with %s failed"),
+            M(
+                "Handshake with",
+                r"Handshake with \S+ failed",
+                "possible",
+                source_needle="Handshake with %s failed",
+            ),
         ),
         excludes=(M("is not divisible", r"is not divisible"), M("num_remote_blocks", r"'num_remote_blocks'")),
         lookalikes="`NIXL handshake: get metadata took ...` debug lines are a successful handshake.",
@@ -295,8 +300,13 @@ CLASSES: tuple[FailureClass, ...] = (
                 source_needle="is still in WAITING_FOR_REMOTE_KVS state",
                 min_count=5,
             ),
-            M("Skipping KV post-processing", r"Skipping KV post-processing for failed request", "possible",
-              "support", source_needle="Skipping KV post-processing"),
+            M(
+                "Skipping KV post-processing",
+                r"Skipping KV post-processing for failed request",
+                "possible",
+                "support",
+                source_needle="Skipping KV post-processing",
+            ),
         ),
         lookalikes="A request seen once or twice in WAITING_FOR_REMOTE_KVS is a normal transfer in flight.",
         decides=("the router/sidecar and engine NIXL connector versions", "the prefill log for the request"),
@@ -310,8 +320,18 @@ CLASSES: tuple[FailureClass, ...] = (
         id="ucx-no-cuda-transports",
         title="UCX has no CUDA transports (built without CUDA): GPU KV cannot be registered or moved",
         matchers=(
-            M("are not available", r"transports '[^']*cuda[^']*'.* are not available", "decisive", origin="ucx"),
-            M("VRAM memory is detected as host", r"VRAM memory is detected as host", "decisive", origin="nixl"),
+            M(
+                "are not available",
+                r"transports '[^']*cuda[^']*'.* are not available",
+                "decisive",
+                origin="ucx",
+            ),
+            M(
+                "VRAM memory is detected as host",
+                r"VRAM memory is detected as host",
+                "decisive",
+                origin="nixl",
+            ),
         ),
         lookalikes="UCX_TLS=cuda_ipc,cuda_copy in the environment is configuration, not the failure.",
         fix="Use a UCX built with CUDA (the one bundled in the nixl wheel, or rebuild --with-cuda) and make "
@@ -322,7 +342,8 @@ CLASSES: tuple[FailureClass, ...] = (
     ),
     FailureClass(
         id="ucx-unreachable",
-        title="UCX cannot reach the peer over the chosen interface (endpoint timeout, I/O errors, RDMA retries)",
+        title="UCX cannot reach the peer over the chosen interface "
+        "(endpoint timeout, I/O errors, RDMA retries)",
         matchers=(
             M("Endpoint timeout", r"UCX error: Endpoint timeout", "likely", origin="ucx"),
             M("UCX", r"UCX\s+ERROR .*(failed|timeout|unreachable|refused)", "likely", origin="ucx"),
@@ -344,7 +365,10 @@ CLASSES: tuple[FailureClass, ...] = (
         ),
         excludes=(M("num_remote_blocks", r"'num_remote_blocks'"),),
         lookalikes="NIXL_ERR_BACKEND during a handshake (loadRemoteMD) is a peer/compatibility failure.",
-        decides=("UCX's CUDA support (ucx_info -d)", "GPU memory type and driver (GPUDirect, nvidia_peermem)"),
+        decides=(
+            "UCX's CUDA support (ucx_info -d)",
+            "GPU memory type and driver (GPUDirect, nvidia_peermem)",
+        ),
         fix="Give UCX CUDA support and the RDMA/IPC transports for GPU memory; in containers add the "
         "devices and IPC_LOCK/ulimit -l for memory registration.",
         references=("vllm-project/aibrix#1433", "vllm#22430", "ai-dynamo/nixl#334"),
@@ -355,9 +379,18 @@ CLASSES: tuple[FailureClass, ...] = (
         id="nixl-plugin-load-failed",
         title="NIXL backend plugins failed to load (missing CUDA libraries or plugin path)",
         matchers=(
-            M("Failed to load plugin", r"Failed to load plugin from \S+: lib\S+: cannot open", "likely", origin="nixl"),
-            M("unsupported backend", r"createBackend: unsupported backend|backend '\w+' not found", "likely",
-              origin="nixl"),
+            M(
+                "Failed to load plugin",
+                r"Failed to load plugin from \S+: lib\S+: cannot open",
+                "likely",
+                origin="nixl",
+            ),
+            M(
+                "unsupported backend",
+                r"createBackend: unsupported backend|backend '\w+' not found",
+                "likely",
+                origin="nixl",
+            ),
         ),
         lookalikes="`Backend UCX was instantiated` is the healthy start.",
         decides=("the host (CUDA driver present?) and the nixl wheel installed (nixl-cu12/cu13)",),
@@ -371,7 +404,12 @@ CLASSES: tuple[FailureClass, ...] = (
         id="nixl-wheel-cuda-major",
         title="A NIXL wheel built for another CUDA major (libcudart.so.N missing)",
         matchers=(
-            M("libcudart.so", r"ImportError: libcudart\.so\.\d+: cannot open shared object", "possible", origin="python"),
+            M(
+                "libcudart.so",
+                r"ImportError: libcudart\.so\.\d+: cannot open shared object",
+                "possible",
+                origin="python",
+            ),
             M("nixl_ep", r"nixl_ep", "likely", "require"),
         ),
         lookalikes="libcudart missing for a non-NIXL extension is a CUDA install problem.",
@@ -386,8 +424,12 @@ CLASSES: tuple[FailureClass, ...] = (
         id="nixl-api-too-old",
         title="The installed NIXL Python API is older than this vLLM needs",
         matchers=(
-            M("nixl_agent_config", r"nixl_agent_config\.__init__\(\) got an unexpected keyword argument",
-              "decisive", origin="python"),
+            M(
+                "nixl_agent_config",
+                r"nixl_agent_config\.__init__\(\) got an unexpected keyword argument",
+                "decisive",
+                origin="python",
+            ),
         ),
         lookalikes="Other `unexpected keyword argument` errors are unrelated API drift.",
         fix="Install the NIXL version vLLM's requirements/kv_connectors.txt pins for this release.",
@@ -417,7 +459,13 @@ CLASSES: tuple[FailureClass, ...] = (
         title="Mooncake transfer engine failed to move the KV cache (connect failures or timeouts)",
         matchers=(
             M("Mooncake transfer failed", r"Mooncake transfer failed", "likely", origin="vllm-ascend"),
-            M("Failed to connect to", r"Failed to connect to (target|segment)", "likely", "support", "mooncake"),
+            M(
+                "Failed to connect to",
+                r"Failed to connect to (target|segment)",
+                "likely",
+                "support",
+                "mooncake",
+            ),
             M("transfer timeout", r"Sync batch data transfer timeout", "likely", "support", "mooncake"),
         ),
         lookalikes="`Connected to segment` and the transfer engine's protocol line are healthy.",
@@ -432,8 +480,12 @@ CLASSES: tuple[FailureClass, ...] = (
         title="NIXL telemetry unavailable: completed transfers are marked failed (transfer_exception)",
         matchers=(
             M("getXferTelemetry", r"getXferTelemetry: cannot return values", "decisive", origin="nixl"),
-            M("nixlNoTelemetryError", r"nixlNoTelemetryError|has no attribute 'xferDuration'", "decisive",
-              origin="python"),
+            M(
+                "nixlNoTelemetryError",
+                r"nixlNoTelemetryError|has no attribute 'xferDuration'",
+                "decisive",
+                origin="python",
+            ),
             M("transfer_exception", r"NIXL transfer failure: transfer_exception", "possible", "support"),
         ),
         lookalikes="`NIXL telemetry is disabled; ignoring telemetry requested` alone is noise: transfers "

@@ -33,7 +33,9 @@ _PROC = re.compile(r"^\(([A-Za-z][\w]*)(?: pid=\d+)?(?:, ip=[\d.]+)?\)\s*")
 _VLLM = re.compile(
     r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+\[([^\]]*)\]\s?"
 )
-_VLLM_OLD = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(\d\d-\d\d \d\d:\d\d:\d\d)\s+([\w.]+:\d+)\]\s?")
+_VLLM_OLD = re.compile(
+    r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(\d\d-\d\d \d\d:\d\d:\d\d)\s+([\w.]+:\d+)\]\s?"
+)
 _VLLM_NOTS = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\[([^\]]*)\]\s?")
 _NIXL_PY = re.compile(r"^(\d{4})-(\d\d)-(\d\d) (\d\d:\d\d:\d\d) NIXL (\w+)\s+(\S+:\d+)\s")
 _LMCACHE = re.compile(r"^\[(\d{4})-(\d\d)-(\d\d) (\d\d:\d\d:\d\d),\d+\] LMCache (\w+): ")
@@ -184,10 +186,7 @@ def candidate_lines(
         buf = rest + block if rest else block
         cut = buf.rfind(b"\n") + 1
         if cut == 0:
-            if len(buf) > CHUNK:  # one enormous line: keep its start only
-                rest = buf[:MAX_LINE]
-            else:
-                rest = buf
+            rest = buf[:MAX_LINE] if len(buf) > CHUNK else buf  # an enormous line: keep its start
             continue
         rest = buf[cut:]
         if len(rest) > CHUNK:
@@ -196,7 +195,12 @@ def candidate_lines(
         base += buf.count(b"\n", 0, cut)
         seen += cut
     if rest:
-        yield from _scan(rest + b"\n", len(rest) + 1, base, head_triggers if seen < head_bytes and head_triggers else triggers)
+        yield from _scan(
+            rest + b"\n",
+            len(rest) + 1,
+            base,
+            head_triggers if seen < head_bytes and head_triggers else triggers,
+        )
         base += 1
     yield base, ""
 

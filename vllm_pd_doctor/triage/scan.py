@@ -34,7 +34,9 @@ _FACT_ANCHORS = (
     "Exit",
     "Failure",
 )
-_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)|AssertionError)\b(?::|$)")
+_EXC_LINE = re.compile(
+    r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)|AssertionError)\b(?::|$)"
+)
 _VERSION = (
     re.compile(r"vLLM API server version v?(\d[\w.+]*)"),
     re.compile(r"Initializing a V1 LLM engine \(v?(\d[\w.+]*)\)"),
