@@ -40,6 +40,8 @@ D = (
     f"--kv-transfer-config '{KTC % 'kv_consumer'}'"
 )
 
+from vllm_pd_doctor.triage.types import TriageResult  # noqa: E402
+
 RESULT_TYPES = {
     ReproReport,
     CheckReport,
@@ -47,6 +49,7 @@ RESULT_TYPES = {
     matrix.MatrixReport,
     matrix.BisectReport,
     envs.EnvListing,
+    TriageResult,
 }
 
 # The documented top-level JSON keys (add keys, never rename them).
