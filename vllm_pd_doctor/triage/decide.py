@@ -186,8 +186,8 @@ def finish(
             v = nv
         elif c.decides and v.confidence != "decisive":
             v = replace(v, missing=tuple(c.decides))
-        if c.known_issue and v.confidence == "decisive":
-            v = replace(v, title=f"{c.known_issue} {v.title}")
+        if c.known_issue and v.confidence == "decisive":  # a maintainer's answer comes first
+            v = replace(v, title=f"{c.known_issue} {v.title.split(' ', 2)[-1]}")
         kept.append((v, ts, fatal))
     kept = _correlate(kept)
     kept.sort(key=lambda t: (CONFIDENCE_RANK[t[0].confidence], not t[2], by_id[t[0].cls].consequence))

@@ -17,7 +17,7 @@ NIXL_ENV = "pd-doctor check-config --python PYTHON (lists the NIXL packages and 
 CLASSES: tuple[FailureClass, ...] = (
     FailureClass(
         id="nixl-p-side-truncation-53514",
-        title="vLLM #53514: P-side N-1 truncation after the prefix-cache lookup "
+        title="vLLM #53514? P-side N-1 truncation after the prefix-cache lookup "
         "(`assert num_new_tokens > 0` kills the prefill engine)",
         matchers=(
             M(NNT, r"assert num_new_tokens > 0", "possible", source_needle="assert num_new_tokens > 0"),
@@ -157,7 +157,7 @@ CLASSES: tuple[FailureClass, ...] = (
                 "possible",
                 source_needle='"handshake_setup_failed"',
             ),
-            M("KeyError", r"^KeyError: ", "likely"),
+            M("KeyError", r"^KeyError: ", "likely", "require"),
             M("_remote_agents", r"_remote_agents\[", "likely", "support"),
         ),
         excludes=(M("is not divisible", r"is not divisible"),),
@@ -187,8 +187,13 @@ CLASSES: tuple[FailureClass, ...] = (
                 "possible",
                 source_needle="Handshake with %s failed",
             ),
+            M("handshake_setup_failed", r"NIXL transfer failure: handshake_setup_failed", "possible"),
         ),
-        excludes=(M("is not divisible", r"is not divisible"), M("num_remote_blocks", r"'num_remote_blocks'")),
+        excludes=(
+            M("is not divisible", r"is not divisible"),
+            M("num_remote_blocks", r"'num_remote_blocks'"),
+            M("KeyError", r"^KeyError: "),
+        ),
         lookalikes="`NIXL handshake: get metadata took ...` debug lines are a successful handshake.",
         decides=(
             "the side-channel host and port each side advertises (VLLM_NIXL_SIDE_CHANNEL_HOST/PORT)",
@@ -494,6 +499,35 @@ CLASSES: tuple[FailureClass, ...] = (
         "that guards get_xfer_telemetry (PR #58038).",
         references=("ai-dynamo/dynamo#12952", "vllm PR #58038", "ai-dynamo/nixl#2266", "vllm PR #51777"),
         next=NIXL_ENV,
+    ),
+    FailureClass(
+        id="nixl-transfer-failed",
+        title="NIXL KV transfer failed after the handshake (blocks marked invalid: recompute or fail)",
+        matchers=(
+            M(
+                "NIXL transfer failure",
+                r"NIXL transfer failure: (transfer_setup_failed|transfer_failed|notification_failed"
+                r"|transfer_release_failed|push_\w+)",
+                "likely",
+                source_needle="NIXL transfer failure",
+            ),
+        ),
+        excludes=(
+            M("getXferTelemetry", r"getXferTelemetry"),
+            M("nixlNoTelemetryError", r"nixlNoTelemetryError"),
+        ),
+        lookalikes="handshake_failed / handshake_setup_failed are handshake classes; transfer_exception right "
+        "after a telemetry error is the telemetry misfire.",
+        decides=(
+            "the exception in the Context / traceback that follows",
+            "the other side's log at the same time",
+            "kv_load_failure_policy (recompute hides it as slow requests; fail returns errors)",
+        ),
+        fix="Read the failure's exception and the remote side's log; with kv_load_failure_policy=recompute "
+        "the request is recomputed locally (slow but correct), with fail it returns an error.",
+        references=("vllm PR #32031", "vllm PR #25897"),
+        next="pd-doctor triage --prefill-log P.log --decode-log D.log",
+        side="decode",
     ),
     FailureClass(
         id="mamba-decode-descriptor-mismatch",
