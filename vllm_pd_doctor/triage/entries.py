@@ -516,8 +516,8 @@ CLASSES: tuple[FailureClass, ...] = (
             M("getXferTelemetry", r"getXferTelemetry"),
             M("nixlNoTelemetryError", r"nixlNoTelemetryError"),
         ),
-        lookalikes="handshake_failed / handshake_setup_failed are handshake classes; transfer_exception right "
-        "after a telemetry error is the telemetry misfire.",
+        lookalikes="handshake_failed / handshake_setup_failed are handshake classes; "
+        "transfer_exception right after a telemetry error is the telemetry misfire.",
         decides=(
             "the exception in the Context / traceback that follows",
             "the other side's log at the same time",
