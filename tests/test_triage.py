@@ -266,3 +266,20 @@ def test_a_warning_level_cause_past_the_head(tmp_path: Path):
         f.write(filler * (HEAD_BYTES // len(filler) + 1000))
         f.write((FIX / "kserve-6027-no-connector.log").read_text())
     assert _classes(p) == {"no-kv-connector"}
+
+
+def test_interleaved_kubectl_prefix_stream_correlates_by_time_and_engine_id(tmp_path: Path):
+    prefill = [
+        "(EngineCore_DP0 pid=311) INFO 08-25 10:12:00 [factory.py:64] Creating v1 connector with name: "
+        "NixlConnector and engine_id: b6b76ae8-5a6c-4104-bb1d-4966a7cb9e8c",
+        *P53514.read_text().splitlines(),
+    ]
+    decode = (FIX / "vllm-41863-keyerror-decode.log").read_text().replace("05-01 15:00:23", "08-25 10:14:43")
+    p = [f"[pod/vllm-prefill-0/vllm] 2026-08-25T10:14:40.1Z {line}" for line in prefill]
+    d = [f"[pod/vllm-decode-0/vllm] 2026-08-25T10:14:43.5Z {line}" for line in decode.splitlines()]
+    log = tmp_path / "all.log"
+    log.write_text("\n".join(p[:3] + d[:2] + p[3:] + d[2:]) + "\n")
+    r = triage.triage([triage.LogInput(str(log))])
+    assert (r.verdicts[0].cls, r.verdicts[0].side) == (ID_53514, "prefill")
+    follow = next(v for v in r.verdicts if v.cls == "handshake-keyerror-after-peer-death")
+    assert follow.side == "decode" and follow.note and "b6b76ae8" in follow.note

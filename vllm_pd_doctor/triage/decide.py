@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -15,6 +16,7 @@ from vllm_pd_doctor.triage.scan import FileScan, Hit
 from vllm_pd_doctor.triage.types import CONFIDENCE_RANK, Confidence, Evidence, LogFacts, Verdict
 
 ID_53514 = "nixl-p-side-truncation-53514"
+_REMOTE_ID = re.compile(r"'remote_engine_id': '([\w-]+)'")
 MAX_VERDICT_EVIDENCE = 6
 
 
@@ -189,13 +191,17 @@ def finish(
         if c.known_issue and v.confidence == "decisive":  # a maintainer's answer comes first
             v = replace(v, title=f"{c.known_issue} {v.title.split(' ', 2)[-1]}")
         kept.append((v, ts, fatal))
-    kept = _correlate(kept)
+    prefill_ids = {e for f in facts for e in f.engine_ids if f.kv_role != "kv_consumer"}
+    kept = _correlate(kept, prefill_ids)
     kept.sort(key=lambda t: (CONFIDENCE_RANK[t[0].confidence], not t[2], by_id[t[0].cls].consequence))
     return [v for v, _, _ in kept], notes
 
 
-def _correlate(kept: list[tuple[Verdict, str | None, bool]]) -> list[tuple[Verdict, str | None, bool]]:
-    """Decode-side errors that follow a prefill engine's death point at the prefill's cause."""
+def _correlate(
+    kept: list[tuple[Verdict, str | None, bool]], prefill_ids: set[str]
+) -> list[tuple[Verdict, str | None, bool]]:
+    """Decode-side errors that follow a prefill engine's death (by time, or by the remote engine
+    id they name) point at the prefill's cause."""
     by_id = {c.id: c for c in CLASSES}
     roots = [(v, ts) for v, ts, fatal in kept if fatal and v.side == "prefill"]
     if not roots:
@@ -203,13 +209,13 @@ def _correlate(kept: list[tuple[Verdict, str | None, bool]]) -> list[tuple[Verdi
     root, root_ts = min(roots, key=lambda t: (CONFIDENCE_RANK[t[0].confidence], t[1] or ""))
     out = []
     for v, ts, fatal in kept:
-        if (
-            by_id[v.cls].consequence
-            and v.side != "prefill"
-            and (root_ts is None or ts is None or ts >= root_ts)
-        ):
+        remote = {m.group(1) for e in v.evidence if (m := _REMOTE_ID.search(e.text))}
+        mine = sorted(remote & prefill_ids)
+        later = root_ts is None or ts is None or ts >= root_ts
+        if by_id[v.cls].consequence and v.side != "prefill" and (later or mine):
             when = f" at {root_ts}" if root_ts else ""
-            note = f"follows the prefill engine's death{when}: {root.cls} ({root.title})"
+            whose = f"; its remote engine {mine[0]} is that engine" if mine else ""
+            note = f"follows the prefill engine's death{when}: {root.cls} ({root.title}){whose}"
             conf: Confidence = "possible" if v.confidence != "decisive" else "likely"
             v = replace(v, note=note, confidence=conf)
         out.append((v, ts, fatal))

@@ -49,6 +49,8 @@ _CONNECTOR = (
     re.compile(r"kv_connector['\"]?\s*[:=]\s*['\"](\w+)"),
     re.compile(r"Creating v1 connector with name: (\w+)"),
 )
+_ENGINE_ID = re.compile(r"(?:and engine_id: |Initializing NIXL worker )([\w-]{8,})")
+MAX_ENGINE_IDS = 16
 _PREFIX = re.compile(r"enable_prefix_caching['\"]?\s*[:=]\s*(True|False|true|false)")
 _HYBRID_LINES = (
     "Setting attention block size to",
@@ -120,6 +122,7 @@ class FileScan:
     connector: str | None = None
     prefix_caching: bool | None = None
     hybrid_evidence: str | None = None
+    engine_ids: list[str] = field(default_factory=list)
     first_exception: Evidence | None = None
     last_error: Evidence | None = None
     last_ts: str | None = None
@@ -142,6 +145,7 @@ class FileScan:
             prefix_caching=self.prefix_caching,
             hybrid=hybrid,
             hybrid_evidence=evidence,
+            engine_ids=tuple(self.engine_ids),
         )
 
     @property
@@ -235,6 +239,9 @@ def _facts(fs: FileScan, msg: str) -> None:
             fs.prefix_caching = m.group(1).lower() == "true"
         elif "--no-enable-prefix-caching" in msg:
             fs.prefix_caching = False
+    m = _ENGINE_ID.search(msg) if ("engine_id" in msg or "NIXL worker" in msg) else None
+    if m and m.group(1) not in fs.engine_ids and len(fs.engine_ids) < MAX_ENGINE_IDS:
+        fs.engine_ids.append(m.group(1))
     if fs.hybrid_evidence is None:
         for needle in _HYBRID_LINES:
             if needle in msg:

@@ -36,6 +36,9 @@ class LogFacts:
     hybrid: bool | None = None
     """The log shows a hybrid (Mamba/SSM + attention) KV cache, or a hybrid architecture."""
     hybrid_evidence: str | None = None
+    engine_ids: tuple[str, ...] = ()
+    """KV connector engine ids the log announces as its own (correlates the other side's
+    `remote_engine_id`)."""
 
 
 @dataclass(frozen=True)
