@@ -197,7 +197,7 @@ def _logs(
         # by an excerpt or by the cap
         text = red.text(raw)
         found = logs.find(text, name)
-        sigs |= set(found.found)
+        sigs |= {v.cls for v in found.verdicts if v.confidence != "possible"}  # title-worthy
         verdicts.extend(_verdict_docs(found, name))
         if found.result is not None and log_version is None:
             log_version = next(
