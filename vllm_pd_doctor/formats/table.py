@@ -333,7 +333,12 @@ def triage_table(r: TriageResult) -> RenderableType:
     for i in r.inputs:
         f = i.facts
         inputs.add_row(
-            i.file, i.side, str(i.lines), f.vllm_version or "-", f.architecture or "-", f.kv_role or "-",
+            i.file,
+            i.side,
+            str(i.lines),
+            f.vllm_version or "-",
+            f.architecture or "-",
+            f.kv_role or "-",
             f.connector or "-",
         )
     parts.append(inputs)
