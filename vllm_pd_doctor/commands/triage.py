@@ -65,7 +65,7 @@ def triage(
     debug: DebugOpt = False,
 ) -> None:
     def body() -> int:
-        from vllm_pd_doctor.triage import LogInput
+        from vllm_pd_doctor.triage import LogInput, check_inputs
         from vllm_pd_doctor.triage import triage as core
         from vllm_pd_doctor.triage.cli_context import build_context, list_text
 
@@ -75,6 +75,7 @@ def triage(
         inputs = [LogInput(p) for p in logs or []]
         inputs += [LogInput(p, "prefill") for p in prefill_log or []]
         inputs += [LogInput(p, "decode") for p in decode_log or []]
+        check_inputs(inputs)  # before --python is probed
         ctx = build_context(
             python=str(python) if python is not None else None,
             model=model,

@@ -28,6 +28,7 @@ __all__ = [
     "Release",
     "TriageResult",
     "Verdict",
+    "check_inputs",
     "release_from_python",
     "triage",
     "triage_text",
@@ -42,20 +43,27 @@ class LogInput:
     """prefill/decode when the user said so (--prefill-log / --decode-log)."""
 
 
-def triage(inputs: Sequence[LogInput], ctx: Context | None = None) -> TriageResult:
-    """Read every log once and name the cause; `BadInput` for a log that cannot be read."""
+def check_inputs(inputs: Sequence[LogInput]) -> None:
+    """`BadInput` for no log, stdin twice, a missing path or one that is not a regular file."""
     if not inputs:
         raise BadInput("no log given", hint="pd-doctor triage LOG... (or - for stdin)")
     if sum(1 for i in inputs if i.path == "-") > 1:
         raise BadInput("stdin (-) given more than once")
+    for item in inputs:
+        if item.path == "-":
+            continue
+        p = Path(item.path)
+        if not p.exists():
+            raise BadInput(f"{item.path}: no such file", hint="give the log file, a .gz, or - for stdin")
+        if not p.is_file():
+            raise BadInput(f"{item.path}: not a regular file")
+
+
+def triage(inputs: Sequence[LogInput], ctx: Context | None = None) -> TriageResult:
+    """Read every log once and name the cause; `BadInput` for a log that cannot be read."""
+    check_inputs(inputs)
     scans = []
     for item in inputs:
-        if item.path != "-":
-            p = Path(item.path)
-            if not p.exists():
-                raise BadInput(f"{item.path}: no such file", hint="give the log file, a .gz, or - for stdin")
-            if not p.is_file():
-                raise BadInput(f"{item.path}: not a regular file")
         try:
             stream, size = open_binary(item.path)
             with stream:
