@@ -248,6 +248,12 @@ CLASSES: tuple[FailureClass, ...] = (
         matchers=(
             M("NIXL_ERR_REMOTE_DISCONNECT", r"NIXL_ERR_REMOTE_DISCONNECT", "likely", origin="nixl"),
             M("NIXL_ERR_NOT_FOUND", r"NIXL_ERR_NOT_FOUND", "possible", "support", origin="nixl"),
+            M(
+                "UCX",
+                r"UCX\s+ERROR .*(Connection reset by remote peer|UCS_ERR_CONNECTION_RESET)",
+                "likely",
+                origin="ucx",
+            ),
             M("genNotif", r"genNotif: no specified or potential backend", "possible", "support", "nixl"),
         ),
         lookalikes="NIXL_ERR_BACKEND at startup is a registration/transport failure, not a lost peer.",
@@ -353,6 +359,12 @@ CLASSES: tuple[FailureClass, ...] = (
             M("Endpoint timeout", r"UCX error: Endpoint timeout", "likely", origin="ucx"),
             M("UCX", r"UCX\s+ERROR .*(failed|timeout|unreachable|refused)", "likely", origin="ucx"),
             M("retry counter exceeded", r"transport retry counter exceeded", "likely", origin="mooncake"),
+            M(
+                "UCX",
+                r"UCX\s+ERROR .*(Destination is unreachable|UCS_ERR_UNREACHABLE)",
+                "likely",
+                origin="ucx",
+            ),
         ),
         lookalikes="`Setting UCX_RCACHE_MAX_UNRELEASED` and `UCX  WARN` lines are routine.",
         decides=("UCX_NET_DEVICES / UCX_TLS on both sides", "routability between the two hosts"),
