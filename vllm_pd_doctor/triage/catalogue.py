@@ -16,6 +16,11 @@ from typing import Literal
 
 from vllm_pd_doctor.triage.types import Confidence
 
+CHECK = "pd-doctor check-config --prefill-cmd '...' --decode-cmd '...' (or --config FILE)"
+"""The `next` command of configuration classes."""
+NIXL_ENV = "pd-doctor check-config --python PYTHON (lists the NIXL packages and UCX plugin)"
+"""The `next` command of NIXL/UCX packaging and transport classes."""
+
 Role = Literal["cause", "support", "require"]
 Origin = Literal["vllm", "nixl", "ucx", "mooncake", "lmcache", "zmq", "python", "vllm-ascend"]
 
