@@ -253,6 +253,12 @@ def test_cli_stdin_markdown_and_list():
     assert ok.exit_code == 0 and "No known cause" in ok.stdout
     table = runner.invoke(app, ["triage", "--prefill-log", str(P53514)])
     assert table.exit_code == 1 and "#53514" in table.stdout
+    ktc = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+    lm = runner.invoke(
+        app,
+        ["triage", str(P53514), "--prefill-cmd", f"vllm serve {HYBRID_MODEL} --kv-transfer-config '{ktc}'"],
+    )
+    assert lm.exit_code == 0 and "not #53514" in lm.output  # the connector decides: another producer
     listing = runner.invoke(app, ["triage", "--list"])
     assert listing.exit_code == 0 and all(c.id in listing.stdout for c in CLASSES)
 
