@@ -289,3 +289,25 @@ def test_interleaved_kubectl_prefix_stream_correlates_by_time_and_engine_id(tmp_
     assert (r.verdicts[0].cls, r.verdicts[0].side) == (ID_53514, "prefill")
     follow = next(v for v in r.verdicts if v.cls == "handshake-keyerror-after-peer-death")
     assert follow.side == "decode" and follow.note and "b6b76ae8" in follow.note
+
+
+def test_log_release_with_the_fix_is_not_53514(tmp_path: Path):
+    p = tmp_path / "p.log"
+    p.write_text(
+        "INFO 08-25 10:00:00 [api_server.py:1395] vLLM API server version 0.32.0\n" + P53514.read_text()
+    )
+    r = triage.triage([triage.LogInput(str(p))])
+    assert ID_53514 not in {v.cls for v in r.verdicts}
+    assert any("0.32.0" in w and "#53514" in w for w in r.warnings)
+    assert r.informative  # never a confident wrong answer: the lines, not a cause
+
+
+def test_json_lines_log(tmp_path: Path):
+    lines = (FIX / "kserve-6027-no-connector.log").read_text().splitlines()
+    p = tmp_path / "j.log"
+    p.write_text(
+        "".join(
+            json.dumps({"ts": "2026-08-25T10:00:00Z", "level": "warning", "msg": ln}) + "\n" for ln in lines
+        )
+    )
+    assert _classes(p) == {"no-kv-connector"}
