@@ -225,12 +225,15 @@ ENGINE_CLASSES: tuple[FailureClass, ...] = (
             M(
                 "engine ID mismatch",
                 r"Remote NIXL agent engine ID mismatch",
-                "decisive",
+                "likely",
                 source_needle="Remote NIXL agent engine ID mismatch",
             ),
         ),
         lookalikes="`Querying metadata on path: tcp://localhost:...` is normal on one host.",
-        decides=("VLLM_NIXL_SIDE_CHANNEL_HOST of the prefill engine (must be routable from decode)",),
+        decides=(
+            "VLLM_NIXL_SIDE_CHANNEL_HOST of the prefill engine (must be routable from decode)",
+            "whether the prefill engine restarted (a new engine id behind the same address)",
+        ),
         fix="Set VLLM_NIXL_SIDE_CHANNEL_HOST on every engine to its own routable address "
         "(not localhost/0.0.0.0 when P and D are on different nodes).",
         references=("vllm#27083", "vllm PR #24249", "NVIDIA/srt-slurm PR #158"),
