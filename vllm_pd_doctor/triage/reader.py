@@ -29,7 +29,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _K8S_PREFIX = re.compile(r"^\[pod/([^/\]\s]+)/([^\]\s]+)\]\s")
 _ISO_TS = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+")
 _COMPOSE = re.compile(r"^([A-Za-z0-9][\w.-]*)\s+\|\s")
-_PROC = re.compile(r"^\(([A-Za-z][\w]*)(?: pid=\d+)?(?:, ip=[\d.]+)?\)\s*")
+_PROC = re.compile(r"^\(([A-Za-z]\w*(?: pid=\d+)?|pid=\d+)(?:, ip=[\d.]+)?\)\s*")
 _VLLM = re.compile(
     r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\s+\[([^\]]*)\]\s?"
 )
@@ -103,7 +103,7 @@ def normalise(raw: str, file: str, line: int) -> Record:
         m = _PROC.match(s)
         if not m:
             break
-        proc = m.group(1)
+        proc = m.group(1).split(" ")[0]
         s = s[m.end() :]
     m = _VLLM.match(s) or _VLLM_OLD.match(s)
     if m:
