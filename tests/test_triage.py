@@ -114,7 +114,8 @@ def test_no_known_cause_names_the_informative_lines():
         "AssertionError: boom",
         "\x1b[1;31mERROR\x1b[0m 08-25 10:14:40 [core.py:1098] AssertionError: boom\r",
         "(pid=4242) ERROR 08-25 10:14:40 [core.py:1098] AssertionError: boom",
-        "(RayWorkerWrapper pid=533576, ip=10.90.67.84) ERROR 08-25 10:14:40 [core.py:1098] AssertionError: boom",
+        "(RayWorkerWrapper pid=533576, ip=10.90.67.84) ERROR 08-25 10:14:40 [core.py:1098] "
+        "AssertionError: boom",
         json.dumps({"time": "2026-08-25T10:14:40Z", "level": "error", "message": "AssertionError: boom"}),
         json.dumps({"log": "ERROR 08-25 10:14:40 [core.py:1098] AssertionError: boom\n", "stream": "stderr"}),
     ],
