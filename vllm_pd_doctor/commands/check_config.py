@@ -76,6 +76,15 @@ def check_config(
         ),
     ] = None,
     python: PythonOpt = None,
+    vllm: Annotated[
+        str | None,
+        typer.Option(
+            "--vllm",
+            help="Check against pd-doctor's own environment of this vLLM release (provisioned "
+            "if needed, as for repro), e.g. the release your image tag names: 0.28.0.",
+            show_default=False,
+        ),
+    ] = None,
     probe: Annotated[
         bool, typer.Option("--probe", help="Also run the in-process repro in the target interpreter.")
     ] = False,
@@ -107,7 +116,9 @@ def check_config(
             limits.check_input_file(
                 config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
             )
-        if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model, python)):
+        if python is not None and vllm is not None:
+            raise BadInput("--python and --vllm both given", hint="use one of them")
+        if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model, python, vllm)):
             raise BadInput(
                 "nothing to check",
                 hint="give --prefill-cmd/--decode-cmd, --config FILE, --model DIR or --python (see --help)",
@@ -118,12 +129,19 @@ def check_config(
             if not eq or not k.strip():
                 raise BadInput(f"--set {item}: expected VAR=VALUE")
             variables[k.strip()] = v
+        interp = str(python) if python is not None else None
+        if vllm is not None:
+            from vllm_pd_doctor import envs
+
+            interp = str(envs.ensure(envs.default_package(), vllm, nixl=False, progress=progress).python)
         report = core.check(
             prefill_cmd=prefill_cmd,
             decode_cmd=decode_cmd,
             config=config,
             model=model,
-            python=str(python) if python is not None else None,
+            python=interp,
+            import_nixl=vllm is None,
+            release_env=vllm,
             probe=probe,
             variables=variables,
             progress=progress,

@@ -40,10 +40,12 @@ class Context:
         return tuple(s for s in self.servers if s.role == "decode")
 
     def pairs(self) -> Iterator[tuple[Server, Server]]:
-        """Every prefill x decode pair (xPyD: a router may send any P's KV to any D)."""
+        """Every prefill x decode pair (xPyD: a router may send any P's KV to any D) that runs
+        at the same time (same phase of a script that kills and relaunches)."""
         for p in self.prefills:
             for d in self.decodes:
-                yield p, d
+                if p.phase == d.phase:
+                    yield p, d
 
     @property
     def hybrid(self) -> bool | None:
