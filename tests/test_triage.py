@@ -147,6 +147,8 @@ def test_facts_from_the_log(tmp_path: Path):
     p.write_text(
         "INFO 08-25 10:00:00 [api_server.py:1395] vLLM API server version 0.28.0\n"
         "INFO 08-25 10:00:01 [model.py:563] Resolved architecture: GraniteMoeHybridForCausalLM\n"
+        "INFO 08-25 10:00:01 [interface.py:612] Setting attention block size to 32 tokens to ensure "
+        "that attention page size is >= mamba page size.\n"
         "INFO 08-25 10:00:01 [cli_args.py:325] non-default args: {'enable_prefix_caching': True, "
         '\'kv_transfer_config\': {"kv_connector":"NixlConnector","kv_role":"kv_producer"}}\n'
     )

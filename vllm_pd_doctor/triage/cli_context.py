@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vllm_pd_doctor.checkconfig.types import Server
 from vllm_pd_doctor.triage.decide import Context
 from vllm_pd_doctor.triage.entries import CLASSES
 
@@ -18,13 +19,12 @@ def build_context(
     decode_cmd: str | None,
 ) -> Context:
     """Read what was given; nothing given: an empty context (the logs alone decide)."""
-    from vllm_pd_doctor.checkconfig import model_info
+    from vllm_pd_doctor.checkconfig import core
 
     connector: str | None = None
-    minfo = model_info.load_model(model) if model is not None else None
+    servers: tuple[Server, ...] = ()
     if config is not None or prefill_cmd is not None or decode_cmd is not None:
         from vllm_pd_doctor import limits
-        from vllm_pd_doctor.checkconfig import core
 
         if config is not None:
             limits.check_input_file(
@@ -33,8 +33,9 @@ def build_context(
         servers, _ = core.gather_servers(prefill_cmd, decode_cmd, config, python=python)
         prefill = [s for s in servers if s.role == "prefill"] or list(servers)
         connector = next((s.config.kv_connector for s in prefill if s.config.kv_connector), None)
-        if minfo is None:
-            minfo, _, _ = core.resolve_model(None, servers, lambda _m: None)
+    minfo = None
+    if model is not None or servers:  # --model as check-config takes it (dir, config.json, HF id)
+        minfo, _, _problem = core.resolve_model(model, servers, lambda _m: None)
     release = None
     if python is not None:
         from vllm_pd_doctor.triage import release_from_python

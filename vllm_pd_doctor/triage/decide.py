@@ -6,7 +6,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from vllm_pd_doctor.checkconfig.model_info import HYBRID_ARCH_WORDS
 from vllm_pd_doctor.checkconfig.types import ModelInfo
 from vllm_pd_doctor.releases import version_key
 from vllm_pd_doctor.target import connectors
@@ -41,13 +40,6 @@ class Context:
     model: ModelInfo | None = None
     connector: str | None = None
     """kv_connector from --config / --prefill-cmd."""
-
-
-def arch_is_hybrid(arch: str) -> bool | None:
-    """True for an architecture name of a known hybrid family; None when the name alone cannot
-    tell (only the model's config.json, --model, says "not hybrid")."""
-    low = arch.lower()
-    return True if any(w in low for w in HYBRID_ARCH_WORDS) else None
 
 
 def _best(a: Confidence, b: Confidence) -> Confidence:

@@ -128,15 +128,11 @@ class FileScan:
     last_ts: str | None = None
 
     def facts(self) -> LogFacts:
-        from vllm_pd_doctor.triage.decide import arch_is_hybrid
-
-        hybrid: bool | None = None
+        # hybrid only from what the engine logged about its own KV cache (Mamba page alignment,
+        # HMA turned off "for this hybrid model", mamba_cache_mode): an architecture name alone
+        # does not say it (--model reads the config's structure, --python vLLM's registry)
         evidence = self.hybrid_evidence
-        if evidence:
-            hybrid = True
-        elif self.architecture:
-            hybrid = arch_is_hybrid(self.architecture)
-            evidence = f"architecture {self.architecture}" if hybrid else None
+        hybrid: bool | None = True if evidence else None
         return LogFacts(
             vllm_version=self.version,
             architecture=self.architecture,
