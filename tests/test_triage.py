@@ -316,3 +316,14 @@ def test_json_lines_log(tmp_path: Path):
         )
     )
     assert _classes(p) == {"no-kv-connector"}
+
+
+def test_report_public_form_keeps_the_catalogue_words():
+    from vllm_pd_doctor.report.logs import public_triage
+
+    line = "ERROR 10-16 17:22:56 [x.py:1] RuntimeError: Remote NIXL agent engine ID mismatch. on gpu-7.corp.example\n"
+    r = triage.triage_texts([("decode-gpu-7.corp.example.log", line)])
+    p = public_triage(r, lambda s: s.replace("gpu-7.corp.example", "<host-1>"))
+    v, w = p.verdicts[0], r.verdicts[0]
+    assert (v.cls, v.title, v.fix, v.next) == (w.cls, w.title, w.fix, w.next)
+    assert "<host-1>" in v.evidence[0].text and "gpu-7" not in v.evidence[0].file

@@ -8,10 +8,12 @@ prefixes as written, with their line numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from vllm_pd_doctor.tracebacks import TB_START, strip_prefix, traceback_end
 from vllm_pd_doctor.triage import TriageResult, Verdict, triage_text
+from vllm_pd_doctor.triage.types import Evidence
 
 _CONTEXT = 2
 MAX_EXCERPT_LINES = 80
@@ -132,3 +134,46 @@ def cap(text: str, limit: int) -> tuple[str, int]:
     cut = len(text) - head - tail
     marker = f"\n[... pd-doctor cut {cut} characters here (log capped at {limit}) ...]\n"
     return text[:head] + marker + text[len(text) - tail :], cut
+
+
+def public_triage(r: TriageResult, text: Callable[[str], str]) -> TriageResult:
+    """Triage's result with every string that came from the logs through `text` (the public
+    bundle's redaction); the catalogue's own words (class, title, fix, references, next,
+    missing) are pd-doctor's and stay as written."""
+
+    def ev(e: Evidence | None) -> Evidence | None:
+        return None if e is None else replace(e, file=text(e.file), text=text(e.text))
+
+    def evs(es: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
+        return tuple(replace(e, file=text(e.file), text=text(e.text)) for e in es)
+
+    def opt(v: str | None) -> str | None:
+        return text(v) if v else v
+
+    return replace(
+        r,
+        verdicts=tuple(
+            replace(v, evidence=evs(v.evidence), note=text(v.note) if v.note else None) for v in r.verdicts
+        ),
+        inputs=tuple(
+            replace(
+                i,
+                file=text(i.file),
+                facts=replace(
+                    i.facts,
+                    vllm_version=opt(i.facts.vllm_version),
+                    architecture=opt(i.facts.architecture),
+                    kv_role=opt(i.facts.kv_role),
+                    connector=opt(i.facts.connector),
+                    hybrid_evidence=opt(i.facts.hybrid_evidence),
+                    engine_ids=tuple(text(x) for x in i.facts.engine_ids),
+                ),
+                first_exception=ev(i.first_exception),
+                last_error=ev(i.last_error),
+            )
+            for i in r.inputs
+        ),
+        informative=evs(r.informative),
+        warnings=tuple(text(w) for w in r.warnings),
+        release=text(r.release) if r.release else None,
+    )

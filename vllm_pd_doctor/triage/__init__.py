@@ -32,6 +32,7 @@ __all__ = [
     "release_from_python",
     "triage",
     "triage_text",
+    "triage_texts",
 ]
 
 
@@ -80,6 +81,15 @@ def triage_text(
     data = text.encode("utf-8", errors="replace")
     fs = scan(io.BytesIO(data), name, side, len(data))
     return _result([fs], ctx or Context())
+
+
+def triage_texts(items: Sequence[tuple[str, str]], ctx: Context | None = None) -> TriageResult:
+    """Triage logs held in memory, (name, text) each, on one timeline (what the report calls)."""
+    scans = []
+    for name, text in items:
+        data = text.encode("utf-8", errors="replace")
+        scans.append(scan(io.BytesIO(data), name, None, len(data)))
+    return _result(scans, ctx or Context())
 
 
 def _result(scans: list[FileScan], ctx: Context) -> TriageResult:
