@@ -321,7 +321,10 @@ def test_json_lines_log(tmp_path: Path):
 def test_report_public_form_keeps_the_catalogue_words():
     from vllm_pd_doctor.report.logs import public_triage
 
-    line = "ERROR 10-16 17:22:56 [x.py:1] RuntimeError: Remote NIXL agent engine ID mismatch. on gpu-7.corp.example\n"
+    line = (
+        "ERROR 10-16 17:22:56 [x.py:1] RuntimeError: Remote NIXL agent engine ID mismatch. "
+        "on gpu-7.corp.example\n"
+    )
     r = triage.triage_texts([("decode-gpu-7.corp.example.log", line)])
     p = public_triage(r, lambda s: s.replace("gpu-7.corp.example", "<host-1>"))
     v, w = p.verdicts[0], r.verdicts[0]
