@@ -282,6 +282,16 @@ def _raise_for(err: dict[str, Any], opts: ReproOptions, answer: dict[str, Any]) 
             f"--prefix-match-unit {opts.prefix_match_unit}: vLLM {version} has no "
             "prefix_match_unit (its hash granularity is the block size)"
         )
+    if kind == "not_servable":  # vLLM's own rules refuse the combination: nothing to reproduce
+        raise CouldNotRun(msg, hint="vLLM itself refuses this model with this connector in this release")
+    if kind == "no_state_group":  # never "not fired": the KV cache would lack the state the bug needs
+        raise CouldNotRun(
+            msg, hint="pd-doctor could not find this model's state layers; rerun with --debug and report it"
+        )
+    if kind == "model_import":  # the model class's module does not import: the config is fine
+        raise CouldNotRun(msg, hint=err.get("hint"), detail=err.get("traceback"))
+    if kind == "model_unsupported":
+        raise BadInput(f"--model {opts.model or default_model_dir()}: {msg}", hint=err.get("hint"))
     if stage == "build ModelConfig":
         version = (answer.get("vllm") or {}).get("version", "?")
         raise BadInput(

@@ -101,9 +101,8 @@ def matrix(
         typer.Option(
             "--jobs",
             "-j",
-            help="Environments provisioned at once "
-            "(each needs ~3 GB of disk while installing). Repros run "
-            "one at a time.",
+            help="Releases provisioned and run at once (each environment needs ~3 GB of disk "
+            "while installing; each repro one vLLM import). 1: one at a time, timings unskewed.",
         ),
     ] = 2,
     fmt: FormatOpt = OutputFormat.table,

@@ -123,8 +123,9 @@ def repro(
         str | None,
         typer.Option(
             "--platform",
-            help="In-process: size the KV cache as this platform would, cpu or cuda "
-            "(default: the target vLLM's own).",
+            help="In-process: build the config and size the KV cache as this platform would, cpu "
+            "or cuda (default: cuda for a CUDA build of vLLM, else cpu); cuda from a CPU box names "
+            "every decision it could not take from vLLM.",
             show_default=False,
         ),
     ] = None,

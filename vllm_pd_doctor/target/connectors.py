@@ -46,6 +46,9 @@ class Connector:
     """`repro --engine live` can start a P/D pair with it."""
     kv_connector_extra: dict[str, object] = field(default_factory=dict)
     """Extra kv-transfer-config keys the live engine passes for it."""
+    hybrid_extra: dict[str, object] = field(default_factory=dict)
+    """kv_connector_extra_config a deployment of a hybrid (Mamba-state) model needs with it (the
+    in-process repro passes it too)."""
 
 
 _CONNECTORS: dict[str, Connector] = {}
@@ -108,6 +111,8 @@ register(
         truncating_hooks=(EARLY_HOOK,),
         fixed_in="0.31.0",
         fix_refs=("vllm#53514",),
+        # vLLM 0.32: "MoRIIO hybrid (mamba/KDA) transfer is implemented for READ mode only".
+        hybrid_extra={"read_mode": "true"},
     )
 )
 

@@ -23,13 +23,14 @@ import traceback
 from typing import Any
 
 if __package__:
-    from . import connectors, drive, hotfix, observe, sizing, triggers
+    from . import connectors, drive, hotfix, observe, platformrules, sizing, triggers
 else:  # pragma: no cover - run as a plain script
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import connectors  # type: ignore[no-redef]
     import drive  # type: ignore[no-redef,import-not-found]
     import hotfix  # type: ignore[no-redef]
     import observe  # type: ignore[no-redef]
+    import platformrules  # type: ignore[no-redef,import-not-found]
     import sizing  # type: ignore[no-redef,import-not-found]
     import triggers  # type: ignore[no-redef,import-not-found]
 
@@ -37,6 +38,25 @@ SCHEMA_VERSION = 1
 NUM_BLOCKS = 256
 InternalsError = drive.InternalsError
 construct = drive.construct
+
+
+class ModelError(InternalsError):
+    """vLLM could not build the ModelConfig because of the model class (see sizing.diagnose_model)."""
+
+    def __init__(self, why: dict[str, str], vllm_message: str) -> None:
+        super().__init__("build ModelConfig", why["message"])
+        self.kind = why["kind"]
+        self.hint = why.get("hint")
+        self.vllm_message = vllm_message
+
+
+class NotServable(InternalsError):
+    """vLLM's own config rules refuse this model with this connector: no verdict to give."""
+
+    kind = "not_servable"
+
+    def __init__(self, message: str) -> None:
+        super().__init__("group the KV cache", message)
 
 
 def _conn(key: str) -> connectors.Connector:
@@ -126,20 +146,29 @@ class Setup:
                 "set the hash granularity", "this vLLM's CacheConfig has no prefix_match_unit"
             )
         self.platform = spec.get("platform") or sizing.native_platform()
-        self.model_config = construct(
-            "build ModelConfig",
-            vcfg.ModelConfig,
-            model=self.model_dir,
-            tokenizer=self.model_dir,
-            skip_tokenizer_init=True,
-            dtype=spec.get("dtype") or "bfloat16",
-            seed=0,
-            max_model_len=spec.get("max_model_len"),
-            trust_remote_code=False,
-        )
+        try:
+            self.model_config = construct(
+                "build ModelConfig",
+                vcfg.ModelConfig,
+                model=self.model_dir,
+                tokenizer=self.model_dir,
+                skip_tokenizer_init=True,
+                dtype=spec.get("dtype") or "bfloat16",
+                seed=0,
+                max_model_len=spec.get("max_model_len"),
+                trust_remote_code=False,
+            )
+        except InternalsError as exc:
+            why = sizing.diagnose_model(self.hf_config)
+            if why is None:
+                raise
+            raise ModelError(why, exc.message) from exc
         self.facts = sizing.model_facts(self.model_config)
         self.config_s = time.perf_counter() - t1
         self._built: dict[tuple[str, int], Any] = {}
+        self._layers: dict[str, Any] | None = None
+        self._layers_error: str | None = None
+        self.layers_s: float | None = None
 
     def build(self, connector_name: str, budget: int) -> dict[str, Any]:
         """VllmConfig -> the platform's block sizing -> vLLM's KV cache groups."""
@@ -167,30 +196,35 @@ class Setup:
             is_encoder_decoder=False,
             async_scheduling=False,
         )
+        extra = next(
+            (dict(c.hybrid_extra) for c in connectors.all_connectors() if connector_name in c.vllm_names), {}
+        )
         kv_transfer_config = construct(
             "build KVTransferConfig",
             vcfg.KVTransferConfig,
             kv_connector=connector_name,
             kv_role=spec["kv_role"],
+            kv_connector_extra_config=extra,
         )
         # VllmConfig runs the model's config hooks (mode rewrites, state dtypes) once per
         # ModelConfig object (its `config_updated` guard): give each build its own copy.
-        vllm_config = construct(
-            "build VllmConfig",
-            vcfg.VllmConfig,
-            model_config=copy.deepcopy(self.model_config),
-            cache_config=cache_config,
-            scheduler_config=scheduler_config,
-            kv_transfer_config=kv_transfer_config,
-            device_config=construct("build DeviceConfig", vcfg.DeviceConfig, device="cpu"),
-        )
+        with platformrules.config_rules(self.platform) as not_from_vllm:
+            vllm_config = construct(
+                "build VllmConfig",
+                vcfg.VllmConfig,
+                model_config=copy.deepcopy(self.model_config),
+                cache_config=cache_config,
+                scheduler_config=scheduler_config,
+                kv_transfer_config=kv_transfer_config,
+                device_config=construct("build DeviceConfig", vcfg.DeviceConfig, device="cpu"),
+            )
         cache = vllm_config.cache_config
         try:
             align = sizing.align_block_size(vllm_config, self.platform, spec.get("block_size"))
-            counts = sizing.layer_counts(vllm_config.model_config, vllm_config.parallel_config)
             cls = sizing.model_class(vllm_config.model_config)
             shapes, dtypes = sizing.mamba_state(vllm_config, cls)
-            specs = sizing.kv_cache_specs(vllm_config, cls, counts, self.platform)
+            specs, counts = self.layer_specs(vllm_config, cls)
+            sizing.check_state_group(self.facts, counts)
             layout = sizing.resolve_layout(vllm_config, specs, self.platform)
             # max_model_len follows N (vLLM checks one request of it fits the KV cache).
             w = int(cache.block_size)
@@ -198,9 +232,15 @@ class Setup:
             used_len = min(max_len, n + w + 2)
             vllm_config.model_config.max_model_len = used_len
             vllm_config.scheduler_config.max_model_len = used_len
-            kv, sched_bs, hash_bs = sizing.kv_cache_config(vllm_config, specs, NUM_BLOCKS)
+            kv, sched_bs, hash_bs = self.group(vllm_config, specs, connector_name)
         except sizing.SizingError as exc:
-            raise InternalsError(exc.stage, exc.message) from exc
+            err = InternalsError(exc.stage, exc.message)
+            if exc.stage == "find the state layers":
+                err.kind = "no_state_group"  # type: ignore[attr-defined]
+            raise err from exc
+        align["not_from_vllm"] = [*not_from_vllm, *align["not_from_vllm"]]
+        if self._layers_error is not None:
+            align["not_from_vllm"].append(f"KV cache specs: {counts['from']}")
         built = {
             "vllm_config": vllm_config,
             "kv_cache_config": kv,
@@ -226,11 +266,41 @@ class Setup:
                     " / get_mamba_state_dtype_from_config",
                 },
                 "kv_cache_groups": sizing.describe_groups(kv),
+                "layers_build_s": self.layers_s,
                 "kv_cache_layout": layout,
             },
         }
         self._built[key] = built
         return built
+
+    def group(self, vllm_config: Any, specs: dict[str, Any], connector_name: str) -> tuple[Any, int, int]:
+        """vLLM's KV cache grouping; where vLLM turned the hybrid KV cache manager off for this
+        connector and then cannot group the model's state layers, vLLM itself would not start."""
+        try:
+            return sizing.kv_cache_config(vllm_config, specs, NUM_BLOCKS)
+        except ValueError as exc:
+            if getattr(vllm_config.scheduler_config, "disable_hybrid_kv_cache_manager", None):
+                raise NotServable(
+                    f"vLLM would not start this model with {connector_name}: the connector does not "
+                    "support the hybrid KV cache manager (SupportsHMA) in this release, so vLLM turns "
+                    f"it off, and then cannot group the model's state layers ({exc})"
+                ) from exc
+            raise
+
+    def layer_specs(self, vllm_config: Any, cls: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Each layer's own KV cache spec (the model built once, on the meta device); where the
+        model class cannot be built in this interpreter (a CUDA-only class on a CPU box), the
+        specs from vLLM's config view, said so in `layers.from` and `not_from_vllm`."""
+        if self._layers is None and self._layers_error is None:
+            t0 = time.perf_counter()
+            try:
+                self._layers = sizing.build_layers(vllm_config, cls)
+            except sizing.SizingError as exc:
+                self._layers_error = exc.message
+            self.layers_s = round(time.perf_counter() - t0, 3)
+        if self._layers is not None:
+            return sizing.layer_specs(vllm_config, self._layers, self.platform)
+        return sizing.config_layer_specs(vllm_config, cls, self.platform, str(self._layers_error))
 
     def scheduler_factory(self, connector_name: str) -> Any:
         def build(budget: int) -> tuple[Any, Any]:
@@ -301,6 +371,11 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
     )
     first = runs[0]
     notes = [x for x in (triggers.granularity_note(n, hash_bs),) if x]
+    notes += [r["why_not_fired"] for r in runs if r.get("why_not_fired")]
+    notes += [
+        f"{setup.platform} judged from a {platformrules.running()} box, not from vLLM: {d}"
+        for d in sz["not_from_vllm"]
+    ]
     lib = library_status(_conn(key).library)
     return {
         "connector": key,
@@ -382,7 +457,9 @@ def check_importable(registry: dict[str, Any], vllm_name: str) -> None:
     except ImportError as exc:
         missing = getattr(exc, "name", None)
         detail = (
-            f"it needs the Python module {missing!r}, not installed here"
+            f"it needs the Python module {missing!r}, not installed in this environment (install it "
+            "there, e.g. `uv pip install --python <this python> " + str(missing).split(".")[0] + "`; "
+            "pd-doctor's own environments, --vllm X, carry it)"
             if missing
             else f"{type(exc).__name__}: {exc}"
         )
@@ -445,6 +522,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
                 results.append(run_connector(setup, key, present[key]))
             except InternalsError as exc:
                 results.append(_connector_error(key, present[key], exc.stage, exc.message))
+                results[-1]["error"]["kind"] = getattr(exc, "kind", "internals")
             except Exception as exc:
                 results.append(
                     _connector_error(key, present[key], "run the connector", f"{type(exc).__name__}: {exc}")
@@ -452,11 +530,14 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         out["results"] = results
     except InternalsError as exc:
         out["error"] = {
-            "kind": "internals",
+            "kind": getattr(exc, "kind", "internals"),
             "stage": exc.stage,
             "message": exc.message,
             "traceback": traceback.format_exc(),
         }
+        if isinstance(exc, ModelError):
+            out["error"]["hint"] = exc.hint
+            out["error"]["vllm_message"] = exc.vllm_message
     except Exception as exc:
         out["error"] = {
             "kind": "internals",

@@ -149,6 +149,9 @@ def run_variant(
         }
     truncation = observe.summarize(rec, rid)
     truncations = len(rec.of_kind("truncate", rid))
+    why = None
+    if name == "preempt" and not assertion["fired"]:
+        why = preempt_note(truncations, truncation["hit_tokens"], len(trig.prompt_token_ids))
     return {
         "name": name,
         "description": TRIGGERS[name],
@@ -159,6 +162,7 @@ def run_variant(
         "truncation": truncation,
         "truncations": truncations,
         "preempted_by": res.get("preempted_by"),
+        "why_not_fired": why,
         "prompt": {"len_before": res["len_before"], "len_after": res["len_after"]},
         "hit_tokens": truncation["hit_tokens"],
         "scheduled_tokens": res["scheduled_tokens"],
@@ -182,4 +186,17 @@ def granularity_note(n: int, hash_block: int) -> str | None:
     return (
         f"N-1 = {n - 1} is not a multiple of the prefix-cache hash granularity "
         f"{hash_block}, so no lookup can hit exactly N-1 tokens; {would} would"
+    )
+
+
+def preempt_note(truncations: int, hit: int | None, prompt_len: int) -> str | None:
+    """Why the preempt trigger cannot fire where the truncation ran once, from what vLLM did."""
+    if truncations != 1 or hit is None:
+        return None
+    return (
+        f"preempt: not fired, as vLLM's code has it: the P-side truncation ran once, on the cold "
+        f"first schedule (nothing cached yet); after the preemption the resumed request's lookup hit "
+        f"{hit} of its {prompt_len} (already truncated) tokens, and vLLM stops a lookup one token short "
+        f"of the prompt, so {prompt_len - hit} were left to compute. This trigger fires only where a "
+        "resumed request is truncated again after its lookup (the truncation running twice)"
     )
