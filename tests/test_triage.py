@@ -264,8 +264,10 @@ def test_cli_stdin_markdown_and_list():
         ["triage", str(P53514), "--prefill-cmd", f"vllm serve {HYBRID_MODEL} --kv-transfer-config '{ktc}'"],
     )
     assert lm.exit_code == 0 and "not #53514" in lm.output  # the connector decides: another producer
-    listing = runner.invoke(app, ["triage", "--list"])
-    assert listing.exit_code == 0 and all(c.id in listing.stdout for c in CLASSES)
+    listing = runner.invoke(app, ["triage", "--list", "-f", "json"])
+    assert listing.exit_code == 0
+    assert [c["id"] for c in json.loads(listing.stdout)["classes"]] == [c.id for c in CLASSES]
+    assert runner.invoke(app, ["triage", "--list"]).exit_code == 0
 
 
 def test_a_warning_level_cause_past_the_head(tmp_path: Path):

@@ -30,8 +30,11 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from vllm_pd_doctor import procs
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.model import Result
 from vllm_pd_doctor.progress import Progress, phase, quiet
 
 MARKER = "pd-doctor-env.json"
@@ -46,8 +49,6 @@ CONNECTOR_PACKAGES = ("msgpack",)
 """What the KV connectors' modules import that vLLM does not depend on (MoRIIO: msgpack), so
 every connector's scheduler half can be driven. Added to existing environments on `ensure`."""
 CONNECTORS_EXTRA = "connectors"
-
-_VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z0-9.+-]*)$")
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,11 @@ def default_package() -> str:
 def validate(package: str, version: str) -> None:
     if package not in PACKAGES:
         raise BadInput(f"unknown package {package!r}", hint=f"use one of: {', '.join(PACKAGES)}")
-    if not _VERSION_RE.match(version):
+    try:
+        canonical = str(Version(version)) == version  # also: nothing odd for a directory name
+    except InvalidVersion:
+        canonical = False
+    if not canonical:
         raise BadInput(f"{version!r} is not a release version", hint="give a version such as 0.28.0")
 
 
@@ -135,7 +140,7 @@ def list_envs() -> list[ManagedEnv]:
 
 
 @dataclass(frozen=True)
-class EnvListing:
+class EnvListing(Result):
     """`pd-doctor envs list`: the complete environments under `home`."""
 
     home: Path

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from vllm_pd_doctor import envs, inprocess
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
-from vllm_pd_doctor.model import ConnectorVerdict, Frame, ReproReport
+from vllm_pd_doctor.model import ConnectorVerdict, Frame, ReproReport, Result
 from vllm_pd_doctor.progress import Progress, phase, quiet
 from vllm_pd_doctor.releases import version_key
 from vllm_pd_doctor.target import connectors
@@ -75,7 +75,7 @@ class ReleaseRow:
 
 
 @dataclass(frozen=True)
-class MatrixReport:
+class MatrixReport(Result):
     package: str
     rows: tuple[ReleaseRow, ...]
     connectors: tuple[str, ...]
@@ -324,7 +324,7 @@ def bisect_releases(
 
 
 @dataclass(frozen=True)
-class BisectReport:
+class BisectReport(Result):
     package: str
     connector: str
     good: str

@@ -8,7 +8,7 @@ the local prefix-cache lookup (read from its source). Any condition that is know
 
 from __future__ import annotations
 
-from vllm_pd_doctor import hotfix
+from vllm_pd_doctor import advice
 from vllm_pd_doctor.checkconfig.inspect_vllm import sites_for
 from vllm_pd_doctor.checkconfig.rules.context import (
     PRODUCING,
@@ -28,7 +28,6 @@ from vllm_pd_doctor.checkconfig.types import (
     SideExposure,
     Verdict,
 )
-from vllm_pd_doctor.target import connectors
 
 K = ReasonKind
 _NO = {
@@ -111,22 +110,9 @@ def exposure(ctx: Context, probe: ProbeResult | None = None) -> Exposure:
 def _fixes(verdict: Verdict, sides: list[SideExposure], python: str | None) -> tuple[str, ...]:
     if verdict is Verdict.not_exposed:
         return ()
-    fixes: list[str] = []
-    keys = sorted({x.connector for x in sides if x.connector and connectors.get(x.connector)})
-    for k in keys or ["nixl"]:
-        c = connectors.get(k)
-        fixes.append(
-            f"upgrade vLLM to {c.fixed_in if c else '0.29.0'} or later, where {k} "
-            "truncates in on_new_request, before the prefix-cache lookup"
-        )
-    fixes.append(
-        "or pass --no-enable-prefix-caching to the prefill engine only; trade-off: "
-        "every prefill recomputes the whole prompt (no prefix reuse on P), and for "
-        "hybrid models mamba_cache_mode becomes none"
-    )
-    if any(r.kind is ReasonKind.late_truncation for x in sides for r in x.why):
-        fixes.append(hotfix.advice(python))
-    return tuple(fixes)
+    keys = [x.connector for x in sides if x.connector]
+    late = any(r.kind is ReasonKind.late_truncation for x in sides for r in x.why)
+    return advice.fixes(keys, late_truncation=late, python=python)
 
 
 def side(ctx: Context, s: Server, e: ConnectorEntry | None) -> SideExposure:

@@ -117,12 +117,7 @@ def sites_for(connector_key: str, sites: tuple[TruncationSite, ...]) -> tuple[Tr
     c = connectors.get(connector_key)
     if c is None:
         return ()
-    chosen = [s for s in sites if s.connector in c.source_words]
-    if connector_key == "nixl":
-        chosen = [s for s in chosen if "push" not in s.file.rsplit("/", 1)[-1]]
-    elif connector_key == "nixl-push":
-        chosen = [s for s in chosen if "pull" not in s.file.rsplit("/", 1)[-1]]
-    return tuple(chosen)
+    return tuple(s for s in sites if c.owns_source(s.connector, s.file))
 
 
 def registered_connectors(vllm_path: Path) -> tuple[str, ...]:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from vllm_pd_doctor.model import Result
+
 
 class Severity(str, Enum):
     error = "error"
@@ -391,7 +393,7 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class RuleCatalogue:
+class RuleCatalogue(Result):
     """The rules check-config knows (`--list-rules`)."""
 
     rules: tuple[Rule, ...]
@@ -437,7 +439,7 @@ class Inputs:
 
 
 @dataclass(frozen=True)
-class CheckReport:
+class CheckReport(Result):
     inputs: Inputs
     exposure: Exposure
     findings: tuple[Finding, ...]

@@ -67,10 +67,10 @@ def triage(
     def body() -> int:
         from vllm_pd_doctor.triage import LogInput, check_inputs
         from vllm_pd_doctor.triage import triage as core
-        from vllm_pd_doctor.triage.cli_context import build_context, list_text
+        from vllm_pd_doctor.triage.cli_context import build_context, catalogue
 
         if list_classes:
-            typer.echo(list_text(), nl=False)
+            show(catalogue(), fmt)
             return ExitCode.OK
         inputs = [LogInput(p) for p in logs or []]
         inputs += [LogInput(p, "prefill") for p in prefill_log or []]

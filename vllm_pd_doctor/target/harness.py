@@ -20,21 +20,11 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, cast
 
-if __package__:
-    from . import connectors, drive, hotfix, observe, platformrules, sizing, triggers
-else:  # pragma: no cover - run as a plain script
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import connectors  # type: ignore[no-redef]
-    import drive  # type: ignore[no-redef,import-not-found]
-    import hotfix  # type: ignore[no-redef]
-    import observe  # type: ignore[no-redef]
-    import platformrules  # type: ignore[no-redef,import-not-found]
-    import sizing  # type: ignore[no-redef,import-not-found]
-    import triggers  # type: ignore[no-redef,import-not-found]
+from . import connectors, drive, hotfix, observe, platformrules, sizing, triggers, wire
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = wire.SCHEMA_VERSION
 NUM_BLOCKS = 256
 InternalsError = drive.InternalsError
 construct = drive.construct
@@ -69,7 +59,7 @@ def _conn(key: str) -> connectors.Connector:
 # --------------------------------------------------------------------------- vLLM facts
 
 
-def vllm_facts() -> dict[str, Any]:
+def vllm_facts() -> wire.VllmFacts:
     import vllm
 
     return {
@@ -99,12 +89,12 @@ def available_connectors(registry: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def library_status(module: str) -> dict[str, Any]:
+def library_status(module: str) -> wire.TransferLibrary:
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
         spec = None
-    return {"module": module, "installed": spec is not None}
+    return {"module": module, "installed": spec is not None, "needed_for_scheduler": False}
 
 
 # --------------------------------------------------------------------------- config
@@ -338,7 +328,7 @@ def build_scheduler(vllm_config: Any, kv_cache_config: Any, block_size: int, has
 # --------------------------------------------------------------------------- runs
 
 
-def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
+def run_connector(setup: Setup, key: str, vllm_name: str) -> wire.ConnectorResult:
     spec = setup.spec
     t0 = time.perf_counter()
     probe = setup.build(vllm_name, 2048)
@@ -369,13 +359,50 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
     control = triggers.run_variant(
         "same-prompt", factory, n + 1, w, vocab, budget, control_rec, phase_prefix="control-"
     )
-    first = runs[0]
     notes = [x for x in (triggers.granularity_note(n, hash_bs),) if x]
     notes += [r["why_not_fired"] for r in runs if r.get("why_not_fired")]
     notes += [
         f"{setup.platform} judged from a {platformrules.running()} box, not from vLLM: {d}"
         for d in sz["not_from_vllm"]
     ]
+    answer = _connector_answer(
+        setup, key, vllm_name, sz, n, budget, runs, _control_answer(control, control_rec.events)
+    )
+    answer.update({"notes": notes, "elapsed_s": round(time.perf_counter() - t0, 3)})
+    return answer
+
+
+def _control_answer(control: dict[str, Any], events: list[wire.Event]) -> wire.ControlRun:
+    """The control run as the answer lists it."""
+    return {
+        "prompt_len": control["prompt_len"],
+        "assertion_fired": control["assertion"]["fired"],
+        "assertion_location": control["assertion"]["location"],
+        "assertion_statement": control["assertion"]["statement"],
+        "matches_53514": control["assertion"]["matches_53514"],
+        "assertion_kind": control["assertion"]["kind"],
+        "hit_tokens": control["hit_tokens"],
+        "scheduled_tokens": control["scheduled_tokens"],
+        "truncation_hook": control["truncation"]["hook"],
+        "prompt": control["prompt"],
+        "events": events,
+    }
+
+
+def _connector_answer(
+    setup: Setup,
+    key: str,
+    vllm_name: str,
+    sz: dict[str, Any],
+    n: int,
+    budget: int,
+    runs: list[dict[str, Any]],
+    control: wire.ControlRun,
+) -> wire.ConnectorResult:
+    """One connector's answer: sizes (`sz`, for N = `n` under `budget`), the first trigger's
+    facts, every trigger, the control."""
+    spec = setup.spec
+    first = runs[0]
     lib = library_status(_conn(key).library)
     return {
         "connector": key,
@@ -383,11 +410,11 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
         "kv_connector": vllm_name,
         "connector_class": first["connector_class"],
         "connector_scheduler_class": first["connector_scheduler_class"],
-        "transfer_library": {**lib, "needed_for_scheduler": False},
+        "transfer_library": lib,
         "config": {
-            "block_size": w,
+            "block_size": int(sz["effective_block_size"]),
             "requested_block_size": spec.get("block_size"),
-            "hash_block_size": hash_bs,
+            "hash_block_size": int(sz["hash_block_size"]),
             "scheduler_block_size": sz["scheduler_block_size"],
             "prefix_match_unit": sz["prefix_match_unit"],
             "platform": setup.platform,
@@ -410,31 +437,20 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
         "warmup": first["warmup"],
         "wrapped": first["wrapped"],
         "trigger": first["name"],
-        "triggers": [
-            {k: v for k, v in r.items() if k not in ("warmup", "wrapped", "sizing")}
-            | {"block_size": r["sizing"]["effective_block_size"]}
-            for r in runs
-        ],
-        "control": {
-            "prompt_len": control["prompt_len"],
-            "assertion_fired": control["assertion"]["fired"],
-            "assertion_location": control["assertion"]["location"],
-            "assertion_statement": control["assertion"]["statement"],
-            "matches_53514": control["assertion"]["matches_53514"],
-            "assertion_kind": control["assertion"]["kind"],
-            "hit_tokens": control["hit_tokens"],
-            "scheduled_tokens": control["scheduled_tokens"],
-            "truncation_hook": control["truncation"]["hook"],
-            "prompt": control["prompt"],
-            "events": control_rec.events,
-        },
-        "notes": notes,
+        "triggers": [_trigger_entry(r) for r in runs],
+        "control": control,
         "events": first["events"],
-        "elapsed_s": round(time.perf_counter() - t0, 3),
     }
 
 
-def _connector_error(key: str, vllm_name: str, stage: str, message: str) -> dict[str, Any]:
+def _trigger_entry(run: dict[str, Any]) -> wire.TriggerRun:
+    """One trigger run as the answer lists it: no warm-up, wrapping or sizing detail."""
+    entry = {k: v for k, v in run.items() if k not in ("warmup", "wrapped", "sizing")}
+    entry["block_size"] = run["sizing"]["effective_block_size"]
+    return cast(wire.TriggerRun, entry)  # triggers.run_variant builds it key by key
+
+
+def _connector_error(key: str, vllm_name: str, stage: str, message: str) -> wire.ConnectorResult:
     return {
         "connector": key,
         "connector_label": _conn(key).label,
@@ -466,8 +482,37 @@ def check_importable(registry: dict[str, Any], vllm_name: str) -> None:
         raise InternalsError("import the connector", f"{vllm_name} cannot be loaded: {detail}") from exc
 
 
-def run(spec: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def _run_one(setup: Setup, registry: dict[str, Any], key: str, vllm_name: str) -> wire.ConnectorResult:
+    """One connector's run, or what stopped it (the other connectors still run)."""
+    try:
+        check_importable(registry, vllm_name)
+        return run_connector(setup, key, vllm_name)
+    except InternalsError as exc:
+        answer = _connector_error(key, vllm_name, exc.stage, exc.message)
+        answer["error"]["kind"] = getattr(exc, "kind", "internals")
+        return answer
+    except Exception as exc:
+        return _connector_error(key, vllm_name, "run the connector", f"{type(exc).__name__}: {exc}")
+
+
+def _wanted(asked: list[str], present: dict[str, str]) -> tuple[list[str], wire.Error | None]:
+    """The connector keys to run (["all"]: every one this vLLM has), or the error naming the
+    asked ones it lacks."""
+    if asked == ["all"]:
+        return [k for k in connectors.connector_keys() if k in present], None
+    missing = [k for k in asked if k not in present]
+    if not missing:
+        return asked, None
+    return asked, {
+        "kind": "connector_missing",
+        "stage": "find the connector",
+        "message": f"this vLLM has no {', '.join(missing)} connector "
+        f"(it has: {', '.join(sorted(present)) or 'none'})",
+    }
+
+
+def run(spec: dict[str, Any]) -> wire.HarnessAnswer:
+    out: wire.HarnessAnswer = {
         "schema_version": SCHEMA_VERSION,
         "engine": "inprocess",
         "python": observe.python_info(),
@@ -486,17 +531,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         registry = connector_registry()
         present = available_connectors(registry)
         out["available_connectors"] = sorted(present)
-        wanted = spec["connectors"]
-        if wanted == ["all"]:
-            wanted = [k for k in connectors.connector_keys() if k in present]
-        missing = [k for k in wanted if k not in present]
-        if missing:
-            out["error"] = {
-                "kind": "connector_missing",
-                "stage": "find the connector",
-                "message": f"this vLLM has no {', '.join(missing)} connector "
-                f"(it has: {', '.join(sorted(present)) or 'none'})",
-            }
+        wanted, missing = _wanted(spec["connectors"], present)
+        if missing is not None:
+            out["error"] = missing
             return out
         if spec.get("hotfix"):  # pd-doctor hotfix (issue 13): patch before any scheduler exists
             out["hotfix"] = hotfix.apply([present[k] for k in wanted])
@@ -515,19 +552,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             return out
         if spec.get("triggers") == ["all"]:
             spec["triggers"] = list(triggers.TRIGGERS)
-        results = []
-        for key in wanted:
-            try:
-                check_importable(registry, present[key])
-                results.append(run_connector(setup, key, present[key]))
-            except InternalsError as exc:
-                results.append(_connector_error(key, present[key], exc.stage, exc.message))
-                results[-1]["error"]["kind"] = getattr(exc, "kind", "internals")
-            except Exception as exc:
-                results.append(
-                    _connector_error(key, present[key], "run the connector", f"{type(exc).__name__}: {exc}")
-                )
-        out["results"] = results
+        out["results"] = [_run_one(setup, registry, key, present[key]) for key in wanted]
     except InternalsError as exc:
         out["error"] = {
             "kind": getattr(exc, "kind", "internals"),

@@ -15,12 +15,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-if __package__:
-    from . import platformrules
-    from .drive import construct
-else:  # pragma: no cover - run as a plain script
-    import platformrules  # type: ignore[no-redef,import-not-found]
-    from drive import construct  # type: ignore[no-redef,import-not-found]
+from . import platformrules
+from .drive import construct
 
 FINDERS = ("_find_non_ssm_backends", "_find_non_ssm_backend")
 

@@ -10,11 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-if __package__:
-    from . import drive, observe
-else:  # pragma: no cover - run as a plain script
-    import drive  # type: ignore[no-redef,import-not-found]
-    import observe  # type: ignore[no-redef]
+from . import drive, observe
 
 TRIGGERS: dict[str, str] = {
     "same-prompt": "the same prompt twice: the first request caches the truncated prompt, "
@@ -42,8 +38,8 @@ def matches_53514(statement: str | None, function: str | None) -> bool:
 
 def describe_exception(exc: BaseException, rid: str, rec: observe.Recorder) -> dict[str, Any]:
     loc = observe.exception_location(exc)
-    statement = (loc or {}).get("code", "") or ""
-    function = (loc or {}).get("function")
+    statement = (loc["code"] if loc else "") or ""
+    function = loc["function"] if loc else None
     location = f"{loc['file']}:{loc['line']}" if loc else None
     is_assert = isinstance(exc, AssertionError)
     rec.emit(

@@ -8,6 +8,7 @@ from pathlib import Path
 from vllm_pd_doctor.checkconfig.types import Server
 from vllm_pd_doctor.triage.decide import Context
 from vllm_pd_doctor.triage.entries import CLASSES
+from vllm_pd_doctor.triage.types import ClassInfo, FailureCatalogue
 
 
 def build_context(
@@ -44,11 +45,8 @@ def build_context(
     return Context(release=release, model=minfo, connector=connector)
 
 
-def list_text() -> str:
-    """The catalogue, one block per class."""
-    out = []
-    for c in CLASSES:
-        out.append(f"{c.id}: {c.title}\n")
-        out.append(f"  side: {c.side}; fix: {c.fix}\n")
-        out.append(f"  refs: {', '.join(c.references)}; next: {c.next}\n")
-    return "".join(out)
+def catalogue() -> FailureCatalogue:
+    """The catalogue as a result (`--list`, printed through formats/ like every result)."""
+    return FailureCatalogue(
+        tuple(ClassInfo(c.id, c.title, c.side, c.fix, c.references, c.next) for c in CLASSES)
+    )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from vllm_pd_doctor.model import Result
+
 Confidence = Literal["decisive", "likely", "possible"]
 CONFIDENCE_RANK: dict[str, int] = {"decisive": 0, "likely": 1, "possible": 2}
 Side = Literal["prefill", "decode", "unknown"]
@@ -75,7 +77,26 @@ class Verdict:
 
 
 @dataclass(frozen=True)
-class TriageResult:
+class ClassInfo:
+    """One failure class of the catalogue, as `pd-doctor triage --list` shows it."""
+
+    id: str
+    title: str
+    side: str
+    fix: str
+    references: tuple[str, ...]
+    next: str
+
+
+@dataclass(frozen=True)
+class FailureCatalogue(Result):
+    """`pd-doctor triage --list`: every failure class."""
+
+    classes: tuple[ClassInfo, ...]
+
+
+@dataclass(frozen=True)
+class TriageResult(Result):
     """Everything `pd-doctor triage` found, best verdict first."""
 
     verdicts: tuple[Verdict, ...]

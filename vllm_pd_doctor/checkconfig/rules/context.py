@@ -119,8 +119,11 @@ def connector_key(name: str) -> str | None:
 
 
 def uses_nixl(s: ServeConfig | Server) -> bool:
+    """A connector whose transfer library is NIXL (the registry says which)."""
     cfg = s.config if isinstance(s, Server) else s
-    return any(n.startswith("Nixl") for n in connector_names(cfg))
+    return any(
+        (c := connectors.by_vllm_name(n)) is not None and c.library == "nixl" for n in connector_names(cfg)
+    )
 
 
 def extra_truthy(v: Any) -> bool:

@@ -67,7 +67,7 @@ def n1_unknown(ctx: Context) -> Iterator[Finding]:
 def advisories(ctx: Context) -> Iterator[Finding]:
     if ctx.vllm is None:
         return
-    v = connectors.version_tuple(ctx.vllm.version)
+    v = connectors.release_version(ctx.vllm.version)
     if v is None:
         return
     hits = [f"{a.id} ({a.what})" for a in connectors.ADVISORIES if a.affects(v)]
