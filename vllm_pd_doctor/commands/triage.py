@@ -21,6 +21,8 @@ pd-doctor command. --python (the engine's vLLM), --model (its config.json) and
 --config/--prefill-cmd (the connector) decide what the log alone cannot (vLLM #53514 is
 decisive only for a hybrid model on a release that truncates late).
 
+Example: `pd-doctor triage --prefill-log p.log --decode-log d.log --python ENV/bin/python --model MODEL_DIR`
+
 Exit codes: 0 no known cause, 1 a cause found, 2 bad input, 3 could not run.
 """
 
@@ -35,10 +37,12 @@ def triage(
         list[str] | None, typer.Argument(help="Log files (`.gz` too), or - for stdin.", show_default=False)
     ] = None,
     prefill_log: Annotated[
-        list[str] | None, typer.Option("--prefill-log", help="A log of a prefill engine.", show_default=False)
+        list[str] | None,
+        typer.Option("--prefill-log", help="A log of a prefill engine.", show_default=False, metavar="LOG"),
     ] = None,
     decode_log: Annotated[
-        list[str] | None, typer.Option("--decode-log", help="A log of a decode engine.", show_default=False)
+        list[str] | None,
+        typer.Option("--decode-log", help="A log of a decode engine.", show_default=False, metavar="LOG"),
     ] = None,
     config: Annotated[
         Path | None,
@@ -48,15 +52,27 @@ def triage(
     ] = None,
     prefill_cmd: Annotated[
         str | None,
-        typer.Option("--prefill-cmd", help="The prefill engine's launch command.", show_default=False),
+        typer.Option(
+            "--prefill-cmd",
+            help="The prefill engine's launch command.",
+            show_default=False,
+            metavar="COMMAND",
+        ),
     ] = None,
     decode_cmd: Annotated[
         str | None,
-        typer.Option("--decode-cmd", help="The decode engine's launch command.", show_default=False),
+        typer.Option(
+            "--decode-cmd", help="The decode engine's launch command.", show_default=False, metavar="COMMAND"
+        ),
     ] = None,
     model: Annotated[
         Path | None,
-        typer.Option("--model", help="Local model directory or its config.json.", show_default=False),
+        typer.Option(
+            "--model",
+            help="Local model directory, its config.json or a Hub id.",
+            show_default=False,
+            metavar="MODEL",
+        ),
     ] = None,
     python: PythonOpt = None,
     list_classes: Annotated[bool, typer.Option("--list", help="Print the failure classes and exit.")] = False,
