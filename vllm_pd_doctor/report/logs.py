@@ -19,6 +19,9 @@ _CONTEXT = 2
 MAX_EXCERPT_LINES = 80
 MAX_DUMP_LINES = 60
 _DUMP = "[dump_input.py"
+CONTEXT_LINES = ("NIXL compatibility check passed", "Setting attention block size to")
+"""Not causes: lines a maintainer reads beside a verdict (the handshake's compatibility check
+passed; vLLM aligned a hybrid model's block size), kept as excerpts with reason `context`."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ def find(text: str, name: str = "log") -> LogFindings:
     for i, line in enumerate(raw):
         if _DUMP in line:
             reasons_at.setdefault(i, []).append("dump_input")
+        elif any(c in line for c in CONTEXT_LINES):
+            reasons_at.setdefault(i, []).append("context")
     spans: list[tuple[int, int, str]] = []
     i = 0
     while i < len(body):
