@@ -9,6 +9,8 @@ never silently grows a vLLM import.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import inspect
 import json
 import os
@@ -139,19 +141,43 @@ def cli() -> Callable[..., subprocess.CompletedProcess[str]]:
 _REPRO_CACHE: dict[tuple[str, ...], tuple[int, Any, str]] = {}
 
 
+def _shared_dir(factory: pytest.TempPathFactory) -> Path:
+    """A directory every xdist worker of this run sees (the workers' basetemp parent), else basetemp."""
+    base = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    d = base / "repro-cache"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
 @pytest.fixture(scope="session")
-def repro_json() -> Callable[..., tuple[int, Any, str]]:
-    """`pd-doctor repro --format json` against an interpreter, cached per argument list."""
+def repro_json(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., tuple[int, Any, str]]:
+    """`pd-doctor repro --format json` against an interpreter, one child per argument list for the whole
+    run: cached in memory and on disk (file-locked), so parallel xdist workers share it too. Tests
+    that need the same scenario call this with the same arguments instead of running their own."""
+    shared = _shared_dir(tmp_path_factory)
 
     def get(python: str, *args: str) -> tuple[int, Any, str]:
         key = (python, *args)
         if key not in _REPRO_CACHE:
-            proc = run_cli("repro", "--python", python, "--format", "json", *args)
-            try:
-                doc = json.loads(proc.stdout)
-            except json.JSONDecodeError:
-                doc = None
-            _REPRO_CACHE[key] = (proc.returncode, doc, proc.stderr)
+            name = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:20]
+            path = shared / f"{name}.json"
+            with open(shared / f"{name}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # another worker running this child: wait for it
+                if path.exists():
+                    rec = json.loads(path.read_text())
+                else:
+                    proc = run_cli("repro", "--python", python, "--format", "json", *args)
+                    try:
+                        doc = json.loads(proc.stdout)
+                    except json.JSONDecodeError:
+                        doc = None
+                    rec = {"key": key, "rc": proc.returncode, "doc": doc, "stderr": proc.stderr}
+                    tmp = path.with_suffix(".part")
+                    tmp.write_text(json.dumps(rec))
+                    tmp.replace(path)
+            _REPRO_CACHE[key] = (rec["rc"], rec["doc"], rec["stderr"])
         return _REPRO_CACHE[key]
 
     return get
