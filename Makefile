@@ -37,13 +37,13 @@ demo: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
 lint: setup
-	$(BIN)/ruff check vllm_pd_doctor tests benchmarks
+	$(BIN)/ruff check vllm_pd_doctor tests benchmarks scripts
 	$(BIN)/mypy
 	@$(MAKE) --no-print-directory format-check
 
-# The tree is formatted with `ruff format` (fix with: $(BIN)/ruff format vllm_pd_doctor tests benchmarks).
+# The tree is formatted with `ruff format` (fix with: $(BIN)/ruff format vllm_pd_doctor tests benchmarks scripts).
 format-check: setup
-	$(BIN)/ruff format --check vllm_pd_doctor tests benchmarks
+	$(BIN)/ruff format --check vllm_pd_doctor tests benchmarks scripts
 
 # Fast tier: lint, types, and every test that needs no vLLM environment (no engines).
 check: lint
