@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 UV_ON_PATH := $(shell command -v uv 2>/dev/null)
 # xdist workers for the parallel parts (2 cores here: measured in README "Tests"); JOBS=0 runs serially.
 JOBS ?= 2
-XDIST = $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --dist loadfile,)
+XDIST = $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --dist loadgroup,)
 PYTEST = PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest
 
 .PHONY: setup demo check test test-vllm test-live lint format-check env-check bench bench-suite clean

@@ -67,7 +67,7 @@ def read_junit(path: Path, tier: Tier) -> Tier:
 def run_tier(name: str, jobs: int, out: Path, extra: list[str]) -> Tier:
     cmd = [sys.executable, "-m", "pytest", "-m", TIERS[name], "-q", "-p", "no:cacheprovider"]
     if jobs > 0 and name not in SERIAL:
-        cmd += ["-n", str(jobs), "--dist", "loadfile"]
+        cmd += ["-n", str(jobs), "--dist", "loadgroup"]
     cmd += [f"--junitxml={out}", *extra]
     print(f"bench_suite: {name}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}

@@ -67,6 +67,21 @@ def _untiered_failure(item: pytest.Item, why: str) -> str:
     )
 
 
+# vLLM-tier modules whose shared runs all go through `repro_json` (cached on disk across xdist workers):
+# their tests may spread over the workers. Other vLLM-tier modules keep their module-scoped runs (a
+# matrix, a bundle, a rendered report) on one worker: they are grouped by module (`--dist loadgroup`).
+SPREAD_MODULES = frozenset({"test_repro_fidelity", "test_repro_vllm", "test_recorded"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+        if _tiered(item) and module not in SPREAD_MODULES and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(module))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     _CURRENT[:] = [item]
