@@ -3,7 +3,8 @@
     python benchmarks/bench_matrix.py [--releases 0.28.0,0.32.0] [--provision 0.29.0]
 
 1. Times `pd-doctor repro --vllm V --connector all` for each release on its own (the per-release
-   repro time), then `pd-doctor matrix --vllm <releases>`; prints the ratio (target <= 1.2).
+   repro time), then `pd-doctor matrix --vllm <releases>` with --jobs 1 and --jobs 2; prints the
+   ratio to the repro sum (target <= 1.2) and --jobs 2 over --jobs 1 (target <= 0.7 on 3 releases).
 2. --provision V: provisions V into a fresh, temporary PD_DOCTOR_HOME (the uv cache stays
    warm, so this is "empty environment cache") and reports the time; the directory is removed.
 """
@@ -45,14 +46,19 @@ def main() -> int:
             print(proc.stderr, file=sys.stderr)
             return 3
         per[v] = round(wall, 2)
-    wall, proc = _cli("matrix", "--vllm", a.releases, "--quiet", "--format", "json")
-    doc = json.loads(proc.stdout)
+    walls: dict[int, float] = {}
+    for jobs in (1, 2):
+        wall, proc = _cli("matrix", "--vllm", a.releases, "--jobs", str(jobs), "--quiet", "--format", "json")
+        doc = json.loads(proc.stdout)
+        walls[jobs] = wall
     total = sum(per.values())
     results["repro_wall_s"] = per
     results["repro_wall_sum_s"] = round(total, 2)
-    results["matrix_wall_s"] = round(wall, 2)
+    results["matrix_wall_s"] = round(walls[2], 2)
+    results["matrix_jobs1_wall_s"] = round(walls[1], 2)
     results["matrix_internal"] = doc["timings"]
-    results["ratio"] = round(wall / total, 3)
+    results["ratio"] = round(walls[2] / total, 3)
+    results["jobs2_over_jobs1"] = round(walls[2] / walls[1], 3)  # issue 20 target <= 0.7 (3 releases)
     if a.provision:
         home = tempfile.mkdtemp(prefix="pd-doctor-bench-")
         try:

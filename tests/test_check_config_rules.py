@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -71,6 +71,15 @@ LATE = (
         127,
     ),
 )
+V_KV_FIELDS = VllmSource(
+    python="py",
+    version="0.28.0",
+    path="/v/vllm",
+    sites=EARLY,
+    kv_transfer_fields=("kv_connector", "kv_role", "kv_buffer_device", "kv_connector_extra_config"),
+    kv_transfer_forbids_extra=True,
+    kv_transfer_location="vllm/config/kv_transfer.py:23",
+)
 V_FIXED = VllmSource(python="py", version="0.32.0", path="/v/vllm", sites=EARLY)
 V_BUGGY = VllmSource(python="py", version="0.28.0", path="/v/vllm", sites=LATE)
 V_CPU_OVERRIDE = VllmSource(
@@ -92,6 +101,18 @@ def server(
     return Server(
         name=name or role, config=cfg, network=network, network_evidence=f"test {network}" if network else ""
     )
+
+
+@dataclass(frozen=True)
+class _Imaged(Server):
+    """A server with the container image its manifest names (the parser's `image` fact)."""
+
+    image: str | None = None
+
+
+def imaged(cmd: str, role: str, image: str) -> Server:
+    s = server(cmd, role, name=f"{role}-img")
+    return _Imaged(name=s.name, config=s.config, image=image)
 
 
 V_REGISTRY = VllmSource(
@@ -214,8 +235,26 @@ CASES = {
         ctx(P0H, D0H, model=HYBRID),
     ),
     "cpu-conv-layout-override": (
-        ctx(P0H, D0H, model=HYBRID, vllm=V_CPU_OVERRIDE),
+        ctx("VLLM_CPU_KVCACHE_SPACE=4 " + P0H, D0H, model=HYBRID, vllm=V_CPU_OVERRIDE),
         ctx(P0, D0, model=DENSE, vllm=V_CPU_OVERRIDE),
+    ),
+    "cpu-conv-layout-override/cuda-launch": (
+        ctx("VLLM_CPU_KVCACHE_SPACE=4 " + P0H, D0H, model=HYBRID, vllm=V_CPU_OVERRIDE),
+        ctx(
+            "CUDA_VISIBLE_DEVICES=0 " + P0H,
+            "CUDA_VISIBLE_DEVICES=1 " + D0H,
+            model=HYBRID,
+            vllm=V_CPU_OVERRIDE,
+        ),
+    ),
+    "image-release-mismatch": (
+        ctx(None, None, vllm=V_FIXED, extra=(imaged(P0, "prefill", "vllm/vllm-openai:v0.25.0"),)),
+        ctx(None, None, vllm=V_FIXED, extra=(imaged(P0, "prefill", "vllm/vllm-openai:v0.32.0"),)),
+    ),
+    "no-kv-consumer": (ctx(P0, D0.replace("kv_consumer", "kv_producer")), ctx()),
+    "kv-transfer-config-key": (
+        ctx(P0.replace('"kv_role"', '"kv_encoder_mode":"x","kv_role"'), D0, vllm=V_KV_FIELDS),
+        ctx(P0, D0, vllm=V_KV_FIELDS),
     ),
     "hybrid-async-scheduling": (
         ctx(P0H + " -tp 2", D0H + " -tp 2", model=HYBRID),

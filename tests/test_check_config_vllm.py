@@ -203,11 +203,12 @@ def test_hf_id_resolved_offline_then_unknown_with_the_fix(python_buggy, tmp_path
     assert r.exposure.verdict == "exposed" and r.inputs.model_source is not None
     assert "HF cache" in r.inputs.model_source
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the cache only: nothing is downloaded
     r = _check(python_buggy, prefill_cmd=cmd)
     assert r.exposure.verdict == "unknown"
     (f,) = [f for f in r.findings if f.id == "n1-truncation-unknown"]
     assert f.severity.value == "warning"
-    assert f"huggingface-cli download {GRANITE_ID} config.json" in f.fix and "--model" in f.fix
+    assert f"download {GRANITE_ID} config.json" in f.fix and "--model" in f.fix
     assert not r.has_error
     code, doc, _ = _run(cli, python_buggy, "--prefill-cmd", cmd, "--strict")
     assert code == 1 and doc["exposure"]["verdict"] == "unknown"

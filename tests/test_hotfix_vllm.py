@@ -20,6 +20,7 @@ import pytest
 
 from vllm_pd_doctor import envs, targetrun
 from vllm_pd_doctor import hotfix as core
+from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -47,7 +48,7 @@ def test_late_release_fires_without_and_is_fixed_by_hotfix(python_late, repro_js
     assert rc == 1, err
     w = _by(without)[connector]
     assert w["assertion"]["fired"] is True and w["truncation"]["hook"] == "get_num_new_matched_tokens"
-    assert "hotfix" not in w
+    assert w["hotfix"] is None  # no hotfix asked (every object has the key)
 
     rc, with_, err = repro_json(python_late, "--connector", "all", "--hotfix")
     d = _by(with_)[connector]
@@ -180,9 +181,9 @@ def test_install_status_plugin_uninstall_leave_no_trace(throwaway, python_buggy,
     r = cli("hotfix", "install", "--python", throwaway)
     assert r.returncode == 0, r.stderr
     assert "pd_doctor_hotfix-0.1.0.dist-info/RECORD" in r.stdout
-    st = core.status(throwaway, {core.ENV: core.ISSUE})
+    st = core.status(throwaway, find_sites, {core.ENV: core.ISSUE})
     assert st.installed is not None and st.installed.current and st.enabled and st.needed
-    assert not core.status(throwaway, {}).enabled
+    assert not core.status(throwaway, find_sites, {}).enabled
     rj = cli(
         "hotfix", "status", "--python", throwaway, "--format", "json", "--deep", env={core.ENV: core.ISSUE}
     )
@@ -219,7 +220,7 @@ def test_install_status_plugin_uninstall_leave_no_trace(throwaway, python_buggy,
 
 
 def test_status_reads_the_source_fast(python_fixed):
-    st = core.status(python_fixed, {})
+    st = core.status(python_fixed, find_sites, {})
     assert st.needed is False and st.installed is None and not st.enabled
     assert {p.status for p in st.plan} == {"not needed"}
     assert sys.executable  # the tool process never imported vllm

@@ -58,10 +58,16 @@ def test_fixed_release_does_not_fire(matrix_run, connector):
     assert cell["call_site"]["function"] == "on_new_request"
 
 
-def test_moriio_not_runnable_says_why(matrix_run):
-    cell = _rows(matrix_run[1])["0.32.0"]["cells"]["moriio"]
-    assert cell["status"] == "not_runnable"
-    assert "msgpack" in cell["reason"]
+def test_moriio_verdicts(matrix_run):
+    """pd-doctor's environments carry msgpack (MoRIIO's module needs it): 0.32.0 gives a verdict;
+    0.28.0's MoRIIO lacks the hybrid KV cache manager, so vLLM itself would not start the model."""
+    rows = _rows(matrix_run[1])
+    fixed = rows["0.32.0"]["cells"]["moriio"]
+    assert fixed["status"] == "not_fired"
+    assert fixed["hook"] == "on_new_request"
+    buggy = rows["0.28.0"]["cells"]["moriio"]
+    assert buggy["status"] == "not_runnable"
+    assert "SupportsHMA" in buggy["reason"]
 
 
 def test_nonexistent_release_row(matrix_run):

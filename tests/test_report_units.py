@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -93,8 +94,9 @@ def test_redaction_leaves_ordinary_log_text_alone():
 def test_secret_named_keys_and_env_values():
     r = Redactor(RedactionContext())
     doc = r.obj({"api_key": "xyz123", "nested": [{"password": "hunter2!"}], "n": 3})
-    assert doc == {"api_key": "<redacted:secret>", "nested": [{"password": "<redacted:secret>"}], "n": 3}
-    assert r.env_value("AWS_SECRET_ACCESS_KEY", "abc/def+ghi") == "<redacted:secret>"
+    assert doc == {"api_key": "<secret-1>", "nested": [{"password": "<secret-2>"}], "n": 3}
+    assert r.env_value("AWS_SECRET_ACCESS_KEY", "abc/def+ghi") == "<secret-3>"
+    assert r.env_value("OTHER_SECRET", "xyz123") == "<secret-1>"  # same value, same placeholder
     assert r.env_value("UCX_TLS", "rc,cuda_copy") == "rc,cuda_copy"
 
 
@@ -211,7 +213,8 @@ def test_config_yaml_fills_launch_commands_and_variables(cli, tmp_path):
     commands = md.split("#### Launch commands")[1].split("####")[0]
     assert "Not given" not in commands
     assert "Prefill:" in commands and "Decode:" in commands
-    assert "vllm serve tests/fixtures/check_config/models/granite-hybrid \\\n  --port 8100" in commands
+    # public form: the model path is a placeholder, the port (an int flag in vLLM) is kept
+    assert re.search(r"vllm serve <model-\d+> \\\n  --port 8100", commands), commands
     assert '"kv_role": "kv_producer"' in commands and '"kv_role": "kv_consumer"' in commands
     assert "none set" not in md
     for row in (
@@ -219,9 +222,9 @@ def test_config_yaml_fills_launch_commands_and_variables(cli, tmp_path):
         "| `UCX_TLS` | `tcp` | decode command |",
         "| `UCX_NET_DEVICES` | `all` | prefill command |",
         "| `VLLM_NIXL_SIDE_CHANNEL_PORT` | `5601` | decode command |",
-        "| `VLLM_NIXL_SIDE_CHANNEL_HOST` | `<redacted:host>` | prefill command |",
     ):
         assert row in md, row
+    assert re.search(r"\| `VLLM_NIXL_SIDE_CHANNEL_HOST` \| `<host-\d+>` \| prefill command \|", md)
     assert "`ucx-tcp-only`" in md.split("#### Configuration check")[1]
     for planted in ("PlantedApiKey42", "gpu-node-17"):
         for f in out.rglob("*"):
@@ -231,8 +234,10 @@ def test_config_yaml_fills_launch_commands_and_variables(cli, tmp_path):
     assert [c["role"] for c in doc["commands"]] == ["prefill", "decode"]
     assert doc["commands"][0]["kv_transfer_config"]["kv_role"] == "kv_producer"
     assert doc["check_config"]["value"]["exposure"]["verdict"] == "unknown"  # no vLLM here
-    raw = json.loads((out / "raw" / "check-config.json").read_text())
-    assert raw["command"] == "check-config" and raw["findings"]
+    assert doc["bundle"] == "public" and not (out / "raw").exists()
+    assert (
+        doc["check_config"]["value"]["command"] == "check-config" and doc["check_config"]["value"]["findings"]
+    )
 
 
 def test_unparsable_command_is_shown_with_check_configs_reason(cli, tmp_path):
@@ -335,3 +340,28 @@ def test_bad_input(cli, args, needle):
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert needle in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stdout == ""
+
+
+def test_private_bundle_is_named_so_and_lists_what_it_copies(cli, tmp_path):
+    out = tmp_path / "b.zip"
+    proc = cli(
+        "report",
+        "--python",
+        sys.executable,
+        "--no-repro",
+        "--private",
+        "-o",
+        str(out),
+        "--config",
+        str(FIXTURES / "pd_hybrid_nixl.yaml"),
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    written = tmp_path / "b-PRIVATE.zip"
+    assert proc.stdout.strip() == str(written) and written.exists() and not out.exists()
+    assert "PRIVATE bundle, not for posting" in proc.stderr and "raw/config.yaml" in proc.stderr
+    with zipfile.ZipFile(written) as z:
+        assert "raw/config.yaml" in z.namelist()
+        assert json.loads(z.read("report.json"))["bundle"] == "private"
+        raw = z.read("raw/config.yaml").decode()
+    assert "PlantedApiKey42" not in raw and "gpu-node-17" not in raw  # the second line still holds
+    assert "--enforce-eager" in raw  # otherwise verbatim

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
 
 from vllm_pd_doctor import __version__, procs
 from vllm_pd_doctor.commands import check_config, envs, hotfix, matrix, report, repro
+from vllm_pd_doctor.errors import debug_enabled, report_error
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 not reproduced / nothing found, 1 reproduced / error-level finding, "
@@ -21,7 +22,7 @@ app = typer.Typer(
     help="Diagnose and reproduce vLLM prefill/decode (P/D) disaggregation failures over the NIXL "
     "KV connector, starting with the P-side N-1 truncation crash (vLLM #53514).\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -53,6 +54,7 @@ _UsageError: type[Exception] = _click_exc.UsageError
 _ClickException: type[Exception] = _click_exc.ClickException
 _NoArgsIsHelp: type[Exception] = getattr(_click_exc, "NoArgsIsHelpError", _UsageError)
 _Abort: type[BaseException] = getattr(_click_exc, "Abort", typer.Abort)
+_Exit: type[BaseException] = typer.Exit
 
 
 def _usage_error(exc: Any) -> int:
@@ -65,12 +67,57 @@ def _usage_error(exc: Any) -> int:
     return 2
 
 
+def _guarded(invoke: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The one error boundary of every command: a command raises, this prints one clear line
+    (plus a hint; the traceback with --debug) and returns the error's exit code. Click's own
+    exceptions (usage errors, --help, typer.Exit) pass through to `main`."""
+
+    def run(ctx: Any) -> Any:
+        try:
+            return invoke(ctx)
+        except (_ClickException, _Abort, _Exit, SystemExit):
+            raise
+        except BaseException as exc:
+            return int(report_error(exc, debug=debug_enabled()))
+
+    return run
+
+
+def _metavars(cmd: Any) -> None:
+    """Real metavars in --help, where a command gave none (typer prints `<bool>`, `<str>`): none
+    for a flag, the choices for a choice, else the option's name (`--run-dir` -> RUN_DIR)."""
+    ctx = cmd.context_class(cmd, help_option_names=["-h", "--help"])
+    for p in [*cmd.params, cmd.get_help_option(ctx)]:
+        if (
+            p is None
+            or p.metavar is not None
+            or not getattr(p, "opts", None)
+            or p.param_type_name != "option"
+        ):
+            continue
+        if getattr(p, "is_flag", False):
+            p.metavar = ""
+        elif not getattr(getattr(p, "type_descriptor", None), "is_choice", False):
+            long = max(p.opts, key=len).lstrip("-")
+            p.metavar = long.upper().replace("-", "_") + ("..." if getattr(p, "multiple", False) else "")
+    for sub in getattr(cmd, "commands", {}).values():
+        _metavars(sub)
+
+
+def command() -> Any:
+    """The click command `main` runs: typer's, with the error boundary and tidy help."""
+    cmd = typer.main.get_command(app)
+    cmd.invoke = _guarded(cmd.invoke)  # type: ignore[method-assign,assignment]
+    _metavars(cmd)
+    return cmd
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """The console script: one signal policy, one line per usage error, then the command."""
+    """The console script: one signal policy, one line per usage error, one error boundary."""
     procs.install()
-    command = typer.main.get_command(app)
+    command_ = command()
     try:
-        rc = command.main(
+        rc = command_.main(
             args=list(argv) if argv is not None else None, prog_name="pd-doctor", standalone_mode=False
         )
     except _NoArgsIsHelp as exc:  # typer has printed the help already

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import configparser
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -29,8 +30,11 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from vllm_pd_doctor import procs
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.model import Result
 from vllm_pd_doctor.progress import Progress, phase, quiet
 
 MARKER = "pd-doctor-env.json"
@@ -41,7 +45,10 @@ NIXL_PACKAGES = ("nixl-cu12==1.5.1", "nixl==1.5.1")
 """NIXL for the live engine, installed without dependencies: the `nixl` meta package asks for
 both CUDA variants, and newer meta releases ask for a nixl-cu12 that does not exist."""
 
-_VERSION_RE = re.compile(r"^\d+(\.\d+){1,3}([a-z0-9.+-]*)$")
+CONNECTOR_PACKAGES = ("msgpack",)
+"""What the KV connectors' modules import that vLLM does not depend on (MoRIIO: msgpack), so
+every connector's scheduler half can be driven. Added to existing environments on `ensure`."""
+CONNECTORS_EXTRA = "connectors"
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,11 @@ def default_package() -> str:
 def validate(package: str, version: str) -> None:
     if package not in PACKAGES:
         raise BadInput(f"unknown package {package!r}", hint=f"use one of: {', '.join(PACKAGES)}")
-    if not _VERSION_RE.match(version):
+    try:
+        canonical = str(Version(version)) == version  # also: nothing odd for a directory name
+    except InvalidVersion:
+        canonical = False
+    if not canonical:
         raise BadInput(f"{version!r} is not a release version", hint="give a version such as 0.28.0")
 
 
@@ -129,7 +140,7 @@ def list_envs() -> list[ManagedEnv]:
 
 
 @dataclass(frozen=True)
-class EnvListing:
+class EnvListing(Result):
     """`pd-doctor envs list`: the complete environments under `home`."""
 
     home: Path
@@ -141,13 +152,35 @@ def listing() -> EnvListing:
     return EnvListing(home=home(), envs_dir=envs_dir(), envs=tuple(list_envs()))
 
 
+def _vllm_dist_key(python: Path) -> str:
+    """The installed vLLM's dist-info names beside this interpreter (its version), without running it."""
+    prefix = python.parent.parent
+    found: list[str] = []
+    for site in sorted(prefix.glob("lib/python3*/site-packages")):
+        found += sorted(p.name for p in site.glob("vllm*.dist-info"))
+    return ",".join(found)
+
+
 def cache_root_for_python(python: str | os.PathLike[str]) -> Path | None:
-    """The VLLM_CACHE_ROOT of the managed environment that owns this interpreter, if any."""
+    """The VLLM_CACHE_ROOT for the children pd-doctor starts with this interpreter.
+
+    A managed environment has its own; any other interpreter gets one under pd-doctor's cache,
+    keyed by its real path and the vLLM release installed beside it, so alternating releases
+    never overwrite each other's model-info cache entries (a miss re-inspects the model in a
+    subprocess: seconds per run).
+    """
     p = Path(python).absolute()
     for parent in p.parents:
         if (parent / MARKER).is_file():
             return parent / CACHE_DIR
-    return None
+    real = Path(os.path.realpath(p))
+    key = hashlib.sha256(f"{real}\0{_vllm_dist_key(p)}".encode()).hexdigest()[:16]
+    root = home() / "vllm-cache" / key
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return root
 
 
 def remove(name: str) -> Path:
@@ -286,6 +319,8 @@ def ensure(
     path = envs_dir() / env_name(package, version)
     with _lock(path):
         existing = _load(path)
+        if existing is not None and CONNECTORS_EXTRA not in existing.extras:
+            existing = _add_connector_packages(existing, progress)
         if existing is not None and (not nixl or "nixl" in existing.extras):
             return existing
         if existing is not None:  # add NIXL to a complete environment
@@ -348,13 +383,35 @@ def _create(
     finally:
         os.unlink(excludes)
     extras: tuple[str, ...] = ()
+    if _install_connector_packages(python, path, progress):
+        extras = (CONNECTORS_EXTRA,)
     if nixl:
         _install_nixl(python, path)
-        extras = ("nixl",)
+        extras = (*extras, "nixl")
     (path / CACHE_DIR).mkdir(exist_ok=True)
     env = _write_marker(path, package, version, extras, round(time.perf_counter() - t0, 1))
     progress(f"ready: {env.name} in {env.install_s:.0f} s")
     return env
+
+
+def _install_connector_packages(python: Path, path: Path, progress: Progress) -> bool:
+    """Install CONNECTOR_PACKAGES (idempotent); False, with a note, where that fails."""
+    cmd = [uv_binary(), "pip", "install", "--python", str(python), "--compile-bytecode"]
+    for c in pip_settings()["constraint"]:
+        cmd += ["--constraint", c]
+    try:
+        _run([*cmd, *CONNECTOR_PACKAGES], path / "install.log", "installing the connectors' packages", 300)
+    except CouldNotRun as exc:
+        progress(f"note: could not install {', '.join(CONNECTOR_PACKAGES)} ({exc}); MoRIIO runs will say so")
+        return False
+    return True
+
+
+def _add_connector_packages(env: ManagedEnv, progress: Progress) -> ManagedEnv:
+    with phase(progress, f"adding {', '.join(CONNECTOR_PACKAGES)} to {env.name}"):
+        if not _install_connector_packages(env.python, env.path, progress):
+            return env
+    return _write_marker(env.path, env.package, env.version, (*env.extras, CONNECTORS_EXTRA), env.install_s)
 
 
 def _install_nixl(python: Path, path: Path) -> None:

@@ -56,6 +56,19 @@ class CouldNotRun(PdDoctorError):
     exit_code = ExitCode.COULD_NOT_RUN
 
 
+_debug = False
+
+
+def set_debug(on: bool) -> None:
+    """--debug (or PD_DOCTOR_DEBUG) was given: errors show their traceback and detail."""
+    global _debug
+    _debug = _debug or on
+
+
+def debug_enabled() -> bool:
+    return _debug
+
+
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -91,7 +104,8 @@ def report_error(exc: BaseException, *, debug: bool) -> ExitCode:
 
 @contextmanager
 def boundary(*, debug: bool) -> Iterator[None]:
-    """The single place where exceptions become exit codes (raises SystemExit)."""
+    """Exceptions inside become exit codes (raises SystemExit): for callers outside `cli.main`,
+    which applies `report_error` to every command itself."""
     try:
         yield
     except SystemExit:

@@ -1,8 +1,11 @@
 """Resolve a model argument the way a user gives it: a directory, a config.json, or a Hugging Face id.
 
-Shared by `repro --model` and `check-config` (tool process; no vLLM import). Hugging Face ids are
-resolved offline, from the local Hugging Face cache only (`HF_HUB_CACHE`, else `HF_HOME/hub`, else
-`~/.cache/huggingface/hub`), through `huggingface_hub`'s own cache lookup: pd-doctor never downloads.
+Shared by `repro --model` and `check-config` (tool process; no vLLM import). A Hugging Face id
+is resolved as vLLM itself would fetch it, through `huggingface_hub` (imported only then), and
+only `config.json` (a few KB): first the local Hugging Face cache (`HF_HUB_CACHE`, else
+`HF_HOME/hub`, else `~/.cache/huggingface/hub`), then `hf_hub_download` from `HF_ENDPOINT`
+(default huggingface.co) with the user's token (`HF_TOKEN` or the saved login), stored in that
+same cache. `HF_HUB_OFFLINE=1` means the local cache only. `ResolvedModel.source` says which.
 """
 
 from __future__ import annotations
@@ -26,8 +29,19 @@ class ResolvedModel:
     config_path: Path
     """The config.json file."""
     source: str
-    """'directory', 'file' or 'hf-cache' (offline Hugging Face cache)."""
+    """'directory', 'file', 'hf-cache' (the local Hugging Face cache) or 'hub' (downloaded)."""
     hf_id: str | None = None
+    endpoint: str | None = None
+    """For 'hub': the endpoint it came from."""
+
+    @property
+    def described(self) -> str:
+        """Where config.json came from, for the report."""
+        if self.source == "hub":
+            return f"downloaded from {self.endpoint} (huggingface_hub)"
+        if self.source == "hf-cache":
+            return "local HF cache" + (" (HF_HUB_OFFLINE)" if offline() else "")
+        return self.source
 
     @property
     def directory(self) -> Path:
@@ -51,11 +65,60 @@ def hf_cache_dir() -> Path:
     return Path.home() / ".cache" / "huggingface" / "hub"
 
 
+def offline() -> bool:
+    """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) set to a true value, read now (not at import)."""
+    v = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return v.strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
 def _from_hf_cache(hf_id: str) -> Path | None:
     from huggingface_hub import try_to_load_from_cache  # lazy: ~0.3 s, only for ids
 
     found = try_to_load_from_cache(hf_id, "config.json", cache_dir=str(hf_cache_dir()))
     return Path(found) if isinstance(found, str) and os.path.isfile(found) else None
+
+
+def _download(hf_id: str, what: str) -> Path:
+    """config.json through hf_hub_download (its cache, token and timeouts); one clear error."""
+    import huggingface_hub as hub
+    from huggingface_hub import errors as hub_errors
+
+    url = endpoint()
+    try:
+        # one HEAD without retries first: hf_hub_download retries an unreachable hub with
+        # backoff for ~20 s, too long for a check that works without the model too
+        hub.get_hf_file_metadata(hub.hf_hub_url(hf_id, "config.json", endpoint=url), timeout=10)
+        got = hub.hf_hub_download(
+            hf_id, "config.json", cache_dir=str(hf_cache_dir()), endpoint=url, etag_timeout=10
+        )
+    except hub_errors.GatedRepoError:
+        raise ModelNotResolved(
+            f"{what} {hf_id}: gated on {url}; config.json needs an accepted licence and a token",
+            hint="accept the model's terms on the Hub and set HF_TOKEN (or `hf auth login`), "
+            "or pass --model DIR holding its config.json",
+        ) from None
+    except hub_errors.RepositoryNotFoundError:
+        raise ModelNotResolved(
+            f"{what} {hf_id}: no such model on {url} (or it is private)",
+            hint="check the id; for a private model set HF_TOKEN; or pass --model DIR",
+        ) from None
+    except hub_errors.EntryNotFoundError:
+        raise ModelNotResolved(
+            f"{what} {hf_id}: the repository on {url} has no config.json",
+            hint="pass --model DIR holding the model's config.json",
+        ) from None
+    except Exception as exc:  # the HTTP layer's errors (httpx) are not OSError
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise ModelNotResolved(
+            f"{what} {hf_id}: config.json could not be fetched from {url} ({first})",
+            hint=f"run where {url} is reachable (HF_ENDPOINT for a mirror), or `hf download {hf_id} "
+            "config.json` there and set HF_HUB_OFFLINE=1 to use the local cache only, or pass --model DIR",
+        ) from None
+    return Path(got)
 
 
 def resolve(name: str, *, what: str = "--model") -> ResolvedModel:
@@ -80,15 +143,16 @@ def resolve(name: str, *, what: str = "--model") -> ResolvedModel:
         found = _from_hf_cache(raw)
         if found is not None:
             return ResolvedModel(raw, found, "hf-cache", hf_id=raw)
+        if not offline():
+            return ResolvedModel(raw, _download(raw, what), "hub", hf_id=raw, endpoint=endpoint())
         target = hf_cache_dir() / ("models--" + raw.replace("/", "--"))
         raise ModelNotResolved(
-            f"{what} {raw}: not in the local Hugging Face cache ({hf_cache_dir()})",
-            hint=f"run `huggingface-cli download {raw} config.json` where the hub is reachable, or "
-            f"save its config.json into a directory and pass --model DIR "
-            f"(pd-doctor looks under {target}, offline)",
+            f"{what} {raw}: not in the local Hugging Face cache ({hf_cache_dir()}; HF_HUB_OFFLINE is set)",
+            hint=f"unset HF_HUB_OFFLINE where the hub is reachable, or run `hf download {raw} "
+            f"config.json` there, or save its config.json into a directory and pass --model DIR "
+            f"(pd-doctor looks under {target})",
         )
     raise ModelNotResolved(
         f"{what} {raw}: no such file or directory",
-        hint="give a directory with config.json, a config.json, or a Hugging "
-        "Face model id present in the local HF cache",
+        hint="give a directory with config.json, a config.json, or a Hugging Face model id",
     )

@@ -15,13 +15,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from vllm_pd_doctor import __version__, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
-from vllm_pd_doctor.model import HotfixPatch
+from vllm_pd_doctor.model import HotfixPatch, Result
 
 ENV = "PD_DOCTOR_HOTFIX"
 ISSUE = "53514"
@@ -64,7 +65,7 @@ class Installed:
 
 
 @dataclass(frozen=True)
-class Status:
+class Status(Result):
     """Where the hotfix stands for one environment."""
 
     python: str
@@ -88,9 +89,11 @@ class Status:
 
 
 @dataclass(frozen=True)
-class Change:
+class Change(Result):
     """What install / uninstall did."""
 
+    action: str
+    """install or uninstall."""
     python: str
     site_packages: str
     files: tuple[str, ...]
@@ -202,7 +205,7 @@ def install(python: str) -> Change:
     except OSError as exc:
         _remove(purelib, written)
         raise CouldNotRun(f"cannot install {DIST} into {purelib}: {exc}") from None
-    return Change(python=python, site_packages=str(purelib), files=tuple(written))
+    return Change("install", python=python, site_packages=str(purelib), files=tuple(written))
 
 
 def uninstall(python: str) -> Change:
@@ -225,7 +228,7 @@ def uninstall(python: str) -> Change:
         )
     rels = [p.relative_to(purelib.resolve()).as_posix() for p in inst.files]
     removed = _remove(purelib, rels)
-    return Change(python=python, site_packages=str(purelib), files=tuple(removed))
+    return Change("uninstall", python=python, site_packages=str(purelib), files=tuple(removed))
 
 
 def _remove(purelib: Path, rels: list[str]) -> list[str]:
@@ -249,13 +252,40 @@ def _remove(purelib: Path, rels: list[str]) -> list[str]:
     return removed
 
 
+class SourceSite(Protocol):
+    """A call of a P-side truncation helper in the installed source (check-config's
+    `TruncationSite`: the caller hands its source reader to `status`)."""
+
+    @property
+    def connector(self) -> str: ...
+    @property
+    def helper(self) -> str: ...
+    @property
+    def caller(self) -> str: ...
+    @property
+    def caller_class(self) -> str | None: ...
+    @property
+    def location(self) -> str: ...
+    @property
+    def before_lookup(self) -> bool | None: ...
+
+
+SiteReader = Callable[[Path], Iterable[SourceSite]]
+"""Reads the truncation sites of an installed vLLM (`checkconfig.inspect_vllm.find_sites`)."""
+
+
 def status(
-    python: str, environ: dict[str, str] | None = None, *, deep: bool = False, timeout: float = 300.0
+    python: str,
+    find_sites: SiteReader,
+    environ: dict[str, str] | None = None,
+    *,
+    deep: bool = False,
+    timeout: float = 300.0,
 ) -> Status:
     """Installed? enabled (PD_DOCTOR_HOTFIX in `environ`)? needed by that release?
 
-    Needed is read from the installed source with `ast` (no import, a second), or with `deep`
-    from the plan the plugin itself would follow, run in `python` (imports vLLM).
+    Needed is read from the installed source with `ast` (`find_sites`: no import, a second), or
+    with `deep` from the plan the plugin itself would follow, run in `python` (imports vLLM).
     """
     env = os.environ if environ is None else environ
     purelib, _, has_vllm, plugins = site_packages(python)
@@ -278,7 +308,7 @@ def status(
         err = run.answer.get("error")
         plan = tuple(patch_from_dict(d) for d in run.answer.get("plan") or ())
     else:
-        plan = plan_from_source(Path(interp.vllm_path))
+        plan = plan_from_sites(find_sites(Path(interp.vllm_path)))
     return Status(
         python=python,
         site_packages=str(purelib),
@@ -291,12 +321,10 @@ def status(
     )
 
 
-def plan_from_source(vllm_path: Path) -> tuple[HotfixPatch, ...]:
+def plan_from_sites(sites: Iterable[SourceSite]) -> tuple[HotfixPatch, ...]:
     """Each truncation call site of the installed source, as the plan would word it (ast)."""
-    from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites
-
     out = []
-    for s in find_sites(vllm_path):
+    for s in sites:
         if s.before_lookup is None:
             continue
         late = s.before_lookup is False
@@ -337,9 +365,8 @@ def patch_from_dict(d: dict[str, Any]) -> HotfixPatch:
     )
 
 
-def patches_by_connector(answer: dict[str, Any]) -> dict[str, tuple[HotfixPatch, ...]] | None:
+def patches_by_connector(entries: list[dict[str, Any]] | None) -> dict[str, tuple[HotfixPatch, ...]] | None:
     """The harness's `hotfix` answer grouped by connector key (None: no hotfix was asked)."""
-    entries = answer.get("hotfix")
     if entries is None:
         return None
     out: dict[str, list[HotfixPatch]] = {}

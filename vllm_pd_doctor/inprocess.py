@@ -11,15 +11,16 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import cast
 
-from vllm_pd_doctor import hfmodel, hotfix, targetrun
+from vllm_pd_doctor import hfmodel, hotfix, scenario, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.model import (
     Assertion,
     ConnectorVerdict,
     Control,
     Event,
+    NotAffected,
     ReproReport,
     RunError,
     ScenarioConfig,
@@ -28,11 +29,9 @@ from vllm_pd_doctor.model import (
     VllmInstall,
 )
 from vllm_pd_doctor.progress import Progress, phase, quiet
-from vllm_pd_doctor.target import connectors
+from vllm_pd_doctor.scenario import PLATFORMS
+from vllm_pd_doctor.target import wire
 
-KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
-MAMBA_CACHE_MODES = ("align", "all", "none")
-PLATFORMS = ("cpu", "cuda")
 TRIGGERS = ("same-prompt", "shared-prefix", "chunked", "preempt")
 """Trigger variants (the harness's `triggers.TRIGGERS` describes each)."""
 
@@ -80,18 +79,7 @@ class ReproOptions:
 
 
 def parse_connectors(value: str) -> tuple[str, ...]:
-    known = connectors.connector_keys()
-    keys = tuple(k.strip().lower() for k in value.split(",") if k.strip())
-    if not keys:
-        raise BadInput("--connector: empty", hint=f"use one of {', '.join(known)}, all")
-    if "all" in keys:
-        return ("all",)
-    for k in keys:
-        if k not in known:
-            raise BadInput(
-                f"--connector {k}: unknown connector", hint=f"use one of {', '.join(known)}, or all"
-            )
-    return tuple(dict.fromkeys(keys))
+    return scenario.parse_connector_list(value)
 
 
 def parse_triggers(value: str) -> tuple[str, ...]:
@@ -117,35 +105,31 @@ def make_options(
     connector: str,
     block_size: int | None,
     prompt_len: int | None,
-    mamba_cache_mode: str | None,
-    kv_role: str,
+    mamba_cache_mode: str | scenario.MambaCacheMode | None,
+    kv_role: str | scenario.KvRole,
     model: Path | str | None,
     timeout: float,
     blocks: int | None = None,
     prefix_match_unit: int | None = None,
-    platform: str | None = None,
+    platform: str | scenario.Platform | None = None,
     trigger: str = "same-prompt",
     hotfix: bool = False,
 ) -> ReproOptions:
+    """The in-process run's options, checked once (BadInput on a bad one); choices may be given
+    as strings or as the `scenario` enums."""
     conns = parse_connectors(connector)
-    _positive("--block-size", block_size, "use e.g. --block-size 16, or omit it for the platform's default")
+    kv_role, mamba_cache_mode, platform = (
+        str(scenario.value(kv_role)),
+        scenario.value(mamba_cache_mode),
+        scenario.value(platform),
+    )
+    scenario.check_scenario(
+        block_size=block_size, prompt_len=prompt_len, kv_role=kv_role, mamba_cache_mode=mamba_cache_mode
+    )
     _positive("--blocks", blocks, "use e.g. --blocks 2 (N = 2 x W + 1)")
     _positive("--prefix-match-unit", prefix_match_unit, "use e.g. --prefix-match-unit 16")
-    if prompt_len is not None and prompt_len < 2:
-        raise BadInput(
-            f"--prompt-len {prompt_len}: must be at least 2 (the prefill side keeps "
-            "N-1 tokens, and at least one of them must be cached)",
-            hint="omit it for the default W + 1 (W: the effective block size)",
-        )
     if prompt_len is not None and blocks is not None:
         raise BadInput("--prompt-len and --blocks both given", hint="use one of them")
-    if kv_role not in KV_ROLES:
-        raise BadInput(f"--kv-role {kv_role}: unknown role", hint=f"use one of {', '.join(KV_ROLES)}")
-    if mamba_cache_mode is not None and mamba_cache_mode not in MAMBA_CACHE_MODES:
-        raise BadInput(
-            f"--mamba-cache-mode {mamba_cache_mode}: unknown mode",
-            hint=f"use one of {', '.join(MAMBA_CACHE_MODES)}",
-        )
     if platform is not None and platform not in PLATFORMS:
         raise BadInput(f"--platform {platform}: unknown platform", hint=f"use one of {', '.join(PLATFORMS)}")
     model_dir = None
@@ -217,35 +201,33 @@ def run_inprocess(python: str, opts: ReproOptions, progress: Progress = quiet) -
             timeout=opts.timeout,
             what="the in-process harness",
         )
-    report = parse_answer(run.answer, python, opts)
+    report = parse_answer(cast(wire.HarnessAnswer, run.answer), python, opts)
     progress(f"harness finished in {run.wall_s:.1f} s")
     return report
 
 
-def parse_answer(answer: dict[str, Any], python: str, opts: ReproOptions) -> ReproReport:
+def parse_answer(answer: wire.HarnessAnswer, python: str, opts: ReproOptions) -> ReproReport:
+    """The harness's answer as typed results (BadInput / CouldNotRun for a failed run)."""
     err = answer.get("error")
-    vinfo = answer.get("vllm") or {}
+    vinfo = answer.get("vllm") or {"version": "?", "path": "?"}
     if err:
         _raise_for(err, opts, answer)
-    if answer.get("not_affected"):
+    na = answer.get("not_affected")
+    if na:
         return ReproReport(
             engine="inprocess",
-            vllm=VllmInstall(
-                version=str(vinfo.get("version", "?")), path=str(vinfo.get("path", "?")), python=python
-            ),
+            vllm=VllmInstall(version=str(vinfo["version"]), path=str(vinfo["path"]), python=python),
             results=(),
             timings={k: float(v) for k, v in (answer.get("timings") or {}).items()},
-            not_affected=dict(answer["not_affected"]),
+            not_affected=NotAffected.from_answer(str(na["reason"]), dict(na["evidence"] or {})),
         )
     results = tuple(_verdict(r) for r in answer.get("results", []))
-    patches = hotfix.patches_by_connector(answer)  # pd-doctor hotfix (issue 13)
+    patches = hotfix.patches_by_connector(answer.get("hotfix"))  # pd-doctor hotfix (issue 13)
     if patches is not None:
         results = tuple(dataclasses.replace(r, hotfix=patches.get(r.connector, ())) for r in results)
     report = ReproReport(
         engine="inprocess",
-        vllm=VllmInstall(
-            version=str(vinfo.get("version", "?")), path=str(vinfo.get("path", "?")), python=python
-        ),
+        vllm=VllmInstall(version=str(vinfo["version"]), path=str(vinfo["path"]), python=python),
         results=results,
         available_connectors=tuple(answer.get("available_connectors", ())),
         timings={k: float(v) for k, v in (answer.get("timings") or {}).items()},
@@ -264,26 +246,34 @@ def parse_answer(answer: dict[str, Any], python: str, opts: ReproOptions) -> Rep
     return report
 
 
-def _raise_for(err: dict[str, Any], opts: ReproOptions, answer: dict[str, Any]) -> None:
+def _raise_for(err: wire.Error, opts: ReproOptions, answer: wire.HarnessAnswer) -> None:
     kind = err.get("kind")
     msg = str(err.get("message", "unknown error"))
     stage = str(err.get("stage", "?"))
+    version = answer.get("vllm", {"version": "?", "path": "?"})["version"]
     accepted = answer.get("mamba_cache_modes_accepted")
     if opts.mamba_cache_mode and accepted is not None and opts.mamba_cache_mode not in accepted:
-        version = (answer.get("vllm") or {}).get("version", "?")
         raise BadInput(
             f"--mamba-cache-mode {opts.mamba_cache_mode}: vLLM {version} does not "
             "accept it with prefix caching",
             hint=f"use one of: {', '.join(accepted) or 'none'}",
         )
     if opts.prefix_match_unit and answer.get("prefix_match_unit_supported") is False:
-        version = (answer.get("vllm") or {}).get("version", "?")
         raise BadInput(
             f"--prefix-match-unit {opts.prefix_match_unit}: vLLM {version} has no "
             "prefix_match_unit (its hash granularity is the block size)"
         )
+    if kind == "not_servable":  # vLLM's own rules refuse the combination: nothing to reproduce
+        raise CouldNotRun(msg, hint="vLLM itself refuses this model with this connector in this release")
+    if kind == "no_state_group":  # never "not fired": the KV cache would lack the state the bug needs
+        raise CouldNotRun(
+            msg, hint="pd-doctor could not find this model's state layers; rerun with --debug and report it"
+        )
+    if kind == "model_import":  # the model class's module does not import: the config is fine
+        raise CouldNotRun(msg, hint=err.get("hint"), detail=err.get("traceback"))
+    if kind == "model_unsupported":
+        raise BadInput(f"--model {opts.model or default_model_dir()}: {msg}", hint=err.get("hint"))
     if stage == "build ModelConfig":
-        version = (answer.get("vllm") or {}).get("version", "?")
         raise BadInput(
             f"--model {opts.model or default_model_dir()}: vLLM {version} cannot read "
             f"this config.json: {msg.split(' failed: ', 1)[-1]}",
@@ -315,7 +305,7 @@ def _notes(results: tuple[ConnectorVerdict, ...]) -> list[str]:
     return notes
 
 
-def _assertion(a: dict[str, Any]) -> Assertion:
+def _assertion(a: wire.AssertionInfo) -> Assertion:
     return Assertion(
         fired=bool(a.get("fired")),
         location=a.get("location"),
@@ -327,18 +317,18 @@ def _assertion(a: dict[str, Any]) -> Assertion:
     )
 
 
-def _trigger(t: dict[str, Any]) -> TriggerRun:
-    tr = t.get("truncation") or {}
+def _trigger(t: wire.TriggerRun) -> TriggerRun:
+    tr = Truncation.from_observed(t.get("truncation"))
     return TriggerRun(
         name=str(t["name"]),
         description=str(t.get("description", "")),
         prompt_len=int(t["prompt_len"]),
         assertion=_assertion(t["assertion"]),
         hit_tokens=t.get("hit_tokens"),
-        truncation_hook=str(tr.get("hook") or "none"),
-        before_lookup=tr.get("before_lookup"),
+        truncation_hook=tr.hook,
+        before_lookup=tr.before_lookup,
         truncations=int(t.get("truncations") or 0),
-        prompt_len_after=(t.get("prompt") or {}).get("len_after"),
+        prompt_len_after=t["prompt"]["len_after"] if "prompt" in t else None,
         scheduled_tokens=t.get("scheduled_tokens"),
         max_num_batched_tokens=t.get("max_num_batched_tokens"),
         warmup_len=t.get("warmup_len"),
@@ -347,7 +337,7 @@ def _trigger(t: dict[str, Any]) -> TriggerRun:
     )
 
 
-def _control(c: dict[str, Any]) -> Control:
+def _control(c: wire.ControlRun) -> Control:
     hit = c.get("hit_tokens")
     return Control(
         prompt_len=int(c["prompt_len"]),
@@ -362,7 +352,7 @@ def _control(c: dict[str, Any]) -> Control:
     )
 
 
-def _verdict(r: dict[str, Any]) -> ConnectorVerdict:
+def _verdict(r: wire.ConnectorResult) -> ConnectorVerdict:
     key = str(r.get("connector", "?"))
     base = ConnectorVerdict(
         connector=key, label=str(r.get("connector_label", key)), kv_connector=str(r.get("kv_connector", "?"))
@@ -380,13 +370,13 @@ def _verdict(r: dict[str, Any]) -> ConnectorVerdict:
         )
     t = r["truncation"]
     cfg = r["config"]
-    lib = r.get("transfer_library") or {}
+    lib = r.get("transfer_library")
     return dataclasses.replace(
         base,
         connector_class=r.get("connector_class"),
         connector_scheduler_class=r.get("connector_scheduler_class"),
-        transfer_library=lib.get("module"),
-        transfer_library_installed=lib.get("installed"),
+        transfer_library=lib["module"] if lib else None,
+        transfer_library_installed=lib["installed"] if lib else None,
         config=ScenarioConfig(
             block_size=int(cfg["block_size"]),
             prompt_len=int(cfg["prompt_len"]),

@@ -1,9 +1,9 @@
 """The release matrix and release bisection: the in-process repro, release by release.
 
 Each release runs in pd-doctor's own environment of it (`envs`, provisioned with uv and cached).
-Environments are provisioned by up to `jobs` workers at once; repros run one at a time as soon as
-their environment is ready, so timings per release are not skewed by each other and memory stays
-bounded (importing vLLM dominates a repro).
+Up to `jobs` workers provision environments and run repros at once (each repro is a child
+process that mostly imports vLLM, so on a multi-core box `--jobs 2` takes well under the
+sequential time); `--jobs 1` runs them one at a time, for timings not skewed by each other.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from vllm_pd_doctor import envs, inprocess
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
-from vllm_pd_doctor.model import ConnectorVerdict, Frame, ReproReport
+from vllm_pd_doctor.model import ConnectorVerdict, Frame, ReproReport, Result
 from vllm_pd_doctor.progress import Progress, phase, quiet
 from vllm_pd_doctor.releases import version_key
 from vllm_pd_doctor.target import connectors
@@ -75,7 +75,7 @@ class ReleaseRow:
 
 
 @dataclass(frozen=True)
-class MatrixReport:
+class MatrixReport(Result):
     package: str
     rows: tuple[ReleaseRow, ...]
     connectors: tuple[str, ...]
@@ -141,7 +141,7 @@ def _reason(exc: BaseException) -> str:
 
 
 class _Runner:
-    """Provision (bounded by `jobs`) then repro (one at a time) each release."""
+    """Provision then repro each release, up to `jobs` at once."""
 
     def __init__(self, package: str, *, jobs: int, timeout: float, progress: Progress):
         if jobs < 1:
@@ -150,7 +150,7 @@ class _Runner:
         self.jobs = jobs
         self.opts = repro_options(timeout)
         self.progress = progress
-        self._repro_lock = threading.Lock()
+        self._repro_slots = threading.BoundedSemaphore(jobs)
 
     def row(self, release: str) -> ReleaseRow:
         cached = envs.find(self.package, release) is not None
@@ -167,7 +167,7 @@ class _Runner:
                 provision_s=round(time.perf_counter() - t0, 2),
             )
         provision_s = round(time.perf_counter() - t0, 2)
-        with self._repro_lock, phase(self.progress, f"{release}: running the repro"):
+        with self._repro_slots, phase(self.progress, f"{release}: running the repro"):
             t1 = time.perf_counter()
             try:
                 report = inprocess.run_inprocess(str(env.python), self.opts, quiet)
@@ -324,7 +324,7 @@ def bisect_releases(
 
 
 @dataclass(frozen=True)
-class BisectReport:
+class BisectReport(Result):
     package: str
     connector: str
     good: str

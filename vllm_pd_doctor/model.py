@@ -8,8 +8,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_pd_doctor.target import wire
+
 SCHEMA_VERSION = 1
 """Version of every JSON document pd-doctor prints (`schema_version`)."""
+
+
+class Result:
+    """Base of every result a command prints (a frozen dataclass).
+
+    `formats.emit` renders only these; `tests/test_formats.py` finds every subclass in the
+    package and fails on one without a formatter in every format.
+    """
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -26,7 +38,7 @@ class Frame:
         return f"{self.file}:{self.line}"
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> Frame | None:
+    def from_dict(cls, d: wire.Frame | dict[str, Any] | None) -> Frame | None:
         if not d:
             return None
         return cls(
@@ -81,7 +93,7 @@ class Truncation:
     stack: tuple[Frame, ...] = ()
 
     @classmethod
-    def from_observed(cls, summary: dict[str, Any] | None, *, missing: str = "none") -> Truncation:
+    def from_observed(cls, summary: wire.TruncationSummary | None, *, missing: str = "none") -> Truncation:
         """From the watchers' summary of one request (`target/observe.py` `summarize`), as both
         engines report it; `missing` is the hook named when there is no summary at all."""
         if not summary:
@@ -326,7 +338,39 @@ class VllmInstall:
 
 
 @dataclass(frozen=True)
-class ReproReport:
+class NotAffected:
+    """The model has no Mamba state: #53514 cannot happen with it, and vLLM's evidence."""
+
+    reason: str
+    architecture: str | None = None
+    model_class: str | None = None
+    is_hybrid: bool | None = None
+    is_attention_free: bool | None = None
+    has_mamba_state_classmethods: bool | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    """Everything the harness found about the model (the fields above come from it)."""
+
+    @classmethod
+    def from_answer(cls, reason: str, evidence: dict[str, Any]) -> NotAffected:
+        def flag(key: str) -> bool | None:
+            v = evidence.get(key)
+            return None if v is None else bool(v)
+
+        arch = evidence.get("architecture")
+        cls_name = evidence.get("model_class")
+        return cls(
+            reason=reason,
+            architecture=None if arch is None else str(arch),
+            model_class=None if cls_name is None else str(cls_name),
+            is_hybrid=flag("is_hybrid"),
+            is_attention_free=flag("is_attention_free"),
+            has_mamba_state_classmethods=flag("has_mamba_state_classmethods"),
+            evidence=dict(evidence),
+        )
+
+
+@dataclass(frozen=True)
+class ReproReport(Result):
     """Everything one `pd-doctor repro` run found."""
 
     engine: str
@@ -335,8 +379,8 @@ class ReproReport:
     available_connectors: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-    not_affected: dict[str, Any] | None = None
-    """Set when the model has no Mamba state: the reason and vLLM's evidence."""
+    not_affected: NotAffected | None = None
+    """Set when the model has no Mamba state: the reason and vLLM's evidence (no results)."""
 
     @property
     def reproduced(self) -> bool:
@@ -349,3 +393,12 @@ class ReproReport:
     @property
     def any_ran(self) -> bool:
         return any(r.ran for r in self.results)
+
+
+@dataclass(frozen=True)
+class EnvChange(Result):
+    """`envs create` / `envs rm`: the interpreters made ready, or the directories removed."""
+
+    action: str
+    """create or rm."""
+    paths: tuple[str, ...]

@@ -9,7 +9,6 @@ same release and is dropped when its base release is published.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import time
@@ -17,46 +16,51 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from vllm_pd_doctor import envs
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 
 PYPI_URL = "https://pypi.org/pypi/{package}/json"
-_RELEASE_RE = re.compile(r"^(\d+(?:\.\d+){1,3})(?:\.post(\d+))?$")
-_PRE_RE = re.compile(r"(a|b|rc|dev|alpha|beta|pre|c)\d*", re.IGNORECASE)
 
 
-def version_key(version: str) -> tuple[tuple[int, ...], int]:
+def _final(version: str) -> Version | None:
+    """A final release (2 to 4 numbers, maybe `.postN`; no a/b/rc/dev, no local label), else None."""
+    try:
+        v = Version(version.strip())
+    except InvalidVersion:
+        return None
+    if v.is_prerelease or v.is_devrelease or v.local or v.epoch or not 2 <= len(v.release) <= 4:
+        return None
+    return v
+
+
+def version_key(version: str) -> Version:
     """Sort key of a final release string (`0.28.0`, `0.9.0.1`, `0.10.0.post2`)."""
-    m = _RELEASE_RE.match(version.strip())
-    if not m:
+    v = _final(version)
+    if v is None:
         raise BadInput(f"{version!r} is not a release version", hint="give a version such as 0.28.0")
-    nums = tuple(int(p) for p in m.group(1).split("."))
-    nums = nums + (0,) * (4 - len(nums))
-    return nums, int(m.group(2) or 0)
+    return v
 
 
 def is_release(version: str) -> bool:
     """A final release (no a/b/rc/dev, no local label)."""
-    return bool(_RELEASE_RE.match(version.strip()))
+    return _final(version) is not None
 
 
 def normalize(versions: Iterable[str]) -> tuple[str, ...]:
-    """Final releases sorted oldest first; `.postN` dropped where its base release exists."""
-    finals = {v.strip() for v in versions if is_release(v)}
-    keep = []
-    for v in finals:
-        base, post = _RELEASE_RE.match(v).groups()  # type: ignore[union-attr]
-        if post is not None and base in finals:
+    """Final releases sorted oldest first; `.postN` dropped where its base release exists, and
+    of several rebuilds of a base that has no plain release only the newest kept."""
+    finals = {v.strip(): _final(v) for v in versions}
+    newest: dict[str, tuple[Version, str]] = {}
+    for text, v in finals.items():
+        if v is None:
             continue
-        if post is not None and any(
-            o != v
-            and _RELEASE_RE.match(o).group(1) == base  # type: ignore[union-attr]
-            and version_key(o) > version_key(v)
-            for o in finals
-        ):
-            continue  # keep only the newest rebuild of a base that has no plain release
-        keep.append(v)
-    return tuple(sorted(keep, key=version_key))
+        base = v.base_version
+        have = newest.get(base)
+        if have is None or (have[0].post is not None and (v.post is None or v > have[0])):
+            newest[base] = (v, text)
+    return tuple(text for _, text in sorted(newest.values()))
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,13 @@ from pathlib import Path
 from vllm_pd_doctor import hfmodel, targetrun
 from vllm_pd_doctor.checkconfig import inspect_vllm, nixl_info, parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure as compute_exposure
+from vllm_pd_doctor.checkconfig.exposure import probe_candidates
 from vllm_pd_doctor.checkconfig.model_info import load_model
 from vllm_pd_doctor.checkconfig.parse.flags import BUILTIN, FlagTable
 from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
-from vllm_pd_doctor.checkconfig.rules.context import PRODUCING
 from vllm_pd_doctor.checkconfig.types import (
     CheckReport,
+    Exposure,
     Inputs,
     LaunchCommand,
     ModelInfo,
@@ -52,6 +53,8 @@ def server_from(
         network_evidence=cmd.network_evidence,
         role_source=cmd.role_source,
         launcher=cmd.launcher,
+        image=cmd.image,
+        phase=cmd.phase,
     )
 
 
@@ -99,7 +102,8 @@ def resolve_model(
     """--model, else the first server model found offline (dir, config.json, HF cache)."""
     if model is not None:
         found = hfmodel.resolve(str(model), what="--model")
-        return load_model(found.config_path), "--model", None
+        info = replace(load_model(found.config_path), resolved_from=found.described)
+        return info, "--model" + (f" ({found.described})" if found.hf_id else ""), None
     problem: ModelProblem | None = None
     seen: set[str] = set()
     for s in servers:
@@ -109,11 +113,10 @@ def resolve_model(
         seen.add(name)
         try:
             found = hfmodel.resolve(name, what=f"{s.name} model")
-            return (
-                load_model(found.config_path, what=f"{s.name} model"),
-                f"{s.name} command" + (" (offline HF cache)" if found.hf_id else ""),
-                None,
+            info = replace(
+                load_model(found.config_path, what=f"{s.name} model"), resolved_from=found.described
             )
+            return info, f"{s.name} command" + (f" ({found.described})" if found.hf_id else ""), None
         except hfmodel.ModelNotResolved as exc:
             hint = exc.hint or ""
             if "--model" not in hint:
@@ -138,6 +141,7 @@ def check(
     python: str | None = None,
     probe: bool = False,
     import_nixl: bool = True,
+    release_env: str | None = None,
     variables: Mapping[str, str] | None = None,
     progress: Callable[[str], None] = lambda _: None,
     warn: Callable[[str], None] = lambda _: None,
@@ -159,10 +163,21 @@ def check(
     interp = targetrun.resolve_python(python)
     facts = nixl_info.probe(interp, import_nixl=import_nixl)
     vsrc = inspect_vllm.read_source(interp, facts.vllm_path, facts.vllm_version)
+    if vsrc.path is None and python is None:
+        vsrc = _release_from_images(vsrc, servers, _warn)
+    if minfo is not None and vsrc.path is not None and vsrc.error is None:
+        minfo = _registry_family(minfo, interp, vsrc, progress, _warn)
     nixl: NixlInfo | None = facts.nixl
+    if release_env is not None:  # pd-doctor's own environment: its NIXL is not the deployment's
+        nixl = None
+        _warn(
+            f"checked against pd-doctor's own vLLM {release_env} environment (--vllm); "
+            "the deployment's NIXL packages are not checked"
+        )
     ctx = rules.Context(servers=servers, model=minfo, vllm=vsrc, nixl=nixl, model_problem=mproblem)
-    probe_result = _probe(ctx, interp, progress) if probe else None
-    ctx = replace(ctx, exposure=compute_exposure(ctx, probe_result))
+    static = compute_exposure(ctx)
+    probe_result = _probe(ctx, static, interp, progress) if probe else None
+    ctx = replace(ctx, exposure=compute_exposure(ctx, probe_result) if probe_result else static)
     assert ctx.exposure is not None
     findings = list(rules.run_checks(ctx))
     findings.sort(key=lambda f: (f.severity.rank, 0 if f.id.startswith("n1-") else 1))
@@ -200,17 +215,65 @@ def check(
     )
 
 
-def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> ProbeResult:
+def _release_from_images(
+    vsrc: VllmSource, servers: tuple[Server, ...], warn: Callable[[str], None]
+) -> VllmSource:
+    """No vLLM to read: the release the container images name (tag), as a fact without code."""
+    from vllm_pd_doctor.checkconfig import image_release
+
+    named = image_release.vllm_versions(servers)
+    if len(named) != 1:
+        return vsrc
+    version, names = next(iter(named.items()))
+    warn(
+        f"vLLM {version} from the image tag of {', '.join(names)}; its code is not read "
+        f"(give --vllm {version}: pd-doctor then reads that release)"
+    )
+    return replace(
+        vsrc,
+        version=version,
+        error=f"vLLM {version} named by the image tag of {', '.join(names)}, its code not read "
+        f"(give --vllm {version}, or --python of the deployment's environment)",
+    )
+
+
+def _registry_family(
+    minfo: ModelInfo,
+    python: str,
+    vsrc: VllmSource,
+    progress: Callable[[str], None],
+    warn: Callable[[str], None],
+) -> ModelInfo:
+    """The model family from the installed vLLM's registry (a child of `python`; cached)."""
+    from vllm_pd_doctor.checkconfig import model_family
+
+    progress(
+        f"model family: asking vLLM {vsrc.version or '?'}'s model registry (cached after the first time)"
+    )
+    answer = model_family.ask(python, vsrc, Path(minfo.path))
+    info, note = model_family.apply(minfo, answer, vsrc.version)
+    if note:
+        warn(f"{note}; hybrid or not from config.json: {minfo.hybrid_evidence}")
+    return info
+
+
+def _probe(ctx: rules.Context, static: Exposure, python: str, progress: Callable[[str], None]) -> ProbeResult:
+    """The in-process repro with the settings of the sides it can decide (their connector, block
+    size, mamba_cache_mode, the deployment's model); not run when the deployment itself rules
+    every side out (no producer, no truncating connector, prefix caching off, not hybrid)."""
     from vllm_pd_doctor import inprocess
 
-    keys: list[str] = []
-    for s in ctx.servers:
-        for e in rules.connector_entries(s.config):
-            k = rules.connector_key(e.name) if e.kv_role in PRODUCING else None
-            if k and k not in keys:
-                keys.append(k)
-    keys = keys or ["nixl"]
-    p = ctx.prefills[0].config if ctx.prefills else None
+    cands = probe_candidates(static.sides)
+    if not cands:
+        return ProbeResult(
+            ran=False,
+            reproduced=None,
+            detail="not run: the deployment itself rules out every side (see why per side)",
+        )
+    keys = list(dict.fromkeys(x.connector for x in cands if x.connector)) or ["nixl"]
+    by_name = {s.name: s for s in ctx.servers}
+    first = by_name.get(cands[0].server)
+    p = first.config if first is not None else (ctx.prefills[0].config if ctx.prefills else None)
     model_dir = None
     if ctx.model is not None and ctx.model.hybrid:
         model_dir = Path(ctx.model.path).resolve().parent
@@ -219,7 +282,7 @@ def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> 
             connector=",".join(keys),
             block_size=(p.block_size if p and p.block_size else 16),
             prompt_len=None,
-            mamba_cache_mode=None,
+            mamba_cache_mode=p.mamba_cache_mode if p else None,
             kv_role="kv_producer",
             model=model_dir,
             timeout=600.0,
@@ -238,8 +301,12 @@ def _probe(ctx: rules.Context, python: str, progress: Callable[[str], None]) -> 
                 f"{r.connector}: {'REPRODUCED' if r.reproduced else 'not reproduced'}"
                 f" (truncated by {hook}{', assert at ' + where if where else ''})"
             )
+    ran = tuple((r.connector, bool(r.reproduced)) for r in report.results if r.error is None)
     return ProbeResult(
-        ran=report.any_ran, reproduced=report.reproduced if report.any_ran else None, detail="; ".join(parts)
+        ran=report.any_ran,
+        reproduced=report.reproduced if report.any_ran else None,
+        detail="; ".join(parts),
+        per_connector=ran,
     )
 
 

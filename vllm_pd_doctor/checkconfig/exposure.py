@@ -8,7 +8,7 @@ the local prefix-cache lookup (read from its source). Any condition that is know
 
 from __future__ import annotations
 
-from vllm_pd_doctor import hotfix
+from vllm_pd_doctor import advice
 from vllm_pd_doctor.checkconfig.inspect_vllm import sites_for
 from vllm_pd_doctor.checkconfig.rules.context import (
     PRODUCING,
@@ -23,11 +23,11 @@ from vllm_pd_doctor.checkconfig.types import (
     ProbeResult,
     Reason,
     ReasonKind,
+    ServeConfig,
     Server,
     SideExposure,
     Verdict,
 )
-from vllm_pd_doctor.target import connectors
 
 K = ReasonKind
 _NO = {
@@ -50,12 +50,52 @@ def _verdict(why: list[Reason]) -> Verdict:
     return Verdict.exposed
 
 
+_DEPLOYMENT_NO = {
+    K.no_connector,
+    K.connector_not_truncating,
+    K.not_producer,
+    K.not_hybrid,
+    K.no_prefix_caching,
+}
+"""Reasons read from the deployment itself: a probe (which runs its own producer with prefix
+caching on) cannot overrule them, so a side with one of them is no probe candidate."""
+_RELEASE = {K.late_truncation, K.early_truncation, K.unknown_order, K.no_truncation, K.unknown_vllm}
+
+
+def probe_candidates(sides: tuple[SideExposure, ...] | list[SideExposure]) -> list[SideExposure]:
+    """Sides whose exposure the in-process probe decides: nothing in the deployment rules them out."""
+    return [x for x in sides if not ({r.kind for r in x.why} & _DEPLOYMENT_NO)]
+
+
+def _with_probe(x: SideExposure, probe: ProbeResult) -> SideExposure:
+    """The probe's observed result replaces the release reason read from the source (and, when it
+    reproduced, an unknown model: the probe ran a hybrid model, the deployment's when known)."""
+    mine = dict(probe.per_connector).get(x.connector or "", probe.reproduced)
+    if mine:
+        r = Reason(
+            K.late_truncation, f"the in-process probe reproduced the crash on this vLLM ({probe.detail})"
+        )
+        drop = _RELEASE | {K.unknown_model}
+    else:
+        r = Reason(
+            K.early_truncation, f"the in-process probe did not reproduce it on this vLLM ({probe.detail})"
+        )
+        drop = _RELEASE
+    why = [w for w in x.why if w.kind not in drop] + [r]
+    return SideExposure(x.role, x.connector, _verdict(why), tuple(why), x.evidence, server=x.server)
+
+
 def exposure(ctx: Context, probe: ProbeResult | None = None) -> Exposure:
+    """The deployment's exposure; with a probe that ran, its observed result wins over the source
+    reading for every candidate side, so the verdict and the probe never contradict each other."""
     sides: list[SideExposure] = []
     for s in ctx.servers:
         entries: list[ConnectorEntry | None] = list(connector_entries(s.config)) or [None]
         for e in entries:
             sides.append(side(ctx, s, e))
+    if probe is not None and probe.ran and probe.reproduced is not None:
+        cands = {id(x) for x in probe_candidates(sides)}
+        sides = [_with_probe(x, probe) if id(x) in cands else x for x in sides]
     verdicts = {x.verdict for x in sides}
     if Verdict.exposed in verdicts:
         verdict = Verdict.exposed
@@ -63,8 +103,6 @@ def exposure(ctx: Context, probe: ProbeResult | None = None) -> Exposure:
         verdict = Verdict.not_exposed
     else:
         verdict = Verdict.unknown
-    if probe is not None and probe.ran and probe.reproduced and verdict is not Verdict.not_exposed:
-        verdict = Verdict.exposed
     python = ctx.vllm.python if ctx.vllm is not None else None
     return Exposure(verdict=verdict, sides=tuple(sides), fixes=_fixes(verdict, sides, python), probe=probe)
 
@@ -72,22 +110,9 @@ def exposure(ctx: Context, probe: ProbeResult | None = None) -> Exposure:
 def _fixes(verdict: Verdict, sides: list[SideExposure], python: str | None) -> tuple[str, ...]:
     if verdict is Verdict.not_exposed:
         return ()
-    fixes: list[str] = []
-    keys = sorted({x.connector for x in sides if x.connector and connectors.get(x.connector)})
-    for k in keys or ["nixl"]:
-        c = connectors.get(k)
-        fixes.append(
-            f"upgrade vLLM to {c.fixed_in if c else '0.29.0'} or later, where {k} "
-            "truncates in on_new_request, before the prefix-cache lookup"
-        )
-    fixes.append(
-        "or pass --no-enable-prefix-caching to the prefill engine only; trade-off: "
-        "every prefill recomputes the whole prompt (no prefix reuse on P), and for "
-        "hybrid models mamba_cache_mode becomes none"
-    )
-    if any(r.kind is ReasonKind.late_truncation for x in sides for r in x.why):
-        fixes.append(hotfix.advice(python))
-    return tuple(fixes)
+    keys = [x.connector for x in sides if x.connector]
+    late = any(r.kind is ReasonKind.late_truncation for x in sides for r in x.why)
+    return advice.fixes(keys, late_truncation=late, python=python)
 
 
 def side(ctx: Context, s: Server, e: ConnectorEntry | None) -> SideExposure:
@@ -99,6 +124,22 @@ def side(ctx: Context, s: Server, e: ConnectorEntry | None) -> SideExposure:
             None,
             Verdict.not_exposed,
             (Reason(K.no_connector, "no KV connector: nothing truncates"),),
+            server=name,
+        )
+    if e.external:
+        path = e.config.get("kv_connector_module_path")
+        return SideExposure(
+            s.role,
+            e.name,
+            Verdict.unknown,
+            (
+                Reason(
+                    K.external_connector,
+                    f"{e.name} is loaded from kv_connector_module_path {path} (not vLLM's built-in "
+                    "class of that name): whether it truncates on the P side is unknown",
+                    fix="check that connector's own P-side truncation, or use vLLM's built-in one",
+                ),
+            ),
             server=name,
         )
     key = connector_key(e.name)
@@ -121,25 +162,39 @@ def side(ctx: Context, s: Server, e: ConnectorEntry | None) -> SideExposure:
         )
     why = [Reason(K.producer, f"{who}kv_role {e.kv_role} can produce KV")]
     why.append(_model_reason(ctx))
-    cfg = s.config
-    if cfg.prefix_caching_on:
-        why.append(
-            Reason(
-                K.prefix_caching,
-                "prefix caching on" + (" (vLLM's default)" if cfg.enable_prefix_caching is None else ""),
-            )
-        )
-    else:
-        why.append(
-            Reason(
-                K.no_prefix_caching,
-                "prefix caching off"
-                + (" (--mamba-cache-mode none)" if cfg.enable_prefix_caching is not False else ""),
-            )
-        )
+    why.append(prefix_caching_reason(ctx, s.config))
     r, evidence = _release_reason(ctx, key)
     why.append(r)
     return SideExposure(s.role, key, _verdict(why), tuple(why), evidence, server=name)
+
+
+def prefix_caching_reason(ctx: Context, cfg: ServeConfig) -> Reason:
+    """Prefix caching as the engine will have it. `--mamba-cache-mode none` does not turn it off
+    where vLLM's own config code rewrites "none" when prefix caching is on (0.28.0: to "align",
+    model_executor/models/config.py); read from the installed source when there is one."""
+    default = " (vLLM's default)" if cfg.enable_prefix_caching is None else " (--enable-prefix-caching)"
+    if cfg.enable_prefix_caching is False:
+        return Reason(K.no_prefix_caching, "prefix caching off (--no-enable-prefix-caching)")
+    if cfg.mamba_cache_mode != "none":
+        return Reason(
+            K.prefix_caching, "prefix caching on" + default.replace(" (--enable-prefix-caching)", "")
+        )
+    v = ctx.vllm
+    read = v is not None and v.path is not None and v.error is None
+    rewrite = v.mamba_prefix_rewrite if v is not None else None
+    if rewrite is not None:
+        return Reason(
+            K.prefix_caching,
+            f"prefix caching on{default}; --mamba-cache-mode none does not turn it off: "
+            f"{rewrite.detail} ({rewrite.location})",
+        )
+    if read:
+        return Reason(K.no_prefix_caching, "prefix caching off (--mamba-cache-mode none; this vLLM keeps it)")
+    return Reason(
+        K.prefix_caching,
+        f"prefix caching on{default}; --mamba-cache-mode none does not turn it off (vLLM sets "
+        "'align' when prefix caching is on; give --python to read the installed vLLM's rule)",
+    )
 
 
 def _model_reason(ctx: Context) -> Reason:

@@ -117,12 +117,7 @@ def sites_for(connector_key: str, sites: tuple[TruncationSite, ...]) -> tuple[Tr
     c = connectors.get(connector_key)
     if c is None:
         return ()
-    chosen = [s for s in sites if s.connector in c.source_words]
-    if connector_key == "nixl":
-        chosen = [s for s in chosen if "push" not in s.file.rsplit("/", 1)[-1]]
-    elif connector_key == "nixl-push":
-        chosen = [s for s in chosen if "pull" not in s.file.rsplit("/", 1)[-1]]
-    return tuple(chosen)
+    return tuple(s for s in sites if c.owns_source(s.connector, s.file))
 
 
 def registered_connectors(vllm_path: Path) -> tuple[str, ...]:
@@ -336,15 +331,18 @@ def read_source(python: str, vllm_path: str | None, version: str | None) -> Vllm
         return VllmSource(
             python=python, version=version, path=None, error="no vLLM installed in this interpreter"
         )
-    from vllm_pd_doctor.checkconfig import source_cache
+    from vllm_pd_doctor.checkconfig import inspect_config, source_cache
 
     p = Path(vllm_path)
-    key = source_cache.stamp(p, ("envs.py", "config/kv_transfer.py", "platforms/cpu.py"), CONNECTOR_DIRS)
+    key = source_cache.stamp(p, ("envs.py", *inspect_config.stamp_files()), CONNECTOR_DIRS)
     return source_cache.cached(python, p, version, key, lambda: _read_source(python, vllm_path, version))
 
 
 def _read_source(python: str, vllm_path: str, version: str | None) -> VllmSource:
+    from vllm_pd_doctor.checkconfig import inspect_config as ic
+
     p = Path(vllm_path)
+    kv = ic.kv_transfer_fields(p) or ((), None, None)
     try:
         sites = find_sites(p)
         workers = _nixl_worker_trees(p)
@@ -365,4 +363,11 @@ def _read_source(python: str, vllm_path: str, version: str | None) -> VllmSource
         p_tp_above_d_tp=p_tp_above_d_tp(workers),
         mamba_hetero_block=mamba_hetero_block(workers),
         attention_backend_env=attention_backend_env(p),
+        mamba_prefix_rewrite=ic.mamba_prefix_rewrite(p),
+        conv_layout_assert=ic.conv_layout_assert(workers),
+        conv_layout_default=ic.conv_layout_default(p),
+        cpu_selects_ds=ic.cpu_selects_ds(p),
+        kv_transfer_fields=kv[0],
+        kv_transfer_forbids_extra=kv[1],
+        kv_transfer_location=kv[2],
     )

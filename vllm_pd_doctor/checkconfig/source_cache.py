@@ -36,7 +36,7 @@ def _file() -> Path:
 def _reader_digest() -> str:
     h = hashlib.sha256()
     here = Path(__file__).parent
-    for name in ("inspect_vllm.py", "source_cache.py", "types.py"):
+    for name in ("inspect_vllm.py", "inspect_config.py", "source_cache.py", "types.py"):
         try:
             h.update((here / name).read_bytes())
         except OSError:
@@ -70,11 +70,18 @@ def _to_obj(v: VllmSource) -> dict[str, Any]:
 def _from_obj(o: dict[str, Any]) -> VllmSource:
     o = dict(o)
     o["sites"] = tuple(TruncationSite(**s) for s in o.get("sites") or ())
-    for key in ("connectors", "kv_roles"):
+    for key in ("connectors", "kv_roles", "kv_transfer_fields"):
         o[key] = tuple(o.get(key) or ())
     if o.get("cpu_conv_layout_override"):
         o["cpu_conv_layout_override"] = ConvLayoutOverride(**o["cpu_conv_layout_override"])
-    for key in ("mamba_hetero_tp", "p_tp_above_d_tp", "mamba_hetero_block"):
+    for key in (
+        "mamba_hetero_tp",
+        "p_tp_above_d_tp",
+        "mamba_hetero_block",
+        "mamba_prefix_rewrite",
+        "conv_layout_assert",
+        "cpu_selects_ds",
+    ):
         if o.get(key):
             o[key] = SourceFact(**o[key])
     return VllmSource(**o)

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from vllm_pd_doctor.model import Result
+
 
 class Severity(str, Enum):
     error = "error"
@@ -44,6 +46,10 @@ class LaunchCommand:
     """What `network` rests on (side-channel host, --host, a Pod, a compose service, ...)."""
     launcher: str = ""
     """The wrapper the command was found in (`vllm serve`, `dynamo.vllm`, `docker run`, `sh -c`...)."""
+    image: str | None = None
+    """Container image the server runs in (`vllm/vllm-openai:v0.25.0`), when the input names one."""
+    phase: int = 0
+    """Servers of different phases never run at once (a script that kills and relaunches)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,13 @@ class ServeConfig:
         return str(r) if r is not None else None
 
     @property
+    def kv_connector_module_path(self) -> str | None:
+        """`kv_connector_module_path`: the connector class comes from this module (an external
+        connector), not from vLLM's built-in class of the same name."""
+        p = (self.kv_transfer_config or {}).get("kv_connector_module_path")
+        return str(p) if p else None
+
+    @property
     def extra_config(self) -> dict[str, Any]:
         e = (self.kv_transfer_config or {}).get("kv_connector_extra_config")
         return e if isinstance(e, dict) else {}
@@ -99,6 +112,16 @@ class ServeConfig:
         if self.enable_prefix_caching is False:
             return False
         return self.mamba_cache_mode != "none"
+
+
+def image_parts(image: str) -> tuple[str, str | None]:
+    """`registry:5000/org/name:tag@sha256:...` -> (`registry:5000/org/name`, `tag`)."""
+    ref = image.split("@", 1)[0]
+    slash = ref.rfind("/")
+    colon = ref.rfind(":")
+    if colon > slash:
+        return ref[:colon], ref[colon + 1 :] or None
+    return ref, None
 
 
 @dataclass(frozen=True)
@@ -117,6 +140,20 @@ class Server:
     network_evidence: str = ""
     role_source: str = ""
     launcher: str = ""
+    image: str | None = None
+    """Container image (`ghcr.io/llm-d/llm-d-cuda:v0.8.1`) when the input names one."""
+    phase: int = 0
+    """Servers of different phases never run at once (launch, kill, relaunch on the same ports)."""
+
+    @property
+    def image_name(self) -> str | None:
+        """The image without its tag (`vllm/vllm-openai`)."""
+        return image_parts(self.image)[0] if self.image else None
+
+    @property
+    def image_tag(self) -> str | None:
+        """The image's tag (`v0.25.0`); None when untagged or a digest."""
+        return image_parts(self.image)[1] if self.image else None
 
     @property
     def role(self) -> str:
@@ -133,6 +170,11 @@ class ModelInfo:
     hybrid: bool
     hybrid_evidence: str
     torch_dtype: str | None = None
+    source: str = "config.json structure"
+    """What decided `hybrid`: `config.json structure`, or `vLLM X model registry` (the installed
+    vLLM's model class interfaces, read in a child of the target interpreter)."""
+    resolved_from: str | None = None
+    """Where config.json came from: directory, file, hf-cache (offline), hub (downloaded)."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +228,19 @@ class VllmSource:
     """Whether the NIXL worker reads from a prefill with more TP ranks than decode."""
     attention_backend_env: bool | None = None
     """vllm/envs.py still reads VLLM_ATTENTION_BACKEND (None: not read)."""
+    mamba_prefix_rewrite: SourceFact | None = None
+    """Where prefix caching turns mamba_cache_mode "none" into another mode (None: it does not)."""
+    kv_transfer_fields: tuple[str, ...] = ()
+    """KVTransferConfig's fields (empty: not read)."""
+    kv_transfer_forbids_extra: bool | None = None
+    """KVTransferConfig rejects other keys (vLLM's `@config`: pydantic `extra="forbid"`)."""
+    kv_transfer_location: str | None = None
+    conv_layout_assert: SourceFact | None = None
+    """Where the NIXL worker asserts the DS conv-state layout for Mamba state (None: it does not)."""
+    conv_layout_default: str | None = None
+    """The conv-state layout when VLLM_SSM_CONV_STATE_LAYOUT is unset (`SD` on 0.28.0)."""
+    cpu_selects_ds: SourceFact | None = None
+    """The CPU platform sets DS itself (0.32.0, for NIXL when the variable is unset)."""
     error: str | None = None
 
 
@@ -256,6 +311,7 @@ class ReasonKind(str, Enum):
     unknown_order = "unknown-order"
     no_truncation = "no-truncation"
     unknown_vllm = "unknown-vllm"
+    external_connector = "external-connector"
 
     def __str__(self) -> str:
         return self.value
@@ -263,7 +319,12 @@ class ReasonKind(str, Enum):
     @property
     def unknown(self) -> bool:
         """This reason leaves the verdict undecided."""
-        return self in (ReasonKind.unknown_model, ReasonKind.unknown_vllm, ReasonKind.unknown_order)
+        return self in (
+            ReasonKind.unknown_model,
+            ReasonKind.unknown_vllm,
+            ReasonKind.unknown_order,
+            ReasonKind.external_connector,
+        )
 
 
 @dataclass(frozen=True)
@@ -299,6 +360,8 @@ class ProbeResult:
     ran: bool
     reproduced: bool | None
     detail: str
+    per_connector: tuple[tuple[str, bool], ...] = ()
+    """(connector key, reproduced) for each connector the probe ran."""
 
 
 @dataclass(frozen=True)
@@ -330,7 +393,7 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class RuleCatalogue:
+class RuleCatalogue(Result):
     """The rules check-config knows (`--list-rules`)."""
 
     rules: tuple[Rule, ...]
@@ -376,7 +439,7 @@ class Inputs:
 
 
 @dataclass(frozen=True)
-class CheckReport:
+class CheckReport(Result):
     inputs: Inputs
     exposure: Exposure
     findings: tuple[Finding, ...]

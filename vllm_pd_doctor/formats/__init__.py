@@ -1,11 +1,12 @@
 """Pure functions from result types to text: one module per format, one `emit` for every command.
 
 `table.py` (rich, for people), `json.py` (each document with `schema_version`) and `markdown.py`
-(issue comments, bug reports) each hold one function per result type. `FORMATTERS` maps
-(result type, format) to them; a command calls `emit(result, fmt)` and prints the string.
+(issue comments, bug reports) each hold one function per result type. `formatters()` maps
+(result type, format) to them; a command calls `show(result, fmt)` (`emit` to stdout).
 
-A new result type: a function in each format module and three entries below. A new format: a
-module with one function per result type, an `OutputFormat` member and its entries.
+A new result type (a frozen dataclass subclassing `model.Result`, e.g. triage's verdicts): a
+function in each format module and one line in `formatters()`. A new format: a module with one
+function per result type, an `OutputFormat` member and a column in `formatters()`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
+
+from vllm_pd_doctor.model import Result
 
 
 class OutputFormat(str, Enum):
@@ -42,14 +45,20 @@ Formatter = Callable[[Any, Options], str]
 
 @functools.cache
 def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
-    """Every (result type, format) pd-doctor renders, and the function that does it."""
+    """Every (result type, format) pd-doctor renders, and the function that does it.
+
+    Each result type (a `model.Result` subclass) has one entry per format;
+    `tests/test_formats.py` finds every `Result` subclass in the package and checks it has all.
+    """
+    from vllm_pd_doctor import hotfix
     from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
     from vllm_pd_doctor.envs import EnvListing
+    from vllm_pd_doctor.formats import _text
     from vllm_pd_doctor.formats import json as j
     from vllm_pd_doctor.formats import markdown as md
     from vllm_pd_doctor.formats import table as t
     from vllm_pd_doctor.matrix import BisectReport, MatrixReport
-    from vllm_pd_doctor.model import ReproReport
+    from vllm_pd_doctor.model import EnvChange, ReproReport
 
     def table(fn: Callable[[Any], Any]) -> Formatter:
         return lambda r, o: t.render(fn(r), width=o.width, color=o.color)
@@ -60,34 +69,38 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     def text(fn: Callable[[Any], str]) -> Formatter:
         return lambda r, o: fn(r)
 
-    F = OutputFormat
-    return {
-        (ReproReport, F.table): table(t.repro_table),
-        (ReproReport, F.json): lambda r, o: j.dumps(j.repro_to_obj(r, as_list=o.as_list)),
-        (ReproReport, F.markdown): text(md.repro_md),
-        (CheckReport, F.table): table(t.check_table),
-        (CheckReport, F.json): as_json(j.check_obj),
-        (CheckReport, F.markdown): text(md.check_md),
-        (RuleCatalogue, F.table): table(t.rules_table),
-        (RuleCatalogue, F.json): as_json(j.rules_obj),
-        (RuleCatalogue, F.markdown): text(md.rules_md),
-        (MatrixReport, F.table): table(t.matrix_table),
-        (MatrixReport, F.json): as_json(j.matrix_obj),
-        (MatrixReport, F.markdown): text(md.matrix_md),
-        (BisectReport, F.table): text(t.bisect_text),
-        (BisectReport, F.json): as_json(j.bisect_obj),
-        (BisectReport, F.markdown): text(md.bisect_md),
-        (EnvListing, F.table): table(t.envs_table),
-        (EnvListing, F.json): as_json(j.envs_obj),
-        (EnvListing, F.markdown): text(md.envs_md),
+    per_type: dict[type, tuple[Formatter, Formatter, Formatter]] = {
+        # result type: (table, json, markdown)
+        ReproReport: (
+            lambda r, o: t.repro_text(r, width=o.width, color=o.color),
+            lambda r, o: j.dumps(j.repro_to_obj(r, as_list=o.as_list)),
+            text(md.repro_md),
+        ),
+        CheckReport: (table(t.check_table), as_json(j.check_obj), text(md.check_md)),
+        RuleCatalogue: (table(t.rules_table), as_json(j.rules_obj), text(md.rules_md)),
+        MatrixReport: (table(t.matrix_table), as_json(j.matrix_obj), text(md.matrix_md)),
+        BisectReport: (text(t.bisect_text), as_json(j.bisect_obj), text(md.bisect_md)),
+        EnvListing: (table(t.envs_table), as_json(j.envs_obj), text(md.envs_md)),
+        EnvChange: (text(_text.env_change_text), as_json(j.env_change_obj), text(md.env_change_md)),
+        hotfix.Status: (
+            table(t.hotfix_status_table),
+            as_json(j.hotfix_status_obj),
+            text(md.hotfix_status_md),
+        ),
+        hotfix.Change: (
+            text(_text.hotfix_change_text),
+            as_json(j.hotfix_change_obj),
+            text(md.hotfix_change_md),
+        ),
     }
+    order = (OutputFormat.table, OutputFormat.json, OutputFormat.markdown)
+    return {(rt, f): fn for rt, fns in per_type.items() for f, fn in zip(order, fns, strict=True)}
 
 
 def emit(
-    result: object, fmt: OutputFormat, *, width: int = 110, color: bool = False, as_list: bool = False
+    result: Result, fmt: OutputFormat, *, width: int = 110, color: bool = False, as_list: bool = False
 ) -> str:
-    """`result` (a ReproReport, CheckReport, RuleCatalogue, MatrixReport, BisectReport or
-    EnvListing) as text in `fmt`."""
+    """`result` as text in `fmt`: the one way a command's result reaches its output."""
     fn = formatters().get((type(result), OutputFormat(fmt)))
     if fn is None:
         raise TypeError(f"no {OutputFormat(fmt).value} format for {type(result).__name__}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from vllm_pd_doctor import hotfix
 from vllm_pd_doctor.checkconfig.types import CheckReport
 from vllm_pd_doctor.matrix import (
     FIRED,
@@ -14,6 +15,7 @@ from vllm_pd_doctor.matrix import (
     MatrixCell,
     ReleaseRow,
 )
+from vllm_pd_doctor.model import EnvChange, NotAffected, ReproReport
 
 ROW_LABEL = {
     NOT_PUBLISHED: "not a published release",
@@ -105,3 +107,67 @@ def _vllm_line(r: CheckReport) -> str:
     if r.vllm is None or r.vllm.path is None:
         return "not found"
     return f"{r.vllm.version or '?'} at {r.vllm.path}"
+
+
+def not_affected_line(report: ReproReport, na: NotAffected) -> str:
+    """One line: why #53514 cannot happen with this model, with vLLM's own evidence."""
+    return (
+        f"not affected: {na.reason} (vLLM {report.vllm.version}: "
+        f"{na.architecture} -> {na.model_class}, is_hybrid={na.is_hybrid}, "
+        f"is_attention_free={na.is_attention_free}, Mamba state classmethods="
+        f"{na.has_mamba_state_classmethods})"
+    )
+
+
+def hotfix_status_lines(st: hotfix.Status) -> list[tuple[str, str]]:
+    """`hotfix status` as (what, state) rows: installed, enabled, needed, then the plan."""
+    inst = st.installed
+    if inst is not None:
+        installed = f"yes: {hotfix.DIST} {inst.version} ({inst.dist_info})" + (
+            "" if inst.current else "; OUTDATED, reinstall with pd-doctor hotfix install"
+        )
+    elif st.other_plugins:
+        installed = "through pd-doctor's own plugin: " + ", ".join(st.other_plugins)
+    else:
+        installed = f"no (pd-doctor hotfix install --python {st.python})"
+    enabled = (
+        f"yes: {hotfix.ENV_SETTING} is set here"
+        if st.enabled
+        else f"no: {hotfix.ENV} is not {hotfix.ISSUE} here; start the prefill engine with "
+        f"{hotfix.ENV_SETTING} in its environment"
+    )
+    if st.needed is None:
+        needed = f"unknown: {st.plan_error or 'no P/D connector found'}"
+    elif st.needed:
+        needed = "yes: this release truncates after the prefix-cache lookup"
+    else:
+        needed = "no: this release already truncates in on_new_request"
+    rows = [
+        ("vLLM", f"{st.vllm_version or '?'} ({st.python})"),
+        ("installed", installed),
+        ("enabled", enabled),
+        ("needed", needed),
+    ]
+    for p in st.plan:
+        where = p.late_call_at or p.early_call_at or ""
+        helper = f" -> {p.scheduler_class}.{p.helper}" if p.helper else ""
+        helper += f" ({p.helper_at})" if p.helper_at else ""
+        rows.append(
+            (
+                f"{p.connector} {p.class_name}",
+                f"{p.status}{helper}; {p.reason}{'; call at ' + where if where else ''}",
+            )
+        )
+    return rows
+
+
+def hotfix_change_text(c: hotfix.Change) -> str:
+    """What `hotfix install` / `uninstall` wrote or removed, one path a line."""
+    done = "installed" if c.action == "install" else "removed"
+    where = "into" if c.action == "install" else "from"
+    return f"{done} {hotfix.DIST} {where} {c.site_packages}:\n" + "".join(f"  {f}\n" for f in c.files)
+
+
+def env_change_text(c: EnvChange) -> str:
+    """One line a path: the interpreter made ready (create) or `removed DIR` (rm)."""
+    return "".join(f"{p}\n" if c.action == "create" else f"removed {p}\n" for p in c.paths)

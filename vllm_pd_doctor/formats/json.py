@@ -10,57 +10,114 @@ import dataclasses
 import json
 from typing import Any
 
+from vllm_pd_doctor import advice, hotfix
 from vllm_pd_doctor.checkconfig.types import (
     CheckReport,
     Exposure,
     Finding,
     RuleCatalogue,
     Severity,
+    VllmSource,
 )
 from vllm_pd_doctor.envs import EnvListing
 from vllm_pd_doctor.matrix import FIRED, BisectReport, MatrixCell, MatrixReport, ReleaseRow
-from vllm_pd_doctor.model import SCHEMA_VERSION, ConnectorVerdict, Frame, ReproReport
+from vllm_pd_doctor.model import (
+    SCHEMA_VERSION,
+    Assertion,
+    ConnectorVerdict,
+    EnvChange,
+    Frame,
+    NotAffected,
+    ReproReport,
+)
 
 
 def _frame(f: Frame | None) -> dict[str, Any] | None:
     return f.to_dict() if f is not None else None
 
 
-def verdict_to_dict(report: ReproReport, r: ConnectorVerdict) -> dict[str, Any]:
-    """One connector's verdict as the documented JSON object."""
-    doc: dict[str, Any] = {
+REPRO_KEYS = (
+    "connector",
+    "connector_label",
+    "kv_connector",
+    "connector_class",
+    "connector_scheduler_class",
+    "transfer_library",
+    "reproduced",
+    "error",
+    "config",
+    "assertion",
+    "truncation",
+    "prefix_cache",
+    "prompt",
+    "scheduled_tokens",
+    "control",
+    "events",
+    "elapsed_s",
+    "triggers",
+    "verdict_notes",
+    "sizing",
+    "unexpected",
+    "hotfix",
+    "reason",
+    "evidence",
+)
+"""The top-level keys every repro object has (besides schema_version, engine, vllm and
+not_affected, and timings and notes), whatever it reports: None where it has no value."""
+
+
+def _assertion_obj(a: Assertion | None) -> dict[str, Any]:
+    a = a or Assertion(fired=False)
+    return {
+        "fired": a.fired,
+        "location": a.location,
+        "statement": a.statement,
+        "matches_53514": a.matches_53514,
+        "traceback": a.traceback,
+        "kind": a.kind,
+        "message": a.message,
+    }
+
+
+def _repro_skeleton(report: ReproReport) -> dict[str, Any]:
+    """Every top-level key of a repro object, whatever it reports (ran, failed, not affected)."""
+    return {
         "schema_version": SCHEMA_VERSION,
         "engine": report.engine,
         "vllm": {"version": report.vllm.version, "path": report.vllm.path, "python": report.vllm.python},
-        "connector": r.connector,
-        "connector_label": r.label,
-        "kv_connector": r.kv_connector,
-        "connector_class": r.connector_class,
-        "connector_scheduler_class": r.connector_scheduler_class,
-        "transfer_library": {
-            "module": r.transfer_library,
-            "installed": r.transfer_library_installed,
-            "needed_for_scheduler": False,
-        },
-        "reproduced": r.reproduced,
-        "error": dataclasses.asdict(r.error) if r.error else None,
+        "not_affected": report.not_affected is not None,
+        **dict.fromkeys(REPRO_KEYS),
+        "reproduced": False,
     }
+
+
+def verdict_to_dict(report: ReproReport, r: ConnectorVerdict) -> dict[str, Any]:
+    """One connector's verdict as the documented JSON object."""
+    doc = _repro_skeleton(report)
+    doc.update(
+        {
+            "connector": r.connector,
+            "connector_label": r.label,
+            "kv_connector": r.kv_connector,
+            "connector_class": r.connector_class,
+            "connector_scheduler_class": r.connector_scheduler_class,
+            "transfer_library": {
+                "module": r.transfer_library,
+                "installed": r.transfer_library_installed,
+                "needed_for_scheduler": False,
+            },
+            "reproduced": r.reproduced,
+            "error": dataclasses.asdict(r.error) if r.error else None,
+        }
+    )
     if r.error is not None:
         return doc
-    a, t, c = r.assertion, r.truncation, r.control
-    assert a is not None and t is not None and c is not None
+    t, c = r.truncation, r.control
+    assert t is not None and c is not None
     doc.update(
         {
             "config": dataclasses.asdict(r.config) if r.config else None,
-            "assertion": {
-                "fired": a.fired,
-                "location": a.location,
-                "statement": a.statement,
-                "matches_53514": a.matches_53514,
-                "traceback": a.traceback,
-                "kind": a.kind,
-                "message": a.message,
-            },
+            "assertion": _assertion_obj(r.assertion),
             "truncation": {
                 "hook": t.hook,
                 "before_lookup": t.before_lookup,
@@ -97,11 +154,24 @@ def verdict_to_dict(report: ReproReport, r: ConnectorVerdict) -> dict[str, Any]:
     return doc
 
 
+def not_affected_obj(report: ReproReport, na: NotAffected) -> dict[str, Any]:
+    """The model has no Mamba state: the same keys as a verdict, the assertion cannot fire."""
+    doc = _repro_skeleton(report)
+    doc.update({"assertion": _assertion_obj(None), "reason": na.reason, "evidence": na.evidence})
+    return doc
+
+
 def repro_to_obj(report: ReproReport, *, as_list: bool) -> Any:
-    docs = [verdict_to_dict(report, r) for r in report.results]
+    if report.not_affected is not None:
+        docs = [not_affected_obj(report, report.not_affected)]
+        as_list = False
+    else:
+        docs = [verdict_to_dict(report, r) for r in report.results]
+    fixes = list(advice.for_repro(report))
     for d in docs:
         d["timings"] = report.timings
         d["notes"] = list(report.notes)
+        d["advice"] = fixes
     if as_list:
         return docs
     return docs[0] if docs else {"schema_version": SCHEMA_VERSION, "results": []}
@@ -148,6 +218,28 @@ def finding_obj(f: Finding) -> dict[str, Any]:
     }
 
 
+def vllm_source_obj(v: VllmSource) -> dict[str, Any]:
+    """What check-config read from the installed vLLM's source."""
+    return {
+        "version": v.version,
+        "path": v.path,
+        "error": v.error,
+        "side_channel_port_default": v.side_channel_port_default,
+        "kv_roles": list(v.kv_roles),
+        "truncation_sites": [
+            {
+                "connector": s.connector,
+                "helper": s.helper,
+                "caller": s.caller,
+                "class": s.caller_class,
+                "location": s.location,
+                "before_lookup": s.before_lookup,
+            }
+            for s in v.sites
+        ],
+    }
+
+
 def check_obj(r: CheckReport) -> dict[str, Any]:
     """`pd-doctor check-config --format json`."""
     i = r.inputs
@@ -184,26 +276,7 @@ def check_obj(r: CheckReport) -> dict[str, Any]:
             }
             for sv in r.servers
         ],
-        "vllm": None
-        if r.vllm is None
-        else {
-            "version": r.vllm.version,
-            "path": r.vllm.path,
-            "error": r.vllm.error,
-            "side_channel_port_default": r.vllm.side_channel_port_default,
-            "kv_roles": list(r.vllm.kv_roles),
-            "truncation_sites": [
-                {
-                    "connector": s.connector,
-                    "helper": s.helper,
-                    "caller": s.caller,
-                    "class": s.caller_class,
-                    "location": s.location,
-                    "before_lookup": s.before_lookup,
-                }
-                for s in r.vllm.sites
-            ],
-        },
+        "vllm": None if r.vllm is None else vllm_source_obj(r.vllm),
         "nixl": None
         if r.nixl is None
         else {
@@ -334,3 +407,40 @@ def envs_obj(e: EnvListing) -> dict[str, Any]:
             for m in e.envs
         ],
     }
+
+
+# --- hotfix -----------------------------------------------------------------------------------
+
+
+def hotfix_status_obj(st: hotfix.Status) -> dict[str, Any]:
+    inst = st.installed
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "python": st.python,
+        "site_packages": st.site_packages,
+        "vllm_version": st.vllm_version,
+        "installed": inst is not None,
+        "dist_info": str(inst.dist_info) if inst else None,
+        "current": inst.current if inst else None,
+        "other_plugins": list(st.other_plugins),
+        "enabled": st.enabled,
+        "enable_with": hotfix.ENV_SETTING,
+        "needed": st.needed,
+        "plan_error": st.plan_error,
+        "plan": [dataclasses.asdict(p) for p in st.plan],
+    }
+
+
+def hotfix_change_obj(c: hotfix.Change) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "action": c.action,
+        "distribution": hotfix.DIST,
+        "python": c.python,
+        "site_packages": c.site_packages,
+        "files": list(c.files),
+    }
+
+
+def env_change_obj(c: EnvChange) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "action": c.action, "paths": list(c.paths)}

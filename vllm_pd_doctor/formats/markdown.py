@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from vllm_pd_doctor import advice, hotfix
 from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
 from vllm_pd_doctor.envs import EnvListing
 from vllm_pd_doctor.formats import mermaid
-from vllm_pd_doctor.formats._text import bisect_lines, cell_text, check_inputs_lines, row_reason
+from vllm_pd_doctor.formats._text import (
+    bisect_lines,
+    cell_text,
+    check_inputs_lines,
+    hotfix_change_text,
+    hotfix_status_lines,
+    not_affected_line,
+    row_reason,
+)
 from vllm_pd_doctor.matrix import BisectReport, MatrixReport
-from vllm_pd_doctor.model import ConnectorVerdict, ReproReport
+from vllm_pd_doctor.model import ConnectorVerdict, EnvChange, ReproReport
 
 
 def _cell(v: object) -> str:
@@ -64,6 +73,8 @@ def verdict_md(report: ReproReport, r: ConnectorVerdict) -> str:
 
 def repro_md(report: ReproReport) -> str:
     parts = [f"## pd-doctor repro ({report.engine} engine): vLLM {report.vllm.version}\n"]
+    if report.not_affected is not None:
+        return parts[0] + "\n**Not affected**: " + not_affected_line(report, report.not_affected) + "\n"
     if len(report.results) > 1:
         parts.append("| connector | fired | truncation hook | before lookup | hit |\n|---|---|---|---|---|\n")
         for r in report.results:
@@ -80,6 +91,9 @@ def repro_md(report: ReproReport) -> str:
     parts.extend(verdict_md(report, r) + "\n" for r in report.results)
     for n in report.notes:
         parts.append(f"- {n}\n")
+    fixes = advice.for_repro(report)
+    if fixes:
+        parts.append("\n### How to fix\n\n" + "".join(f"- {f}\n" for f in fixes))
     return "".join(parts)
 
 
@@ -173,3 +187,20 @@ def envs_md(e: EnvListing) -> str:
         "| name | package | version | extras | installed in | python |\n"
         "|---|---|---|---|---|---|\n" + rows
     )
+
+
+# --- hotfix -----------------------------------------------------------------------------------
+
+
+def hotfix_status_md(st: hotfix.Status) -> str:
+    return "\n".join(f"- **{k}**: {v}" for k, v in hotfix_status_lines(st)) + "\n"
+
+
+def hotfix_change_md(c: hotfix.Change) -> str:
+    head = hotfix_change_text(c).splitlines()[0]
+    return head + "\n\n" + "".join(f"- `{f}`\n" for f in c.files)
+
+
+def env_change_md(c: EnvChange) -> str:
+    done = "ready" if c.action == "create" else "removed"
+    return f"## pd-doctor environments {done}\n\n" + "".join(f"- `{p}`\n" for p in c.paths)

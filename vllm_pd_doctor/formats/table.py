@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from vllm_pd_doctor import advice, hotfix
 from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue, Severity
 from vllm_pd_doctor.envs import EnvListing
 from vllm_pd_doctor.formats._text import (
@@ -20,6 +21,8 @@ from vllm_pd_doctor.formats._text import (
     bisect_lines,
     cell_text,
     check_inputs_lines,
+    hotfix_status_lines,
+    not_affected_line,
     row_reason,
 )
 from vllm_pd_doctor.matrix import FIRED, NOT_FIRED, BisectReport, MatrixReport
@@ -141,6 +144,13 @@ def timeline(r: ConnectorVerdict) -> Table:
     return table
 
 
+def repro_text(report: ReproReport, *, width: int = 110, color: bool = False) -> str:
+    """The verdicts as panels, or one plain line when the model is not affected."""
+    if report.not_affected is not None:
+        return not_affected_line(report, report.not_affected) + "\n"
+    return render(repro_table(report), width=width, color=color)
+
+
 def repro_table(report: ReproReport) -> RenderableType:
     parts: list[RenderableType] = []
     if len(report.results) > 1:
@@ -167,6 +177,9 @@ def repro_table(report: ReproReport) -> RenderableType:
         parts.append(verdict_panel(report, r))
         if r.error is None and len(report.results) == 1:
             parts.append(timeline(r))
+    fixes = advice.for_repro(report)
+    if fixes:
+        parts.append(Text("How to fix:\n" + "\n".join(f"  - {f}" for f in fixes)))
     return Group(*parts)
 
 
@@ -289,4 +302,16 @@ def envs_table(e: EnvListing) -> RenderableType:
             f"{m.install_s:.0f} s" if m.install_s else "?",
             str(m.python),
         )
+    return table
+
+
+# --- hotfix -----------------------------------------------------------------------------------
+
+
+def hotfix_status_table(st: hotfix.Status) -> RenderableType:
+    table = Table(title=f"pd-doctor hotfix #{hotfix.ISSUE}", title_justify="left", show_header=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for k, v in hotfix_status_lines(st):
+        table.add_row(k, v)
     return table

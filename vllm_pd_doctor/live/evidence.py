@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor import tracebacks
-from vllm_pd_doctor.target import observe
+from vllm_pd_doctor.target import observe, wire
 
 ASSERT_53514 = "assert num_new_tokens > 0"
 FILE_LINE_RE = re.compile(r'File "([^"]*/vllm/[^"]+)", line (\d+), in (\w+)\n\s*(.*)')
@@ -151,7 +151,7 @@ def trace_for(events: list[dict[str, Any]], tag: str) -> observe.Recorder:
     return rec
 
 
-def summary_for(events: list[dict[str, Any]], tag: str) -> dict[str, Any] | None:
+def summary_for(events: list[dict[str, Any]], tag: str) -> wire.TruncationSummary | None:
     """The watchers' truncation summary of the request `tag` (None: no event of it)."""
     rec = trace_for(events, tag)
     return observe.summarize(rec, tag) if rec.events else None

@@ -11,12 +11,13 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_pd_doctor import scenario
 from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.inprocess import KV_ROLES, MAMBA_CACHE_MODES, repro_dir
+from vllm_pd_doctor.inprocess import repro_dir
+from vllm_pd_doctor.scenario import DEVICES
 from vllm_pd_doctor.target import connectors
 
 CONFIRM_FLAG = "--i-understand-this-may-kill-prefill"
-DEVICES = ("cpu", "cuda")
 MAX_MODEL_LEN = 1024
 """`--max-model-len` of the engines pd-doctor starts (the trigger needs N + 1 tokens)."""
 
@@ -90,15 +91,7 @@ def _live_hint() -> str:
 
 def parse_connector(value: str) -> str:
     """The one registry key a live run serves, from `--connector` (a key, a list, or all)."""
-    known = connectors.connector_keys()
-    keys = tuple(dict.fromkeys(k.strip().lower() for k in value.split(",") if k.strip()))
-    if not keys:
-        raise BadInput("--connector: empty", hint=f"use one of {', '.join(known)}, all")
-    for k in keys:
-        if k != "all" and k not in known:
-            raise BadInput(
-                f"--connector {k}: unknown connector", hint=f"use one of {', '.join(known)}, or all"
-            )
+    keys = scenario.parse_connector_list(value)
     served = live_connectors()
     if "all" in keys:
         keys = tuple(c.key for c in served)
@@ -135,13 +128,30 @@ def live_model(model: Path) -> Path:
     return given
 
 
+def _check_local(
+    prompt_len: int | None, prefill_port: int | None, decode_port: int | None, device: str | None
+) -> None:
+    """The checks of a pair pd-doctor starts itself (its ports, device and max model length)."""
+    if prompt_len is not None and prompt_len + 1 > MAX_MODEL_LEN:
+        raise BadInput(
+            f"--prompt-len {prompt_len}: longer than the live engines' max model "
+            f"length {MAX_MODEL_LEN} allows (N + 1 tokens)",
+            hint="use a shorter prompt",
+        )
+    for flag, port in (("--prefill-port", prefill_port), ("--decode-port", decode_port)):
+        if port is not None and not 0 < port < 65536:
+            raise BadInput(f"{flag} {port}: not a TCP port")
+    if device not in (None, *DEVICES):
+        raise BadInput(f"--device {device}: use cpu or cuda")
+
+
 def from_repro_options(
     *,
     connector: str,
     block_size: int | None,
     prompt_len: int | None,
-    mamba_cache_mode: str | None,
-    kv_role: str,
+    mamba_cache_mode: str | scenario.MambaCacheMode | None,
+    kv_role: str | scenario.KvRole,
     model: Path | None,
     prefill_url: str | None,
     decode_url: str | None,
@@ -149,7 +159,7 @@ def from_repro_options(
     run_dir: Path | None,
     prefill_port: int | None,
     decode_port: int | None,
-    device: str | None,
+    device: str | scenario.Device | None,
     timeout: float,
     hotfix: bool = False,
 ) -> LiveOptions:
@@ -165,32 +175,16 @@ def from_repro_options(
         raise BadInput(
             "--prefill-url probes existing engines: --model, --device and the port options do not apply"
         )
-    if block_size is not None and block_size < 1:
-        raise BadInput(f"--block-size {block_size}: must be a positive number of tokens")
-    if prompt_len is not None and prompt_len < 2:
-        raise BadInput(
-            f"--prompt-len {prompt_len}: must be at least 2 (the prefill side keeps "
-            "N-1 tokens, and at least one of them must be cached)",
-            hint="omit it for the default: the effective block size + 1",
-        )
-    if prompt_len is not None and not prefill_url and prompt_len + 1 > MAX_MODEL_LEN:
-        raise BadInput(
-            f"--prompt-len {prompt_len}: longer than the live engines' max model "
-            f"length {MAX_MODEL_LEN} allows (N + 1 tokens)",
-            hint="use a shorter prompt",
-        )
-    for flag, port in (("--prefill-port", prefill_port), ("--decode-port", decode_port)):
-        if port is not None and not 0 < port < 65536:
-            raise BadInput(f"{flag} {port}: not a TCP port")
-    if device not in (None, *DEVICES):
-        raise BadInput(f"--device {device}: use cpu or cuda")
-    if kv_role not in KV_ROLES:
-        raise BadInput(f"--kv-role {kv_role}: unknown role", hint=f"use one of {', '.join(KV_ROLES)}")
-    if mamba_cache_mode is not None and mamba_cache_mode not in MAMBA_CACHE_MODES:
-        raise BadInput(
-            f"--mamba-cache-mode {mamba_cache_mode}: unknown mode",
-            hint=f"use one of {', '.join(MAMBA_CACHE_MODES)}",
-        )
+    kv_role, mamba_cache_mode, device = (
+        str(scenario.value(kv_role)),
+        scenario.value(mamba_cache_mode),
+        scenario.value(device),
+    )
+    scenario.check_scenario(
+        block_size=block_size, prompt_len=prompt_len, kv_role=kv_role, mamba_cache_mode=mamba_cache_mode
+    )
+    if not prefill_url:
+        _check_local(prompt_len, prefill_port, decode_port, device)
     if model is not None:
         model = live_model(model)
     return LiveOptions(

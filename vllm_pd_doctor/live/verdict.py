@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from vllm_pd_doctor.live.client import Outcome
 from vllm_pd_doctor.live.evidence import assertion_from_log, fatal_line, summary_for, trace_for
@@ -24,6 +25,68 @@ from vllm_pd_doctor.model import (
     ScenarioConfig,
     Truncation,
 )
+from vllm_pd_doctor.target import wire
+from vllm_pd_doctor.target.observe import Recorder
+
+
+@dataclass(frozen=True)
+class _Death:
+    """What the prefill engine's death says about the assertion (the strongest evidence first)."""
+
+    fired: bool = False
+    location: str | None = None
+    statement: str | None = None
+    traceback: str | None = None
+    matches: bool = False
+
+
+def _exception(rec: Recorder, events: list[dict[str, Any]]) -> wire.ExceptionEvent | None:
+    """The plugin's exception event of the trigger request, else any exception event."""
+    found = next((e for e in rec.events if e.get("kind") == "exception"), None)
+    if found is None:
+        found = next((e for e in events if e.get("kind") == "exception"), None)
+    return cast(wire.ExceptionEvent, found) if found is not None else None
+
+
+def _death(
+    exc: wire.ExceptionEvent | None, trig: Outcome, log_text: str | None, events: list[dict[str, Any]]
+) -> _Death:
+    """The assertion as the trace, P's log and the HTTP answer show it (the engine died)."""
+    location = statement = tb = None
+    from_log = assertion_from_log(log_text or "") if log_text is not None else None
+    loc = exc.get("location") if exc is not None else None
+    if exc is not None and loc:
+        location = f"{loc.get('file')}:{loc.get('line')}"
+        statement = loc.get("code")
+        tb = exc.get("traceback")
+    if from_log is not None:
+        location = location or from_log["location"]
+        statement = statement or from_log["statement"]
+        tb = tb or from_log["traceback"]
+    if statement is None and isinstance(trig.body, dict):
+        statement = str(trig.body.get("message") or trig.body.get("error") or "")[:300]
+    matches = bool(statement and "num_new_tokens > 0" in statement)
+    fired = (exc is not None and exc.get("type") == "AssertionError") or (
+        from_log is not None and "AssertionError" in (from_log["traceback"] or "")
+    )
+    if log_text is None and not events:  # remote: no log, no trace; death is the evidence
+        fired = True
+        statement = (
+            f"the prefill engine died on the N-1 trigger (HTTP "
+            f"{trig.status or trig.error}, /health failing); the assertion itself "
+            "is only visible in its log"
+        )
+    return _Death(fired, location, statement, tb, matches)
+
+
+def _lengths(rec: Recorder, summary: wire.TruncationSummary | None) -> tuple[Any, Any, Any]:
+    """(hit, prompt length before, after) of the trigger request, from the trace."""
+    if summary is None:
+        return None, None, None
+    adds = rec.of_kind("add_request")
+    before = adds[0].get("num_tokens") if adds else None
+    lens = [e.get("num_tokens") for e in rec.events if e.get("num_tokens") is not None]
+    return summary["hit_tokens"], before, (lens[-1] if lens else None)
 
 
 def build_verdict(
@@ -33,51 +96,14 @@ def build_verdict(
     trig = res.trigger or Outcome(status=None)
     rec = trace_for(events, res.tags["trigger"])
     summary = summary_for(events, res.tags["trigger"])
-    exc = next((e for e in rec.events if e.get("kind") == "exception"), None)
-    if exc is None:
-        exc = next((e for e in events if e.get("kind") == "exception"), None)
+    exc = _exception(rec, events)
     died = res.p_dead or trig.status == 500 or trig.status is None
-    location = statement = tb = None
-    matches = False
-    fired = False
-    exc_type = exc.get("type") if exc is not None else None
-    if died:
-        from_log = assertion_from_log(log_text or "") if log_text is not None else None
-        if exc is not None and exc.get("location"):
-            loc = exc["location"]
-            location = f"{loc.get('file')}:{loc.get('line')}"
-            statement = loc.get("code")
-            tb = exc.get("traceback")
-        if from_log is not None:
-            location = location or from_log["location"]
-            statement = statement or from_log["statement"]
-            tb = tb or from_log["traceback"]
-        if statement is None and isinstance(trig.body, dict):
-            statement = str(trig.body.get("message") or trig.body.get("error") or "")[:300]
-        matches = bool(statement and "num_new_tokens > 0" in statement)
-        fired = exc_type == "AssertionError" or (
-            from_log is not None and "AssertionError" in (from_log["traceback"] or "")
-        )
-        if log_text is None and not events:  # remote: no log, no trace; death is the evidence
-            fired = True
-            statement = (
-                f"the prefill engine died on the N-1 trigger (HTTP "
-                f"{trig.status or trig.error}, /health failing); the assertion itself "
-                "is only visible in its log"
-            )
-    truncation = Truncation.from_observed(summary, missing="unknown" if not events else "none")
-    hit = before = after = None
-    if summary is not None:
-        hit = summary["hit_tokens"]
-        adds = rec.of_kind("add_request")
-        if adds:
-            before = adds[0].get("num_tokens")
-        lens = [e.get("num_tokens") for e in rec.events if e.get("num_tokens") is not None]
-        after = lens[-1] if lens else None
+    d = _death(exc, trig, log_text, events) if died else _Death()
+    hit, before, after = _lengths(rec, summary)
     error = None
-    if died and not fired:
+    if died and not d.fired:
         why = (
-            f"{exc_type}: {exc.get('message')}"
+            f"{exc.get('type')}: {exc.get('message')}"
             if exc is not None
             else fatal_line(log_text or "") or f"HTTP {trig.status or trig.error}"
         )
@@ -85,7 +111,7 @@ def build_verdict(
             kind="engine_died",
             stage="trigger",
             message=f"the prefill engine failed on the trigger, but not with an assertion: {why}",
-            traceback=tb,
+            traceback=d.traceback,
         )
     entry = lo.entry
     ready = next((e for e in events if e.get("kind") == "scheduler_ready"), {})
@@ -104,9 +130,13 @@ def build_verdict(
             model=model,
         ),
         assertion=Assertion(
-            fired=fired, location=location, statement=statement, matches_53514=matches, traceback=tb
+            fired=d.fired,
+            location=d.location,
+            statement=d.statement,
+            matches_53514=d.matches,
+            traceback=d.traceback,
         ),
-        truncation=truncation,
+        truncation=Truncation.from_observed(summary, missing="unknown" if not events else "none"),
         hit_tokens=hit,
         prompt_len_before=before,
         prompt_len_after=after,

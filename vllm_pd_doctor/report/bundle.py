@@ -9,13 +9,21 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from vllm_pd_doctor import __version__, safeio
 from vllm_pd_doctor.checkconfig.types import CheckReport, Server
-from vllm_pd_doctor.formats import json as fjson
-from vllm_pd_doctor.report import collect, docs, logs, render
+from vllm_pd_doctor.formats import OutputFormat, emit
+from vllm_pd_doctor.report import collect, docs, facts, logs, render, standalone
 from vllm_pd_doctor.report.collect import Collected, ReproRun
-from vllm_pd_doctor.report.redact import RedactionContext, Redactor, hosts_in, secret_values
+from vllm_pd_doctor.report.facts import Public
+from vllm_pd_doctor.report.redact import RedactionContext, Redactor, hosts_in, is_secret_name, secret_values
+
+HOST_SCAN = 1_000_000
+"""Characters at each end of a log searched for host names given by context (start-up lines
+name the hosts; the crash is at the end)."""
+
+TRIAGE_PENDING = "not run (pd-doctor triage reads the logs: issue 16)"
 
 LOG_CAP = 2_000_000
 """Characters of each log kept in raw/logs/ (the cut is marked)."""
@@ -37,6 +45,8 @@ class ReportInputs:
     home: str | None = None
     redact_extra: tuple[str, ...] = ()
     """--redact-extra: site-specific regular expressions to redact everywhere."""
+    private: bool = False
+    """--private: add verbatim copies of the inputs (raw/); never the default for posting."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,8 @@ class Gathered:
     logs: tuple[tuple[Path, Collected], ...]
     config_text: Collected | None
     """value: (text, size) of the --config file, attached as raw/config."""
+    triage: Collected = field(default_factory=lambda: Collected.fail(TRIAGE_PENDING))
+    """value: `pd-doctor triage`'s typed result over the logs (issue 16 fills it in `gather`)."""
 
     @property
     def check(self) -> CheckReport | None:
@@ -157,6 +169,10 @@ def _known_hosts(inputs: ReportInputs, g: Gathered) -> tuple[str, ...]:
             texts.append(f"--host {srv.network.partition(':')[2]}")
     if g.config_text is not None and g.config_text.ok:
         texts.append(g.config_text.value[0])
+    for _, got in g.logs:  # a host named in a log's start-up or crash, redacted everywhere
+        if got.ok:
+            log = got.value[0]
+            texts += [log] if len(log) <= 2 * HOST_SCAN else [log[:HOST_SCAN], log[-HOST_SCAN:]]
     texts += [
         f"{k}={v}"
         for k, v in inputs.environ.items()
@@ -179,32 +195,34 @@ def _safe_name(name: str, used: set[str]) -> str:
 
 
 def _logs(
-    g: Gathered, red: Redactor, cap: int, files: dict[str, str]
+    g: Gathered, pub: Public, cap: int, files: dict[str, str], private: bool
 ) -> tuple[tuple[render.LogDoc, ...], set[str]]:
+    """Per log: its signatures and excerpts, public form; in a private bundle also its copy
+    (second-line redaction only) under raw/logs/."""
     log_docs: list[render.LogDoc] = []
     used: set[str] = set()
     sigs: set[str] = set()
-    for path, got in g.logs:
-        name = _safe_name(red.file_name(path.name), used)  # no host or user in an entry name
-        given = red.text(str(path))
+    red = pub.red
+    for i, (path, got) in enumerate(g.logs, 1):
+        name = _safe_name(red.file_name(path.name), used) if private else f"log-{i}"
+        given = pub.text(str(path)) if private else f"log {i} ({pub.text(path.name)})"
         if not got.ok:
-            log_docs.append(render.LogDoc(name=name, given_as=given, ok=False, why=red.text(got.why or "?")))
+            log_docs.append(render.LogDoc(name=name, given_as=given, ok=False, why=pub.text(got.why or "?")))
             continue
         raw, size = got.value
         # the whole text first: a multi-line secret (a key block) is seen whole, never cut
-        # by an excerpt or by the cap
         text = red.text(raw)
         found = logs.find(text)
         sigs |= set(found.found)
-        capped, cut = logs.cap(text, cap)
-        files[f"raw/logs/{name}"] = capped
+        if private:
+            files[f"raw/logs/{name}"] = logs.cap(text, cap)[0]
         log_docs.append(
             render.LogDoc(
                 name=name,
                 given_as=given,
                 ok=True,
                 size_bytes=size,
-                cut_chars=cut,
+                cut_chars=logs.cap(text, cap)[1] if private else 0,
                 signatures=tuple((k, n, logs.signature_meaning(k)) for k, n in found.signatures),
                 excerpts=tuple(
                     render.ExcerptDoc(
@@ -212,7 +230,7 @@ def _logs(
                         reasons=e.reasons,
                         first_line=e.first_line,
                         last_line=e.last_line,
-                        text="\n".join(e.lines),
+                        text=pub.safe.text("\n".join(e.lines)),
                     )
                     for e in found.excerpts
                 ),
@@ -221,18 +239,17 @@ def _logs(
     return tuple(log_docs), sigs
 
 
-def build(
-    inputs: ReportInputs, g: Gathered, *, created: str | None = None
-) -> tuple[render.ReportDoc, dict[str, str]]:
-    """The redacted report and the bundle's files (name -> text)."""
-    check = g.check
+def _redactor(inputs: ReportInputs, g: Gathered) -> Redactor:
     # values of secret-named variables and flags (--api-key), redacted wherever they appear
     secrets = set(secret_values(inputs.environ))
     for srv in g.servers:
         s = srv.config
         secrets.update(secret_values(s.env))
         secrets.update(secret_values({k: v for k, v in s.values.items() if isinstance(v, str)}))
-    red = Redactor(
+        for k, v in s.values.items():
+            if isinstance(v, (list, tuple)) and is_secret_name(k):
+                secrets.update(x for x in v if isinstance(x, str) and len(x) >= 4)
+    return Redactor(
         RedactionContext(
             home=inputs.home,
             hosts=_known_hosts(inputs, g),
@@ -241,63 +258,78 @@ def build(
             extra=inputs.redact_extra,
         )
     )
-    files: dict[str, str] = {}
 
-    def sec(c: Collected) -> render.Section:
-        if not c.ok:
-            return render.Section(ok=False, why=red.text(c.why or "unknown reason"))
-        return render.Section(ok=True, value=red.obj(c.value))
 
-    # environment, and the launch commands as check-config parsed them
-    env_vars: list[tuple[str, str, str]] = [
-        (k, red.env_value(k, v), "environment") for k, v in collect.interesting_env(inputs.environ).items()
+def _environment(inputs: ReportInputs, g: Gathered, pub: Public) -> dict[str, Any]:
+    """The environment sections, public form: versions, package names, variable values."""
+    it = g.interpreter
+    interp = (
+        render.Section(
+            ok=True, value={"python": it.value.get("python"), "vllm_version": it.value.get("vllm_version")}
+        )
+        if it.ok
+        else render.Section(ok=False, why=pub.text(it.why or "?"))
+    )
+    if g.nixl.ok:
+        v = g.nixl.value
+        nixl = render.Section(
+            ok=True,
+            value={
+                "dists": [
+                    {"name": pub.text(d["name"]), "version": pub.text(d["version"])}
+                    for d in v.get("dists", [])
+                ],
+                "plugins": [pub.text(p["name"]) for p in v.get("plugins", [])],
+            },
+        )
+    else:
+        nixl = render.Section(ok=False, why=pub.text(g.nixl.why or "?"))
+    ucx = (
+        render.Section(ok=True, value=pub.text((str(g.ucx.value).strip().splitlines() or [""])[0]))
+        if g.ucx.ok
+        else render.Section(ok=False, why=pub.text(g.ucx.why or "?"))
+    )
+    cenv = (
+        render.Section(ok=True, value=pub.text(str(g.collect_env.value)))
+        if g.collect_env.ok
+        else render.Section(ok=False, why=pub.text(g.collect_env.why or "?"))
+    )
+    env_vars = [
+        (k, pub.named(k, v), "environment") for k, v in collect.interesting_env(inputs.environ).items()
     ]
     for srv in g.servers:
         env_vars += [
-            (k, red.env_value(k, v), f"{red.text(srv.name)} command")
+            (k, pub.named(k, v), f"{pub.text(srv.name)} command")
             for k, v in collect.interesting_env(srv.config.env).items()
         ]
-    commands_error = None
-    if check is not None:
-        commands = docs.command_docs(g.servers, red)
-    else:
-        commands = docs.given_commands(_given(inputs), red)
-        if inputs.config is not None or commands:
-            commands_error = red.text(g.check_config.why or "?")
+    return {"interpreter": interp, "nixl": nixl, "ucx": ucx, "collect_env": cenv, "env_vars": tuple(env_vars)}
+
+
+def _private_files(inputs: ReportInputs, g: Gathered, red: Redactor, files: dict[str, str]) -> None:
+    """Verbatim copies (second-line redaction only): the private bundle's raw/."""
     if g.collect_env.ok:
         files["raw/collect_env.txt"] = red.text(str(g.collect_env.value))
-
-    # repro
-    repro_doc: render.ReproDoc | None = None
     if g.repro.ok:
-        run: ReproRun = g.repro.value
-        repro_doc = docs.repro_doc(run.report, run.note, red)
-        files["raw/repro.json"] = fjson.dumps(red.obj(fjson.repro_to_obj(run.report, as_list=False)))
-        repro_sec = render.Section(ok=True, value=repro_doc)
-    else:
-        repro_sec = render.Section(ok=False, why=red.text(g.repro.why or "?"))
+        files["raw/repro.json"] = red.json_text(emit(g.repro.value.report, OutputFormat.json))
+    if g.check is not None:
+        files["raw/check-config.json"] = red.json_text(emit(g.check, OutputFormat.json))
+    if g.config_text is not None and g.config_text.ok:
+        suffix = inputs.config.suffix if inputs.config else ""
+        suffix = suffix if suffix[1:].isalnum() and suffix.isascii() else ""  # .yaml, .sh ...
+        files["raw/config" + suffix] = red.text(g.config_text.value[0])
 
-    # check-config
-    if check is not None:
-        files["raw/check-config.json"] = fjson.dumps(red.obj(fjson.check_obj(check)))
-        check_sec = render.Section(ok=True, value=docs.check_doc(check, red))
-    else:
-        check_sec = render.Section(ok=False, why=red.text(g.check_config.why or "?"))
-    config_name = None
-    if g.config_text is not None:
-        config_name = red.text(str(inputs.config))
-        if g.config_text.ok:
-            suffix = inputs.config.suffix if inputs.config else ""
-            suffix = suffix if suffix[1:].isalnum() and suffix.isascii() else ""  # .yaml, .sh ...
-            files["raw/config" + suffix] = red.text(g.config_text.value[0])
 
-    log_docs, sigs = _logs(g, red, inputs.log_cap, files)
-    version = g.interpreter.value.get("vllm_version") if g.interpreter.ok else None
-    title = red.text(docs.title(version, repro_doc, check, sigs))
-    fired = bool(repro_doc and repro_doc.reproduced) or bool(check and check.has_error)
-    collectors = tuple(
+def _section(c: Collected, pub: Public, typed: Callable[[Any], Any]) -> render.Section:
+    """A collector's typed result (public form), or why there is none."""
+    if c.ok:
+        return render.Section(ok=True, value=pub.typed(typed(c.value)))
+    return render.Section(ok=False, why=pub.text(c.why or "?"))
+
+
+def _collectors(g: Gathered, pub: Public) -> tuple[render.CollectorDoc, ...]:
+    return tuple(
         render.CollectorDoc(
-            name=n, ok=c.ok, why=red.text(c.why) if c.why else None, elapsed_s=round(c.elapsed_s, 2)
+            name=n, ok=c.ok, why=pub.text(c.why) if c.why else None, elapsed_s=round(c.elapsed_s, 2)
         )
         for n, c in (
             ("interpreter", g.interpreter),
@@ -306,41 +338,64 @@ def build(
             ("ucx_info", g.ucx),
             ("check-config", g.check_config),
             ("repro", g.repro),
-            *((f"log {red.text(str(p))}", c) for p, c in g.logs),
+            *((f"log {i}", c) for i, (_, c) in enumerate(g.logs, 1)),
         )
     )
-    env_sec = (
-        render.Section(ok=True, value=files["raw/collect_env.txt"])
-        if g.collect_env.ok
-        else render.Section(ok=False, why=red.text(g.collect_env.why or "?"))
-    )
-    names = sorted(["report.md", "report.json", *files])
+
+
+def build(
+    inputs: ReportInputs, g: Gathered, *, created: str | None = None
+) -> tuple[render.ReportDoc, dict[str, str]]:
+    """The report and the bundle's files (name -> text): public by construction; with
+    `inputs.private` also verbatim copies (second-line redaction) under raw/."""
+    check = g.check
+    red = _redactor(inputs, g)
+    red_version = g.interpreter.value.get("vllm_version") if g.interpreter.ok else None
+    vllm_dir = g.interpreter.value.get("vllm_path") if g.interpreter.ok else None
+    pub = Public(red, facts.safe_flags(vllm_dir))
+    version = pub.text(str(red_version)) if red_version else None
+    files: dict[str, str] = {}
+    env = _environment(inputs, g, pub)
+    commands_error = None
+    if check is not None:
+        commands = docs.command_docs(g.servers, pub)
+    else:
+        commands = docs.given_commands(_given(inputs), pub)
+        if inputs.config is not None or commands:
+            commands_error = pub.text(g.check_config.why or "?")
+    run: ReproRun | None = g.repro.value if g.repro.ok else None
+    repro_sec = _section(g.repro, pub, lambda v: v.report)
+    check_sec = _section(g.check_config, pub, lambda v: v)
+    config_name = pub.text(inputs.config.name) if g.config_text is not None and inputs.config else None
+    log_docs, sigs = _logs(g, pub, inputs.log_cap, files, inputs.private)
+    if inputs.private:
+        _private_files(inputs, g, red, files)
+    files.update(standalone.files(inputs.model, run.options if run else None, version, pub))
+    title = docs.title(version, run.report if run else None, check_sec.value if check else None, sigs)
+    fired = docs.fired(run.report if run else None) or bool(check and check.has_error)
     doc = render.ReportDoc(
         title=title,
         pd_doctor_version=__version__,
         created=created or time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        interpreter=sec(g.interpreter),
-        collect_env=env_sec,
-        nixl=sec(g.nixl),
-        ucx=sec(g.ucx),
-        env_vars=tuple(env_vars),
+        triage=_section(g.triage, pub, lambda v: v),
         commands=commands,
         config_file=config_name,
         repro=repro_sec,
         check_config=check_sec,
-        reproduction=docs.reproduction(version, commands),
+        reproduction=docs.reproduction(version, commands, any(f.startswith("repro/") for f in files)),
         logs=log_docs,
-        redactions=(),
+        placeholders=(),
         redact_hosts=inputs.redact_hosts,
-        collectors=collectors,
-        files=tuple(names),
+        collectors=_collectors(g, pub),
+        files=tuple(sorted(["report.md", "report.json", *files])),
         exit_code=1 if fired else 0,
+        private=inputs.private,
         commands_error=commands_error,
+        **env,
     )
-    doc = dataclasses.replace(doc, redactions=tuple(red.summary().items()))
-    # everything in doc is already redacted, value by value: report.json is written as is (a
-    # text pass over JSON could only break it); report.md gets a last pass over its own prose
-    files["report.md"] = red.text(render.render_markdown(doc))
+    # rendering adds no data of its own, so the placeholders are all known once the doc is built
+    doc = dataclasses.replace(doc, placeholders=tuple(red.ph.counts().items()))
+    files["report.md"] = render.render_markdown(doc)
     files["report.json"] = render.render_json(doc)
     return doc, files
 

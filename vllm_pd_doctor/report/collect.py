@@ -287,6 +287,8 @@ class ReproRun:
 
     report: ReproReport
     note: str | None = None
+    options: Any = None
+    """The `inprocess.ReproOptions` it ran with (the bundle's standalone repro runs the same)."""
 
 
 def repro(python: str, model: Path | None, timeout: float, progress: Callable[[str], None]) -> Collected:
@@ -312,7 +314,7 @@ def repro(python: str, model: Path | None, timeout: float, progress: Callable[[s
         except BadInput as exc:
             note = f"--model not used for the repro ({exc.message}); used the bundled tiny hybrid"
             opts = options(None)
-        return Collected(True, ReproRun(inprocess.run_inprocess(python, opts, progress), note))
+        return Collected(True, ReproRun(inprocess.run_inprocess(python, opts, progress), note, opts))
 
     return guarded(go)
 

@@ -1,24 +1,28 @@
-"""The report's typed content and its two renderings, Markdown and JSON (pure functions).
+"""The report's content and its two renderings, Markdown and JSON (pure functions).
 
-Everything in a `ReportDoc` is already redacted; rendering adds no data of its own, so the
-same input always gives the same bytes (the golden-file test relies on it).
+Everything in a `ReportDoc` is already public (`facts.Public`). The repro's `ReproReport` and
+check-config's `CheckReport` are the typed results the commands return, made public with
+`dataclasses.replace`, and rendered by the very formatters the commands use (`formats.emit`):
+report.json's `repro` and `check_config` are what `repro --format json` / `check-config --format
+json` print. The triage verdict has its place at the top of both files.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from vllm_pd_doctor.formats import OutputFormat, emit
 from vllm_pd_doctor.model import SCHEMA_VERSION
-from vllm_pd_doctor.report.redact import KIND_LABELS
 
 BUG_TEMPLATE_URL = "https://github.com/vllm-project/vllm/issues/new?template=400-bug-report.yml"
 
 
 @dataclass(frozen=True)
 class Section:
-    """A collected value (already rendered to plain data), or why it could not be collected."""
+    """A collected value (a typed result, or plain data), or why it could not be collected."""
 
     ok: bool
     value: Any = None
@@ -27,76 +31,16 @@ class Section:
 
 @dataclass(frozen=True)
 class CommandDoc:
-    """One launch command as check-config parsed it (from a command line or a --config file)."""
+    """One launch command as check-config parsed it, public form (values of flags not known
+    to be safe are placeholders)."""
 
     role: str
     command: str
-    """The command rebuilt from the parsed arguments (env assignments, `vllm serve`, argv), or
-    the text as given when check-config could not parse it (see `ReportDoc.commands_error`)."""
     name: str = ""
-    """The server's name in the input (`prefill`, `decode-1`, `pod vllm-prefill`, ...)."""
     env: tuple[tuple[str, str], ...] = ()
     kv_transfer_config: Any = None
     source: str = "command line"
     machine: str | None = None
-
-
-@dataclass(frozen=True)
-class ReproDoc:
-    vllm_version: str
-    connector: str
-    reproduced: bool
-    ran: bool
-    verdict: str
-    facts: tuple[tuple[str, str], ...]
-    timeline: tuple[str, ...]
-    traceback: str | None = None
-    note: str | None = None
-
-
-@dataclass(frozen=True)
-class FindingDoc:
-    id: str
-    severity: str
-    title: str
-    evidence: str = ""
-    fix: str = ""
-    refs: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class SideDoc:
-    """#53514 exposure of one engine, from check-config's `SideExposure`."""
-
-    role: str
-    connector: str | None
-    verdict: str
-    reasons: tuple[str, ...] = ()
-    server: str = ""
-    """The server's name (`prefill`, `decode-1`, ...)."""
-    evidence: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ExposureDoc:
-    """check-config's `Exposure`: the verdict, per side, the fixes and the probe's detail."""
-
-    verdict: str
-    sides: tuple[SideDoc, ...] = ()
-    fixes: tuple[str, ...] = ()
-    probe: str | None = None
-
-
-@dataclass(frozen=True)
-class CheckDoc:
-    """check-config's `CheckReport`, as the report shows it."""
-
-    exposure: ExposureDoc
-    findings: tuple[FindingDoc, ...]
-    has_error: bool
-    """check-config's own verdict: exposed, or an error-level finding (its exit 1)."""
-    warnings: tuple[str, ...] = ()
-    """What check-config could not check (unknown flags, an unreadable model config)."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +55,7 @@ class ExcerptDoc:
 @dataclass(frozen=True)
 class LogDoc:
     name: str
-    """The name in the bundle (raw/logs/<name>)."""
+    """The log's name in the bundle (raw/logs/<name> in a private bundle)."""
     given_as: str
     ok: bool
     why: str | None = None
@@ -135,32 +79,36 @@ class ReportDoc:
     title: str
     pd_doctor_version: str
     created: str
+    triage: Section
+    """value: `pd-doctor triage`'s typed result over the logs (public form), first in both files;
+    rendered by its formatters like repro and check-config."""
     interpreter: Section
-    """value: {"interpreter", "python", "vllm_version", "vllm_path"}."""
+    """value: {"python", "vllm_version"}."""
     collect_env: Section
-    """value: the collector's text."""
+    """value: vLLM's collector output, public form."""
     nixl: Section
-    """value: {"dists": [{"name", "version"}], "plugins": [{"name", "path"}]}."""
+    """value: {"dists": [{"name", "version"}], "plugins": [names]}."""
     ucx: Section
-    """value: `ucx_info -v` text."""
     env_vars: tuple[tuple[str, str, str], ...]
     """(name, value, where: environment / prefill command / decode command)."""
     commands: tuple[CommandDoc, ...]
     config_file: str | None
     repro: Section
-    """value: ReproDoc."""
+    """value: the repro's `ReproReport`, public."""
     check_config: Section
-    """value: CheckDoc."""
+    """value: check-config's `CheckReport`, public."""
     reproduction: tuple[tuple[str, str], ...]
     """(what it is, shell command)."""
     logs: tuple[LogDoc, ...]
-    redactions: tuple[tuple[str, int], ...]
+    placeholders: tuple[tuple[str, int], ...]
+    """Distinct values replaced, by kind (`<host-1>`, `<value-3>` ...)."""
     redact_hosts: bool
     collectors: tuple[CollectorDoc, ...]
     files: tuple[str, ...]
     exit_code: int
+    private: bool = False
+    """A private bundle: verbatim copies (second-line redaction only) under raw/."""
     commands_error: str | None = None
-    """Why check-config could not parse the launch commands (None: it did, or none given)."""
 
 
 def _cnc(why: str | None) -> str:
@@ -178,52 +126,45 @@ def _cell(v: object) -> str:
     return str(v).replace("|", "\\|").replace("\n", " ")
 
 
-def _json_compact(v: Any) -> str:
-    return json.dumps(v, indent=2, sort_keys=True, default=str) if not isinstance(v, str) else v
+def _demote(md: str, levels: int = 3) -> str:
+    """A command's Markdown under the report's headings (`# x` -> `#### x`)."""
+    return re.sub(r"(?m)^(#{1,6}) ", lambda m: "#" * min(6, len(m.group(1)) + levels) + " ", md)
+
+
+def _triage_md(doc: ReportDoc) -> list[str]:
+    p = ["### Verdict\n\n"]
+    t = doc.triage
+    if t.ok and t.value is not None:  # triage's typed result, through its own formatter
+        p.append(_demote(emit(t.value, OutputFormat.markdown)).rstrip() + "\n\n")
+    else:
+        p.append(f"Triage of the logs: {t.why or 'not run'}.\n\n")
+    return p
 
 
 def _environment_md(doc: ReportDoc) -> list[str]:
     p: list[str] = ["### Your current environment\n\n"]
     p.append("<details>\n<summary>The output of <code>python collect_env.py</code></summary>\n\n")
-    if doc.collect_env.ok:
-        p.append(_fence(str(doc.collect_env.value)))
-    else:
-        p.append(f"{_cnc(doc.collect_env.why)}\n")
+    p.append(_fence(str(doc.collect_env.value)) if doc.collect_env.ok else f"{_cnc(doc.collect_env.why)}\n")
     p.append("\n</details>\n\n")
     p.append("<details>\n<summary>P/D additions (pd-doctor): NIXL, UCX, environment variables</summary>\n\n")
     it = doc.interpreter
     if it.ok:
         v = it.value
-        p.append(
-            f"- Interpreter: `{v.get('interpreter')}` (Python {v.get('python')}), vLLM "
-            f"{v.get('vllm_version') or 'not installed'}\n"
-        )
+        p.append(f"- Python {v.get('python')}, vLLM {v.get('vllm_version') or 'not installed'}\n")
     else:
         p.append(f"- Interpreter: {_cnc(it.why)}\n")
     if doc.nixl.ok:
         dists = doc.nixl.value.get("dists", [])
-        nixl = [d for d in dists if "nixl" in d["name"].lower() or "ucx" in d["name"].lower()]
-        other = [d for d in dists if d not in nixl]
         p.append(
-            "- NIXL / UCX distributions: "
-            + (", ".join(f"`{d['name']}=={d['version']}`" for d in nixl) or "none installed")
+            "- NIXL / UCX / related distributions: "
+            + (", ".join(f"`{d['name']}=={d['version']}`" for d in dists) or "none installed")
             + "\n"
         )
-        if other:
-            p.append(
-                "- Related distributions: "
-                + ", ".join(f"`{d['name']}=={d['version']}`" for d in other)
-                + "\n"
-            )
         plugins = doc.nixl.value.get("plugins", [])
-        p.append("- NIXL plugins found: " + (", ".join(f"`{x['name']}`" for x in plugins) or "none") + "\n")
+        p.append("- NIXL plugins found: " + (", ".join(f"`{x}`" for x in plugins) or "none") + "\n")
     else:
         p.append(f"- NIXL / UCX distributions: {_cnc(doc.nixl.why)}\n")
-    if doc.ucx.ok:
-        first = str(doc.ucx.value).strip().splitlines()
-        p.append(f"- UCX (`ucx_info -v`): `{first[0] if first else ''}`\n")
-    else:
-        p.append(f"- UCX (`ucx_info -v`): {_cnc(doc.ucx.why)}\n")
+    p.append(f"- UCX (`ucx_info -v`): {f'`{doc.ucx.value}`' if doc.ucx.ok else _cnc(doc.ucx.why)}\n")
     if doc.env_vars:
         p.append("\nUCX / NIXL / KV layout variables:\n\n| variable | value | set in |\n|---|---|---|\n")
         p.extend(f"| `{n}` | `{_cell(v)}` | {w} |\n" for n, v, w in doc.env_vars)
@@ -233,101 +174,43 @@ def _environment_md(doc: ReportDoc) -> list[str]:
     return p
 
 
-def _repro_md(doc: ReportDoc) -> list[str]:
-    p = ["#### pd-doctor repro of vLLM #53514 (P-side N-1 truncation)\n\n"]
-    if not doc.repro.ok:
-        p.append(f"{_cnc(doc.repro.why)}\n\n")
-        return p
-    r: ReproDoc = doc.repro.value
-    p.append(f"{r.verdict}\n\n")
-    if r.facts:
-        p.append("| | |\n|---|---|\n")
-        p.extend(f"| {k} | {_cell(v)} |\n" for k, v in r.facts)
-        p.append("\n")
-    if r.timeline:
-        p.append("<details>\n<summary>Timeline (inside vLLM's scheduler)</summary>\n\n")
-        p.append(_fence("\n".join(r.timeline)))
-        p.append("\n</details>\n\n")
-    if r.traceback:
-        p.append("<details>\n<summary>Traceback of the assertion (repro)</summary>\n\n")
-        p.append(_fence(r.traceback, "python"))
-        p.append("\n</details>\n\n")
-    if r.note:
-        p.append(f"Note: {r.note}\n\n")
-    return p
-
-
-def _check_md(doc: ReportDoc) -> list[str]:
-    p = ["#### Configuration check (pd-doctor check-config)\n\n"]
-    if not doc.check_config.ok:
-        p.append(f"{_cnc(doc.check_config.why)}\n\n")
-        return p
-    c: CheckDoc = doc.check_config.value
-    exp = c.exposure
-    p.append(f"Exposure to #53514: **{exp.verdict}**\n\n")
-    for side in exp.sides:
-        p.append(
-            f"- {side.server or side.role} ({side.connector or '-'}): **{side.verdict}**"
-            + (f"; {'; '.join(side.reasons)}" if side.reasons else "")
-            + "\n"
-        )
-    if exp.sides:
-        p.append("\n")
-    if exp.fixes:
-        p.append("Fixes: " + "; ".join(exp.fixes) + "\n\n")
-    if exp.probe:
-        p.append(f"Probe: {exp.probe}\n\n")
-    if not c.findings:
-        p.append("No findings.\n\n")
-    for f in c.findings:
-        p.append(f"- **{f.severity}** `{f.id}`: {f.title}\n")
-        if f.evidence:
-            p.append(f"  - evidence: {f.evidence}\n")
-        if f.fix:
-            p.append(f"  - fix: {f.fix}\n")
-        if f.refs:
-            p.append(f"  - refs: {', '.join(f.refs)}\n")
-    if c.warnings:
-        p.append("\nNot checked: " + "; ".join(c.warnings) + "\n")
-    p.append("\n")
-    return p
+def _result_md(title: str, s: Section) -> list[str]:
+    p = [f"#### {title}\n\n"]
+    if not s.ok:
+        return [*p, f"{_cnc(s.why)}\n\n"]
+    return [*p, _demote(emit(s.value, OutputFormat.markdown)).rstrip() + "\n\n"]
 
 
 def _commands_md(doc: ReportDoc) -> list[str]:
     p = ["#### Launch commands\n\n"]
     if doc.config_file:
-        p.append(f"From `{doc.config_file}` (attached as raw/config).\n\n")
+        p.append(f"From `{doc.config_file}`.\n\n")
     if doc.commands_error:
         p.append(f"check-config could not read them: {doc.commands_error}\n\n")
-    if not doc.commands:
-        if not doc.config_file:
-            p.append("Not given (use --prefill-cmd/--decode-cmd or --config).\n\n")
-        return p
+    if not doc.commands and not doc.config_file:
+        p.append("Not given (use --prefill-cmd/--decode-cmd or --config).\n\n")
     for c in doc.commands:
         on = f" (on `{c.machine}`)" if c.machine else ""
         who = c.role.capitalize() if c.name in ("", c.role) else f"{c.name} ({c.role})"
         p.append(f"{who}{on}:\n\n")
         p.append(_fence(c.command, "bash"))
-        if c.kv_transfer_config is None:
-            p.append(f"\nkv-transfer-config ({c.role}): not set on this command line\n\n")
-        else:
+        if c.kv_transfer_config is not None:
             p.append(f"\nkv-transfer-config ({c.role}):\n\n")
-            p.append(_fence(_json_compact(c.kv_transfer_config), "json"))
-            p.append("\n")
+            p.append(_fence(json.dumps(c.kv_transfer_config, indent=2, sort_keys=True), "json"))
+        p.append("\n")
     return p
 
 
 def _logs_md(doc: ReportDoc) -> list[str]:
     p = ["#### Log excerpts\n\n"]
     if not doc.logs:
-        p.append("No logs given (use --log FILE).\n\n")
-        return p
+        return [*p, "No logs given (use --log FILE).\n\n"]
     for lg in doc.logs:
         if not lg.ok:
             p.append(f"- `{lg.given_as}`: {_cnc(lg.why)}\n\n")
             continue
-        cut = f", capped: {lg.cut_chars} characters cut" if lg.cut_chars else ""
-        p.append(f"**`{lg.given_as}`** ({lg.size_bytes} bytes, attached as `raw/logs/{lg.name}`{cut})\n\n")
+        where = f", attached as `raw/logs/{lg.name}`" if doc.private else ""
+        p.append(f"**`{lg.given_as}`** ({lg.size_bytes} bytes{where})\n\n")
         if lg.signatures:
             p.extend(f"- `{k}` x{n}: {m}\n" for k, n, m in lg.signatures)
             p.append("\n")
@@ -335,40 +218,29 @@ def _logs_md(doc: ReportDoc) -> list[str]:
             p.append("No known P/D failure signature in this log.\n\n")
         for e in lg.excerpts:
             why = ", ".join(e.reasons) if e.reasons else e.kind
-            # no "kind: value" here: free-text secret rules read `signature: x` as a secret
             p.append(f"Lines {e.first_line}-{e.last_line} ({e.kind} excerpt; {why}):\n\n")
             p.append(_fence(e.text))
             p.append("\n")
     return p
 
 
-def render_markdown(doc: ReportDoc) -> str:
-    """The report, laid out for vLLM's bug template."""
-    p: list[str] = [
-        f"<!-- pd-doctor {doc.pd_doctor_version} report, {doc.created}. Paste from "
-        f"'Your current environment' into {BUG_TEMPLATE_URL} -->\n\n",
-        f"**Suggested title:** {doc.title}\n\n",
-    ]
-    p.extend(_environment_md(doc))
-    p.append("### 🐛 Describe the bug\n\n")
-    p.extend(_repro_md(doc))
-    p.extend(_commands_md(doc))
-    p.extend(_check_md(doc))
-    p.append("#### Minimal reproduction\n\n")
-    for what, cmd in doc.reproduction:
-        p.append(f"{what}:\n\n")
-        p.append(_fence(cmd, "bash"))
-        p.append("\n")
-    p.extend(_logs_md(doc))
-    p.append("#### About this report\n\n")
-    if doc.redactions:
+def _about_md(doc: ReportDoc) -> list[str]:
+    p = ["#### About this report\n\n"]
+    if doc.private:
         p.append(
-            "Redacted before writing: "
-            + ", ".join(f"{n} {KIND_LABELS.get(k, k)}" for k, n in doc.redactions)
-            + "."
+            "**PRIVATE bundle**: raw/ holds verbatim copies of the inputs (secrets, hosts and "
+            "addresses redacted). Do not post it publicly; post the public bundle instead.\n\n"
         )
     else:
-        p.append("Redacted before writing: nothing found to redact.")
+        p.append(
+            "Public bundle: built from facts of known-safe kinds only (versions, flag names, "
+            "values of non-secret flags, model architecture, verdicts, vLLM frames); every other "
+            "value is a placeholder (the same value has the same placeholder throughout).\n\n"
+        )
+    if doc.placeholders:
+        p.append("Values replaced: " + ", ".join(f"{n} {k}" for k, n in doc.placeholders) + ".")
+    else:
+        p.append("Values replaced: none.")
     if not doc.redact_hosts:
         p.append(" Host names and IP addresses were kept (--no-redact-hosts).")
     p.append("\n\n")
@@ -378,23 +250,50 @@ def render_markdown(doc: ReportDoc) -> str:
             "Collectors that could not collect: " + "; ".join(f"{c.name} ({c.why})" for c in failed) + ".\n\n"
         )
     p.append("Files in this bundle: " + ", ".join(f"`{f}`" for f in doc.files) + ".\n")
+    return p
+
+
+def render_markdown(doc: ReportDoc) -> str:
+    """The report, laid out for vLLM's bug template, the verdict first."""
+    p: list[str] = [
+        f"<!-- pd-doctor {doc.pd_doctor_version} report, {doc.created}. Paste from "
+        f"'Your current environment' into {BUG_TEMPLATE_URL} -->\n\n",
+        f"**Suggested title:** {doc.title}\n\n",
+    ]
+    p.extend(_triage_md(doc))
+    p.extend(_environment_md(doc))
+    p.append("### 🐛 Describe the bug\n\n")
+    p.extend(_result_md("pd-doctor repro of vLLM #53514 (P-side N-1 truncation)", doc.repro))
+    p.extend(_commands_md(doc))
+    p.extend(_result_md("Configuration check (pd-doctor check-config)", doc.check_config))
+    p.append("#### Minimal reproduction\n\n")
+    for what, cmd in doc.reproduction:
+        p.append(f"{what}:\n\n")
+        p.append(_fence(cmd, "bash"))
+        p.append("\n")
+    p.extend(_logs_md(doc))
+    p.extend(_about_md(doc))
     return "".join(p)
 
 
-def _section_obj(s: Section) -> dict[str, Any]:
+def result_obj(s: Section) -> dict[str, Any]:
+    """A command's result as that command prints it with --format json."""
     if not s.ok:
         return {"collected": False, "why": s.why}
-    v = s.value
-    if hasattr(v, "__dataclass_fields__"):
-        v = asdict(v)
-    return {"collected": True, "value": v}
+    return {"collected": True, "value": json.loads(emit(s.value, OutputFormat.json))}
+
+
+def _section_obj(s: Section) -> dict[str, Any]:
+    return {"collected": True, "value": s.value} if s.ok else {"collected": False, "why": s.why}
 
 
 def to_obj(doc: ReportDoc) -> dict[str, Any]:
-    """The report as the documented JSON object (`schema_version` 1)."""
+    """The report as the documented JSON object (`schema_version` 1), the verdict first."""
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "pd-doctor-report",
+        "bundle": "private" if doc.private else "public",
+        "triage": result_obj(doc.triage),
         "title": doc.title,
         "pd_doctor_version": doc.pd_doctor_version,
         "created": doc.created,
@@ -409,11 +308,11 @@ def to_obj(doc: ReportDoc) -> dict[str, Any]:
         "commands": [asdict(c) for c in doc.commands],
         "commands_error": doc.commands_error,
         "config_file": doc.config_file,
-        "repro": _section_obj(doc.repro),
-        "check_config": _section_obj(doc.check_config),
+        "repro": result_obj(doc.repro),
+        "check_config": result_obj(doc.check_config),
         "reproduction": [{"what": w, "command": c} for w, c in doc.reproduction],
         "logs": [asdict(lg) for lg in doc.logs],
-        "redactions": {k: n for k, n in doc.redactions},
+        "placeholders": dict(doc.placeholders),
         "redact_hosts": doc.redact_hosts,
         "collectors": [asdict(c) for c in doc.collectors],
         "files": list(doc.files),

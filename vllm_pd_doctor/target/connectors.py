@@ -1,4 +1,5 @@
-"""The one registry of P/D connectors and release facts (stdlib only).
+"""The one registry of P/D connectors and release facts (stdlib; `packaging`, which every vLLM
+imports, for versions).
 
 Imported by the tool process (`vllm_pd_doctor.target.connectors`) and by the code that runs inside
 the target vLLM interpreter (`vllm_pd_doctor_target.connectors`). Adding a connector or a release
@@ -12,6 +13,10 @@ trace, or the source read with `ast`). `fixed_in` only words the upgrade advice.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 LATE_HOOK = "get_num_new_matched_tokens"
 """The hook that runs after the scheduler's local prefix-cache lookup (buggy releases truncate here)."""
@@ -46,6 +51,18 @@ class Connector:
     """`repro --engine live` can start a P/D pair with it."""
     kv_connector_extra: dict[str, object] = field(default_factory=dict)
     """Extra kv-transfer-config keys the live engine passes for it."""
+    hybrid_extra: dict[str, object] = field(default_factory=dict)
+    """kv_connector_extra_config a deployment of a hybrid (Mamba-state) model needs with it (the
+    in-process repro passes it too)."""
+    other_files: tuple[str, ...] = ()
+    """Words of a source file name that make it another connector's, among the files its
+    `source_words` find (NIXL pull and push share `nixl/`: `push_scheduler.py` is push's)."""
+
+    def owns_source(self, family: str, path: str) -> bool:
+        """A truncation site of source family `family` (a `source_words` word) in `path` is this
+        connector's."""
+        name = path.rsplit("/", 1)[-1]
+        return family in self.source_words and not any(w in name for w in self.other_files)
 
 
 _CONNECTORS: dict[str, Connector] = {}
@@ -72,6 +89,7 @@ register(
         fixed_in="0.29.0",
         fix_refs=("vllm#53514", "vllm#53523"),
         live=True,
+        other_files=("push",),
     )
 )
 register(
@@ -84,6 +102,7 @@ register(
         truncating_hooks=(LATE_HOOK, EARLY_HOOK),
         fixed_in="0.29.0",
         fix_refs=("vllm#53514", "vllm#53523"),
+        other_files=("pull",),
     )
 )
 register(
@@ -108,6 +127,8 @@ register(
         truncating_hooks=(EARLY_HOOK,),
         fixed_in="0.31.0",
         fix_refs=("vllm#53514",),
+        # vLLM 0.32: "MoRIIO hybrid (mamba/KDA) transfer is implemented for READ mode only".
+        hybrid_extra={"read_mode": "true"},
     )
 )
 
@@ -157,8 +178,9 @@ class Advisory:
     """Last affected release (inclusive) when `inclusive`, else first unaffected release."""
     inclusive: bool
 
-    def affects(self, version: tuple[int, ...]) -> bool:
-        limit = version_tuple(self.affected_through)
+    def affects(self, version: Version) -> bool:
+        """`version` (a `release_version`) is affected."""
+        limit = release_version(self.affected_through)
         if limit is None:
             return False
         return version <= limit if self.inclusive else version < limit
@@ -174,24 +196,18 @@ BAD_NIXL: dict[str, str] = {"1.0.1": "SIGSEGV at exit", "1.3.1": "known crash"}
 """NIXL releases known to crash (version -> what happens)."""
 
 
-def version_tuple(v: str | None) -> tuple[int, int, int] | None:
-    """'0.28.0' / '0.28.0+cpu' / '0.28' -> (0, 28, 0); None when it is not a release number."""
+def release_version(v: str | None) -> Version | None:
+    """The release a version string names, as the one version type pd-doctor compares:
+    '0.28.0+cpu' / '0.28.0.dev3+g1a2b' -> 0.28.0, '0.29' -> 0.29 (== 0.29.0); None for
+    anything that is not a version ('main', '')."""
+    from packaging.version import InvalidVersion, Version  # imported when used: vLLM needs it
+
     if not v:
         return None
-    head = v.split("+", 1)[0]
-    parts: list[int] = []
-    for p in head.split(".")[:3]:
-        digits = ""
-        for ch in p:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            return None
-        parts.append(int(digits))
-    while len(parts) < 3:
-        parts.append(0)
-    return (parts[0], parts[1], parts[2])
+    try:
+        return Version(Version(v).base_version)
+    except InvalidVersion:
+        return None
 
 
 def problems() -> list[str]:
@@ -208,16 +224,16 @@ def problems() -> list[str]:
             out.append(f"connector {c.key!r}: no source words")
         if not c.truncating_hooks:
             out.append(f"connector {c.key!r}: no truncating hooks")
-        if version_tuple(c.fixed_in) is None:
+        if release_version(c.fixed_in) is None:
             out.append(f"connector {c.key!r}: fixed_in {c.fixed_in!r} is not a release")
         for n in c.vllm_names:
             if n in seen:
                 out.append(f"vLLM name {n!r} registered by {seen[n]!r} and {c.key!r}")
             seen[n] = c.key
     for a in ADVISORIES:
-        if not (a.id and a.what) or version_tuple(a.affected_through) is None:
+        if not (a.id and a.what) or release_version(a.affected_through) is None:
             out.append(f"advisory {a.id!r}: incomplete")
     for v, what in BAD_NIXL.items():
-        if version_tuple(v) is None or not what:
+        if release_version(v) is None or not what:
             out.append(f"bad NIXL entry {v!r}: incomplete")
     return out

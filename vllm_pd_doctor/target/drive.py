@@ -14,10 +14,7 @@ import inspect
 import time
 from typing import Any
 
-if __package__:
-    from . import observe
-else:  # pragma: no cover - run as a plain script
-    import observe  # type: ignore[no-redef]
+from . import observe
 
 
 class InternalsError(Exception):

@@ -20,23 +20,33 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, cast
 
-if __package__:
-    from . import connectors, drive, hotfix, observe, sizing, triggers
-else:  # pragma: no cover - run as a plain script
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import connectors  # type: ignore[no-redef]
-    import drive  # type: ignore[no-redef,import-not-found]
-    import hotfix  # type: ignore[no-redef]
-    import observe  # type: ignore[no-redef]
-    import sizing  # type: ignore[no-redef,import-not-found]
-    import triggers  # type: ignore[no-redef,import-not-found]
+from . import connectors, drive, hotfix, observe, platformrules, sizing, triggers, wire
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = wire.SCHEMA_VERSION
 NUM_BLOCKS = 256
 InternalsError = drive.InternalsError
 construct = drive.construct
+
+
+class ModelError(InternalsError):
+    """vLLM could not build the ModelConfig because of the model class (see sizing.diagnose_model)."""
+
+    def __init__(self, why: dict[str, str], vllm_message: str) -> None:
+        super().__init__("build ModelConfig", why["message"])
+        self.kind = why["kind"]
+        self.hint = why.get("hint")
+        self.vllm_message = vllm_message
+
+
+class NotServable(InternalsError):
+    """vLLM's own config rules refuse this model with this connector: no verdict to give."""
+
+    kind = "not_servable"
+
+    def __init__(self, message: str) -> None:
+        super().__init__("group the KV cache", message)
 
 
 def _conn(key: str) -> connectors.Connector:
@@ -49,7 +59,7 @@ def _conn(key: str) -> connectors.Connector:
 # --------------------------------------------------------------------------- vLLM facts
 
 
-def vllm_facts() -> dict[str, Any]:
+def vllm_facts() -> wire.VllmFacts:
     import vllm
 
     return {
@@ -79,12 +89,12 @@ def available_connectors(registry: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def library_status(module: str) -> dict[str, Any]:
+def library_status(module: str) -> wire.TransferLibrary:
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
         spec = None
-    return {"module": module, "installed": spec is not None}
+    return {"module": module, "installed": spec is not None, "needed_for_scheduler": False}
 
 
 # --------------------------------------------------------------------------- config
@@ -126,20 +136,29 @@ class Setup:
                 "set the hash granularity", "this vLLM's CacheConfig has no prefix_match_unit"
             )
         self.platform = spec.get("platform") or sizing.native_platform()
-        self.model_config = construct(
-            "build ModelConfig",
-            vcfg.ModelConfig,
-            model=self.model_dir,
-            tokenizer=self.model_dir,
-            skip_tokenizer_init=True,
-            dtype=spec.get("dtype") or "bfloat16",
-            seed=0,
-            max_model_len=spec.get("max_model_len"),
-            trust_remote_code=False,
-        )
+        try:
+            self.model_config = construct(
+                "build ModelConfig",
+                vcfg.ModelConfig,
+                model=self.model_dir,
+                tokenizer=self.model_dir,
+                skip_tokenizer_init=True,
+                dtype=spec.get("dtype") or "bfloat16",
+                seed=0,
+                max_model_len=spec.get("max_model_len"),
+                trust_remote_code=False,
+            )
+        except InternalsError as exc:
+            why = sizing.diagnose_model(self.hf_config)
+            if why is None:
+                raise
+            raise ModelError(why, exc.message) from exc
         self.facts = sizing.model_facts(self.model_config)
         self.config_s = time.perf_counter() - t1
         self._built: dict[tuple[str, int], Any] = {}
+        self._layers: dict[str, Any] | None = None
+        self._layers_error: str | None = None
+        self.layers_s: float | None = None
 
     def build(self, connector_name: str, budget: int) -> dict[str, Any]:
         """VllmConfig -> the platform's block sizing -> vLLM's KV cache groups."""
@@ -167,30 +186,35 @@ class Setup:
             is_encoder_decoder=False,
             async_scheduling=False,
         )
+        extra = next(
+            (dict(c.hybrid_extra) for c in connectors.all_connectors() if connector_name in c.vllm_names), {}
+        )
         kv_transfer_config = construct(
             "build KVTransferConfig",
             vcfg.KVTransferConfig,
             kv_connector=connector_name,
             kv_role=spec["kv_role"],
+            kv_connector_extra_config=extra,
         )
         # VllmConfig runs the model's config hooks (mode rewrites, state dtypes) once per
         # ModelConfig object (its `config_updated` guard): give each build its own copy.
-        vllm_config = construct(
-            "build VllmConfig",
-            vcfg.VllmConfig,
-            model_config=copy.deepcopy(self.model_config),
-            cache_config=cache_config,
-            scheduler_config=scheduler_config,
-            kv_transfer_config=kv_transfer_config,
-            device_config=construct("build DeviceConfig", vcfg.DeviceConfig, device="cpu"),
-        )
+        with platformrules.config_rules(self.platform) as not_from_vllm:
+            vllm_config = construct(
+                "build VllmConfig",
+                vcfg.VllmConfig,
+                model_config=copy.deepcopy(self.model_config),
+                cache_config=cache_config,
+                scheduler_config=scheduler_config,
+                kv_transfer_config=kv_transfer_config,
+                device_config=construct("build DeviceConfig", vcfg.DeviceConfig, device="cpu"),
+            )
         cache = vllm_config.cache_config
         try:
             align = sizing.align_block_size(vllm_config, self.platform, spec.get("block_size"))
-            counts = sizing.layer_counts(vllm_config.model_config, vllm_config.parallel_config)
             cls = sizing.model_class(vllm_config.model_config)
             shapes, dtypes = sizing.mamba_state(vllm_config, cls)
-            specs = sizing.kv_cache_specs(vllm_config, cls, counts, self.platform)
+            specs, counts = self.layer_specs(vllm_config, cls)
+            sizing.check_state_group(self.facts, counts)
             layout = sizing.resolve_layout(vllm_config, specs, self.platform)
             # max_model_len follows N (vLLM checks one request of it fits the KV cache).
             w = int(cache.block_size)
@@ -198,9 +222,15 @@ class Setup:
             used_len = min(max_len, n + w + 2)
             vllm_config.model_config.max_model_len = used_len
             vllm_config.scheduler_config.max_model_len = used_len
-            kv, sched_bs, hash_bs = sizing.kv_cache_config(vllm_config, specs, NUM_BLOCKS)
+            kv, sched_bs, hash_bs = self.group(vllm_config, specs, connector_name)
         except sizing.SizingError as exc:
-            raise InternalsError(exc.stage, exc.message) from exc
+            err = InternalsError(exc.stage, exc.message)
+            if exc.stage == "find the state layers":
+                err.kind = "no_state_group"  # type: ignore[attr-defined]
+            raise err from exc
+        align["not_from_vllm"] = [*not_from_vllm, *align["not_from_vllm"]]
+        if self._layers_error is not None:
+            align["not_from_vllm"].append(f"KV cache specs: {counts['from']}")
         built = {
             "vllm_config": vllm_config,
             "kv_cache_config": kv,
@@ -226,11 +256,41 @@ class Setup:
                     " / get_mamba_state_dtype_from_config",
                 },
                 "kv_cache_groups": sizing.describe_groups(kv),
+                "layers_build_s": self.layers_s,
                 "kv_cache_layout": layout,
             },
         }
         self._built[key] = built
         return built
+
+    def group(self, vllm_config: Any, specs: dict[str, Any], connector_name: str) -> tuple[Any, int, int]:
+        """vLLM's KV cache grouping; where vLLM turned the hybrid KV cache manager off for this
+        connector and then cannot group the model's state layers, vLLM itself would not start."""
+        try:
+            return sizing.kv_cache_config(vllm_config, specs, NUM_BLOCKS)
+        except ValueError as exc:
+            if getattr(vllm_config.scheduler_config, "disable_hybrid_kv_cache_manager", None):
+                raise NotServable(
+                    f"vLLM would not start this model with {connector_name}: the connector does not "
+                    "support the hybrid KV cache manager (SupportsHMA) in this release, so vLLM turns "
+                    f"it off, and then cannot group the model's state layers ({exc})"
+                ) from exc
+            raise
+
+    def layer_specs(self, vllm_config: Any, cls: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Each layer's own KV cache spec (the model built once, on the meta device); where the
+        model class cannot be built in this interpreter (a CUDA-only class on a CPU box), the
+        specs from vLLM's config view, said so in `layers.from` and `not_from_vllm`."""
+        if self._layers is None and self._layers_error is None:
+            t0 = time.perf_counter()
+            try:
+                self._layers = sizing.build_layers(vllm_config, cls)
+            except sizing.SizingError as exc:
+                self._layers_error = exc.message
+            self.layers_s = round(time.perf_counter() - t0, 3)
+        if self._layers is not None:
+            return sizing.layer_specs(vllm_config, self._layers, self.platform)
+        return sizing.config_layer_specs(vllm_config, cls, self.platform, str(self._layers_error))
 
     def scheduler_factory(self, connector_name: str) -> Any:
         def build(budget: int) -> tuple[Any, Any]:
@@ -268,7 +328,7 @@ def build_scheduler(vllm_config: Any, kv_cache_config: Any, block_size: int, has
 # --------------------------------------------------------------------------- runs
 
 
-def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
+def run_connector(setup: Setup, key: str, vllm_name: str) -> wire.ConnectorResult:
     spec = setup.spec
     t0 = time.perf_counter()
     probe = setup.build(vllm_name, 2048)
@@ -299,8 +359,50 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
     control = triggers.run_variant(
         "same-prompt", factory, n + 1, w, vocab, budget, control_rec, phase_prefix="control-"
     )
-    first = runs[0]
     notes = [x for x in (triggers.granularity_note(n, hash_bs),) if x]
+    notes += [r["why_not_fired"] for r in runs if r.get("why_not_fired")]
+    notes += [
+        f"{setup.platform} judged from a {platformrules.running()} box, not from vLLM: {d}"
+        for d in sz["not_from_vllm"]
+    ]
+    answer = _connector_answer(
+        setup, key, vllm_name, sz, n, budget, runs, _control_answer(control, control_rec.events)
+    )
+    answer.update({"notes": notes, "elapsed_s": round(time.perf_counter() - t0, 3)})
+    return answer
+
+
+def _control_answer(control: dict[str, Any], events: list[wire.Event]) -> wire.ControlRun:
+    """The control run as the answer lists it."""
+    return {
+        "prompt_len": control["prompt_len"],
+        "assertion_fired": control["assertion"]["fired"],
+        "assertion_location": control["assertion"]["location"],
+        "assertion_statement": control["assertion"]["statement"],
+        "matches_53514": control["assertion"]["matches_53514"],
+        "assertion_kind": control["assertion"]["kind"],
+        "hit_tokens": control["hit_tokens"],
+        "scheduled_tokens": control["scheduled_tokens"],
+        "truncation_hook": control["truncation"]["hook"],
+        "prompt": control["prompt"],
+        "events": events,
+    }
+
+
+def _connector_answer(
+    setup: Setup,
+    key: str,
+    vllm_name: str,
+    sz: dict[str, Any],
+    n: int,
+    budget: int,
+    runs: list[dict[str, Any]],
+    control: wire.ControlRun,
+) -> wire.ConnectorResult:
+    """One connector's answer: sizes (`sz`, for N = `n` under `budget`), the first trigger's
+    facts, every trigger, the control."""
+    spec = setup.spec
+    first = runs[0]
     lib = library_status(_conn(key).library)
     return {
         "connector": key,
@@ -308,11 +410,11 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
         "kv_connector": vllm_name,
         "connector_class": first["connector_class"],
         "connector_scheduler_class": first["connector_scheduler_class"],
-        "transfer_library": {**lib, "needed_for_scheduler": False},
+        "transfer_library": lib,
         "config": {
-            "block_size": w,
+            "block_size": int(sz["effective_block_size"]),
             "requested_block_size": spec.get("block_size"),
-            "hash_block_size": hash_bs,
+            "hash_block_size": int(sz["hash_block_size"]),
             "scheduler_block_size": sz["scheduler_block_size"],
             "prefix_match_unit": sz["prefix_match_unit"],
             "platform": setup.platform,
@@ -335,31 +437,20 @@ def run_connector(setup: Setup, key: str, vllm_name: str) -> dict[str, Any]:
         "warmup": first["warmup"],
         "wrapped": first["wrapped"],
         "trigger": first["name"],
-        "triggers": [
-            {k: v for k, v in r.items() if k not in ("warmup", "wrapped", "sizing")}
-            | {"block_size": r["sizing"]["effective_block_size"]}
-            for r in runs
-        ],
-        "control": {
-            "prompt_len": control["prompt_len"],
-            "assertion_fired": control["assertion"]["fired"],
-            "assertion_location": control["assertion"]["location"],
-            "assertion_statement": control["assertion"]["statement"],
-            "matches_53514": control["assertion"]["matches_53514"],
-            "assertion_kind": control["assertion"]["kind"],
-            "hit_tokens": control["hit_tokens"],
-            "scheduled_tokens": control["scheduled_tokens"],
-            "truncation_hook": control["truncation"]["hook"],
-            "prompt": control["prompt"],
-            "events": control_rec.events,
-        },
-        "notes": notes,
+        "triggers": [_trigger_entry(r) for r in runs],
+        "control": control,
         "events": first["events"],
-        "elapsed_s": round(time.perf_counter() - t0, 3),
     }
 
 
-def _connector_error(key: str, vllm_name: str, stage: str, message: str) -> dict[str, Any]:
+def _trigger_entry(run: dict[str, Any]) -> wire.TriggerRun:
+    """One trigger run as the answer lists it: no warm-up, wrapping or sizing detail."""
+    entry = {k: v for k, v in run.items() if k not in ("warmup", "wrapped", "sizing")}
+    entry["block_size"] = run["sizing"]["effective_block_size"]
+    return cast(wire.TriggerRun, entry)  # triggers.run_variant builds it key by key
+
+
+def _connector_error(key: str, vllm_name: str, stage: str, message: str) -> wire.ConnectorResult:
     return {
         "connector": key,
         "connector_label": _conn(key).label,
@@ -382,15 +473,46 @@ def check_importable(registry: dict[str, Any], vllm_name: str) -> None:
     except ImportError as exc:
         missing = getattr(exc, "name", None)
         detail = (
-            f"it needs the Python module {missing!r}, not installed here"
+            f"it needs the Python module {missing!r}, not installed in this environment (install it "
+            "there, e.g. `uv pip install --python <this python> " + str(missing).split(".")[0] + "`; "
+            "pd-doctor's own environments, --vllm X, carry it)"
             if missing
             else f"{type(exc).__name__}: {exc}"
         )
         raise InternalsError("import the connector", f"{vllm_name} cannot be loaded: {detail}") from exc
 
 
-def run(spec: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def _run_one(setup: Setup, registry: dict[str, Any], key: str, vllm_name: str) -> wire.ConnectorResult:
+    """One connector's run, or what stopped it (the other connectors still run)."""
+    try:
+        check_importable(registry, vllm_name)
+        return run_connector(setup, key, vllm_name)
+    except InternalsError as exc:
+        answer = _connector_error(key, vllm_name, exc.stage, exc.message)
+        answer["error"]["kind"] = getattr(exc, "kind", "internals")
+        return answer
+    except Exception as exc:
+        return _connector_error(key, vllm_name, "run the connector", f"{type(exc).__name__}: {exc}")
+
+
+def _wanted(asked: list[str], present: dict[str, str]) -> tuple[list[str], wire.Error | None]:
+    """The connector keys to run (["all"]: every one this vLLM has), or the error naming the
+    asked ones it lacks."""
+    if asked == ["all"]:
+        return [k for k in connectors.connector_keys() if k in present], None
+    missing = [k for k in asked if k not in present]
+    if not missing:
+        return asked, None
+    return asked, {
+        "kind": "connector_missing",
+        "stage": "find the connector",
+        "message": f"this vLLM has no {', '.join(missing)} connector "
+        f"(it has: {', '.join(sorted(present)) or 'none'})",
+    }
+
+
+def run(spec: dict[str, Any]) -> wire.HarnessAnswer:
+    out: wire.HarnessAnswer = {
         "schema_version": SCHEMA_VERSION,
         "engine": "inprocess",
         "python": observe.python_info(),
@@ -409,17 +531,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         registry = connector_registry()
         present = available_connectors(registry)
         out["available_connectors"] = sorted(present)
-        wanted = spec["connectors"]
-        if wanted == ["all"]:
-            wanted = [k for k in connectors.connector_keys() if k in present]
-        missing = [k for k in wanted if k not in present]
-        if missing:
-            out["error"] = {
-                "kind": "connector_missing",
-                "stage": "find the connector",
-                "message": f"this vLLM has no {', '.join(missing)} connector "
-                f"(it has: {', '.join(sorted(present)) or 'none'})",
-            }
+        wanted, missing = _wanted(spec["connectors"], present)
+        if missing is not None:
+            out["error"] = missing
             return out
         if spec.get("hotfix"):  # pd-doctor hotfix (issue 13): patch before any scheduler exists
             out["hotfix"] = hotfix.apply([present[k] for k in wanted])
@@ -438,25 +552,17 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             return out
         if spec.get("triggers") == ["all"]:
             spec["triggers"] = list(triggers.TRIGGERS)
-        results = []
-        for key in wanted:
-            try:
-                check_importable(registry, present[key])
-                results.append(run_connector(setup, key, present[key]))
-            except InternalsError as exc:
-                results.append(_connector_error(key, present[key], exc.stage, exc.message))
-            except Exception as exc:
-                results.append(
-                    _connector_error(key, present[key], "run the connector", f"{type(exc).__name__}: {exc}")
-                )
-        out["results"] = results
+        out["results"] = [_run_one(setup, registry, key, present[key]) for key in wanted]
     except InternalsError as exc:
         out["error"] = {
-            "kind": "internals",
+            "kind": getattr(exc, "kind", "internals"),
             "stage": exc.stage,
             "message": exc.message,
             "traceback": traceback.format_exc(),
         }
+        if isinstance(exc, ModelError):
+            out["error"]["hint"] = exc.hint
+            out["error"]["vllm_message"] = exc.vllm_message
     except Exception as exc:
         out["error"] = {
             "kind": "internals",

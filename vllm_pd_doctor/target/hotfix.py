@@ -26,19 +26,8 @@ import os
 import sys
 from typing import Any
 
-if __package__:
-    from . import connectors
-    from .hotfix_plan import GUARD_KEY, _plan, _scheduler_half, plan, plan_class
-else:  # pragma: no cover - run as a plain script
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import connectors  # type: ignore[no-redef]
-    from hotfix_plan import (  # type: ignore[no-redef]
-        GUARD_KEY,
-        _plan,
-        _scheduler_half,
-        plan,
-        plan_class,
-    )
+from . import connectors
+from .hotfix_plan import GUARD_KEY, _plan, _scheduler_half, plan, plan_class
 
 __all__ = ["GUARD_KEY", "apply", "patch_class", "plan", "plan_class", "register"]
 

@@ -11,16 +11,11 @@ from __future__ import annotations
 
 import ast
 import inspect
-import os
 import sys
 import textwrap
 from typing import Any
 
-if __package__:
-    from . import connectors
-else:  # pragma: no cover - run as a plain script
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import connectors  # type: ignore[no-redef]
+from . import connectors
 
 GUARD_KEY = "_p_side_truncated"
 """Key of the guard pd-doctor adds where a release has none (the upstream fix's own key)."""

@@ -16,6 +16,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from . import wire
+
 # Hook names of the KV connector scheduler API that may truncate a P-side prompt.
 CONNECTOR_HOOKS = (
     "on_new_request",
@@ -39,9 +41,9 @@ def vllm_relpath(filename: str) -> str:
     return norm
 
 
-def vllm_frames(frames: list[traceback.FrameSummary]) -> list[dict[str, Any]]:
+def vllm_frames(frames: list[traceback.FrameSummary]) -> list[wire.Frame]:
     """The frames that belong to vLLM (not to us, not to the stdlib)."""
-    out = []
+    out: list[wire.Frame] = []
     for fr in frames:
         fname = fr.filename.replace("\\", "/")
         if fname.startswith(_THIS_DIR) or "/vllm/" not in fname:
@@ -49,7 +51,7 @@ def vllm_frames(frames: list[traceback.FrameSummary]) -> list[dict[str, Any]]:
         out.append(
             {
                 "file": vllm_relpath(fname),
-                "line": fr.lineno,
+                "line": fr.lineno or 0,
                 "function": fr.name,
                 "code": (fr.line or "").strip(),
             }
@@ -270,7 +272,7 @@ def _plain(value: Any) -> Any:
     return type(value).__name__
 
 
-def summarize(rec: Recorder, request_id: str) -> dict[str, Any]:
+def summarize(rec: Recorder, request_id: str) -> wire.TruncationSummary:
     """The truncation verdict for one request, from the recorded events."""
     truncs = rec.of_kind("truncate", request_id)
     lookups = [e for e in rec.of_kind("lookup", request_id) if e.get("hit_tokens") is not None]
@@ -303,7 +305,7 @@ def summarize(rec: Recorder, request_id: str) -> dict[str, Any]:
     }
 
 
-def exception_location(exc: BaseException) -> dict[str, Any] | None:
+def exception_location(exc: BaseException) -> wire.ExceptionLocation | None:
     """File:line and source text of the innermost vLLM frame of an exception."""
     frames = traceback.extract_tb(exc.__traceback__)
     vf = vllm_frames(list(frames))

@@ -19,7 +19,7 @@ import sys
 import threading
 from typing import Any
 
-from . import hotfix, observe
+from . import hotfix, observe, wire
 
 ENV_TRACE = "PD_DOCTOR_TRACE"
 ENV_CONV_LAYOUT = "PD_DOCTOR_CONV_STATE_LAYOUT"
@@ -82,14 +82,13 @@ def _wrap_schedule(rec: observe.Recorder, sched: Any) -> None:
         try:
             return original(*args, **kwargs)
         except BaseException as exc:
-            loc = observe.exception_location(exc)
-            rec.emit(
-                "exception",
-                type=type(exc).__name__,
-                message=str(exc),
-                location=loc,
-                traceback=observe.format_exception(exc)[-6000:],
-            )
+            event: wire.ExceptionFields = {
+                "type": type(exc).__name__,
+                "message": str(exc),
+                "location": observe.exception_location(exc),
+                "traceback": observe.format_exception(exc)[-6000:],
+            }
+            rec.emit("exception", **event)
             raise
 
     schedule.__wrapped__ = original  # type: ignore[attr-defined]
@@ -107,16 +106,16 @@ def instrument(sched: Any, path: str) -> None:
     _wrap_add_request(rec, sched)
     _wrap_schedule(rec, sched)
     cache_cfg = getattr(sched, "cache_config", None)
-    rec.emit(
-        "scheduler_ready",
-        scheduler_class=type(sched).__qualname__,
-        connector_class=type(connector).__qualname__ if connector is not None else None,
-        hooks=hooks,
-        lookups=lookups,
-        block_size=getattr(cache_cfg, "block_size", None),
-        mamba_cache_mode=str(getattr(cache_cfg, "mamba_cache_mode", None)),
-        enable_prefix_caching=getattr(cache_cfg, "enable_prefix_caching", None),
-    )
+    ready: wire.SchedulerReady = {
+        "scheduler_class": type(sched).__qualname__,
+        "connector_class": type(connector).__qualname__ if connector is not None else None,
+        "hooks": hooks,
+        "lookups": lookups,
+        "block_size": getattr(cache_cfg, "block_size", None),
+        "mamba_cache_mode": str(getattr(cache_cfg, "mamba_cache_mode", None)),
+        "enable_prefix_caching": getattr(cache_cfg, "enable_prefix_caching", None),
+    }
+    rec.emit("scheduler_ready", **ready)
 
 
 def keep_conv_state_layout(path: str) -> None:

@@ -10,11 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-if __package__:
-    from . import drive, observe
-else:  # pragma: no cover - run as a plain script
-    import drive  # type: ignore[no-redef,import-not-found]
-    import observe  # type: ignore[no-redef]
+from . import drive, observe
 
 TRIGGERS: dict[str, str] = {
     "same-prompt": "the same prompt twice: the first request caches the truncated prompt, "
@@ -42,8 +38,8 @@ def matches_53514(statement: str | None, function: str | None) -> bool:
 
 def describe_exception(exc: BaseException, rid: str, rec: observe.Recorder) -> dict[str, Any]:
     loc = observe.exception_location(exc)
-    statement = (loc or {}).get("code", "") or ""
-    function = (loc or {}).get("function")
+    statement = (loc["code"] if loc else "") or ""
+    function = loc["function"] if loc else None
     location = f"{loc['file']}:{loc['line']}" if loc else None
     is_assert = isinstance(exc, AssertionError)
     rec.emit(
@@ -149,6 +145,9 @@ def run_variant(
         }
     truncation = observe.summarize(rec, rid)
     truncations = len(rec.of_kind("truncate", rid))
+    why = None
+    if name == "preempt" and not assertion["fired"]:
+        why = preempt_note(truncations, truncation["hit_tokens"], len(trig.prompt_token_ids))
     return {
         "name": name,
         "description": TRIGGERS[name],
@@ -159,6 +158,7 @@ def run_variant(
         "truncation": truncation,
         "truncations": truncations,
         "preempted_by": res.get("preempted_by"),
+        "why_not_fired": why,
         "prompt": {"len_before": res["len_before"], "len_after": res["len_after"]},
         "hit_tokens": truncation["hit_tokens"],
         "scheduled_tokens": res["scheduled_tokens"],
@@ -182,4 +182,17 @@ def granularity_note(n: int, hash_block: int) -> str | None:
     return (
         f"N-1 = {n - 1} is not a multiple of the prefix-cache hash granularity "
         f"{hash_block}, so no lookup can hit exactly N-1 tokens; {would} would"
+    )
+
+
+def preempt_note(truncations: int, hit: int | None, prompt_len: int) -> str | None:
+    """Why the preempt trigger cannot fire where the truncation ran once, from what vLLM did."""
+    if truncations != 1 or hit is None:
+        return None
+    return (
+        f"preempt: not fired, as vLLM's code has it: the P-side truncation ran once, on the cold "
+        f"first schedule (nothing cached yet); after the preemption the resumed request's lookup hit "
+        f"{hit} of its {prompt_len} (already truncated) tokens, and vLLM stops a lookup one token short "
+        f"of the prompt, so {prompt_len - hit} were left to compute. This trigger fires only where a "
+        "resumed request is truncated again after its lookup (the truncation running twice)"
     )

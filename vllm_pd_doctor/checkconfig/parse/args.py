@@ -141,6 +141,12 @@ def parse_args(
         if not tok.startswith("-") or tok == "-" or _is_number(tok):
             positional.append(tok)
             continue
+        if tok.startswith("---"):
+            raise BadInput(
+                f"{what}: {tok.split('=')[0]!r} has three dashes: vLLM's parser rejects it "
+                "(unrecognized arguments)",
+                hint=f"write --{tok.lstrip('-').split('=')[0]}",
+            )
         name, eq, inline = tok.lstrip("-").partition("=")
         base, dot, sub = name.partition(".")
         if not tok.startswith("--"):
@@ -176,14 +182,16 @@ def parse_args(
         else:
             raise BadInput(f"{what}: --{name} needs a value")
         if dot:
-            if kind != JSON:
+            if kind in (INT, BOOL):
                 raise BadInput(f"{what}: --{name}: --{base} takes no dotted sub-keys")
             parts = sub.split(".")
             if any(not p for p in parts):
                 raise BadInput(f"{what}: --{name}: empty key in the dotted form")
             _set_dotted(dotted.setdefault(base, {}), parts, _dotted_value(raw))
             continue
-        if kind == INT:
+        if kind == INT and raw.startswith("$((") and raw.endswith("))"):
+            values[base] = raw  # arithmetic on what the file cannot tell: left symbolic (unknown)
+        elif kind == INT:
             values[base] = _int(what, base, raw)
         elif kind == JSON:
             v = _json_value(what, base, raw)

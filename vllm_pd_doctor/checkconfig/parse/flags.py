@@ -130,7 +130,7 @@ SHORT = {
     "sc": "structured-outputs-config",
 }
 
-_VERSION = 1
+_VERSION = 2
 """Bump when the reader changes (invalidates cached tables)."""
 _FILES = ("engine/arg_utils.py", "entrypoints/openai/cli_args.py", "entrypoints/cli/serve.py")
 _CLASSES = {"EngineArgs", "AsyncEngineArgs", "BaseFrontendArgs", "FrontendArgs"}
@@ -247,12 +247,30 @@ def _read(vdir: str) -> FlagTable:
     return table
 
 
+def _parser_files(vdir: str) -> list[Path]:
+    """The files that define `vllm serve`'s arguments, found by what they hold (the frontend moved
+    from entrypoints/openai/cli_args.py to entrypoints/launchers/cli_args.py in 0.31): the known
+    ones, and any entrypoints module defining one of the argument classes."""
+    root = Path(vdir)
+    found = [root / rel for rel in _FILES if (root / rel).is_file()]
+    marks = tuple(f"class {c}" for c in _CLASSES)
+    for p in sorted((root / "entrypoints").rglob("*.py")):
+        if p in found or "__pycache__" in p.parts:
+            continue
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if any(m in text for m in marks):
+            found.append(p)
+    return found
+
+
 def _read_source(vdir: str) -> FlagTable:
     kinds: dict[str, str] = {}
     aliases: dict[str, str] = {}
     trees = []
-    for rel in _FILES:
-        p = Path(vdir) / rel
+    for p in _parser_files(vdir):
         try:
             trees.append(ast.parse(p.read_text(encoding="utf-8")))
         except (OSError, SyntaxError, ValueError):

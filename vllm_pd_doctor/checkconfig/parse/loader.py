@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse import bounded, manifests
-from vllm_pd_doctor.checkconfig.parse.shell import Interp
+from vllm_pd_doctor.checkconfig.parse import bounded, manifests, paste, platforms, pyserve
+from vllm_pd_doctor.checkconfig.parse.shell import Interp, LimitReached
 from vllm_pd_doctor.checkconfig.parse.shellexpand import Scope, expand
 from vllm_pd_doctor.checkconfig.parse.shellwords import ShellSyntaxError, tokenize
 from vllm_pd_doctor.checkconfig.parse.wrappers import Found
@@ -25,6 +26,7 @@ from vllm_pd_doctor.checkconfig.types import LaunchCommand
 from vllm_pd_doctor.errors import BadInput
 
 ROLES = ("prefill", "decode")
+"""Roles of the KV transfer; an encoder instance (E/P/D) has role `encoder`."""
 _LABEL = re.compile(r"^(\s*)(prefill|decode)\s*[:=]\s*", re.IGNORECASE | re.MULTILINE)
 _YAML_START = re.compile(
     r"^(---\s*$|apiVersion\s*:|kind\s*:|services\s*:|roles\s*:"
@@ -53,6 +55,11 @@ def parse_config_text(
         return _parse_config_text(text, label, suffix, dict(variables or {}), base)
     except RecursionError:
         raise BadInput(f"{label}: nested too deeply") from None
+    except LimitReached as exc:
+        raise BadInput(
+            f"{label}: not read: {exc} (a bound of pd-doctor's symbolic run)",
+            hint="give the launch commands themselves (--prefill-cmd / --decode-cmd) or a smaller file",
+        ) from None
     except ShellSyntaxError as exc:  # a command string inside YAML/JSON
         raise BadInput(
             f"{label}: cannot split a command ({exc})",
@@ -65,6 +72,7 @@ def _parse_config_text(
 ) -> tuple[LaunchCommand, ...]:
     proxy: dict[str, str] = {}
     found: list[Found] | None = None
+    text = paste.line_ends(text)
     stripped = text.lstrip()
     if suffix == ".json" or stripped.startswith(("{", "[")):
         doc = bounded.load_json(text, label)
@@ -81,11 +89,32 @@ def _parse_config_text(
                 raise
             docs = []  # text that only starts like YAML (a Justfile): read it as shell
         if any(isinstance(d, (dict, list)) for d in docs):
-            found = manifests.from_docs(docs, label, variables)
+            docs = platforms.prepare(docs)
+            found = platforms.from_docs(docs, label, variables)
+            if found is None:
+                found = manifests.from_docs(docs, label, variables)
         if found is None and suffix in (".yaml", ".yml"):
             raise BadInput(f"{label}: YAML without prefill: / decode: entries or containers")
+    if found is None and (suffix == ".py" or pyserve.looks_like(text)):
+        found = pyserve.from_python(text, label)
+        if found is None and suffix == ".py":
+            raise BadInput(
+                f"{label}: no vLLM server in this Python file (read with ast, not run): neither "
+                "Ray Serve LLMConfig(...) nor a `vllm serve` command list or string",
+                hint="give the launch commands with --prefill-cmd / --decode-cmd",
+            )
+    if found is None and _YAML_FENCE.search(text) and not _FENCE.search(text):
+        found = _yaml_fences(text, label, variables) or None  # a page of manifests
     if found is None:
-        found, proxy = _from_shell(text, label, variables)
+        found, proxy, modules = _from_shell(text, label, variables)
+        if not found and modules:
+            raise BadInput(
+                f"{label}: no launch command found: `python -m ${modules[0]}` starts a module the "
+                "file does not name",
+                hint=f"give it: --set {modules[0]}={_module_named(text)}",
+            )
+    if not found and not proxy:
+        found = _yaml_fences(text, label, variables)
     if not found:
         if stripped.startswith(("{", "[")) or suffix in (".json", ".yaml", ".yml"):
             raise BadInput(
@@ -101,6 +130,30 @@ def _parse_config_text(
     return tuple(_assign(found, proxy, label))
 
 
+def _yaml_fences(text: str, label: str, variables: dict[str, str]) -> list[Found]:
+    """A page whose commands are all in ```yaml blocks (a manifest, a values file, a Serve config)."""
+    blocks = [textwrap.dedent(m.group(1)) for m in _YAML_FENCE.finditer(text)]
+    docs: list[Any] = []
+    for b in blocks:
+        try:
+            docs += [d for d in bounded.load_yaml_all(b, f"{label} (yaml block)") if isinstance(d, dict)]
+        except BadInput:
+            continue
+    if not docs:
+        return []
+    docs = platforms.prepare(docs)
+    got = platforms.from_docs(docs, label, variables)
+    return got if got is not None else (manifests.from_docs(docs, label, variables) or [])
+
+
+def _module_named(text: str) -> str:
+    """The server module a file's text names (for the `--set WORKER_MODULE=...` hint)."""
+    m = re.search(r"\b(dynamo\.vllm|vllm\.entrypoints\.openai\.api_server)\b", text)
+    if m:
+        return m.group(1)
+    return "vllm.entrypoints.openai.api_server" if re.search(r"vllm[ \t]+serve", text) else "MODULE"
+
+
 def _looks_like_yaml(text: str) -> bool:
     for line in text.splitlines():
         s = line.strip()
@@ -110,7 +163,10 @@ def _looks_like_yaml(text: str) -> bool:
     return False
 
 
-_FENCE = re.compile(r"^```[ \t]*(bash|sh|shell|console|zsh|text)?[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+_FENCE = re.compile(
+    r"^[ \t]*```[ \t]*(bash|sh|shell|console|zsh|text)?[ \t]*\n(.*?)^[ \t]*```", re.MULTILINE | re.DOTALL
+)
+_YAML_FENCE = re.compile(r"^[ \t]*```[ \t]*(?:yaml|yml)[ \t]*\n(.*?)^[ \t]*```", re.MULTILINE | re.DOTALL)
 _PROMPT_CONT = re.compile(r"(\\\r?\n)[ \t]*> ")
 _PROMPT = re.compile(r"^([ \t]*)\$ (?=\S)", re.MULTILINE)
 _COMMENT = re.compile(r"^([ \t]*)#(?!!)(.*)$", re.MULTILINE)
@@ -119,7 +175,8 @@ _COMMENT = re.compile(r"^([ \t]*)#(?!!)(.*)$", re.MULTILINE)
 def _prepare(text: str) -> str:
     """What people paste: Markdown code fences, `$ ` prompts, `> ` continuation prompts;
     labels (`prefill:`) and comments naming a role become hints for the next server."""
-    blocks = [m.group(2) for m in _FENCE.finditer(text)]
+    text = paste.normalise(text)
+    blocks = [textwrap.dedent(m.group(2)) for m in _FENCE.finditer(text)]
     if blocks:
         text = "\n".join(blocks)
     text = _PROMPT_CONT.sub(lambda m: m.group(1), text)
@@ -133,11 +190,13 @@ def _prepare(text: str) -> str:
     return _COMMENT.sub(comment, text)
 
 
-def _from_shell(text: str, label: str, variables: Mapping[str, str]) -> tuple[list[Found], dict[str, str]]:
+def _from_shell(
+    text: str, label: str, variables: Mapping[str, str]
+) -> tuple[list[Found], dict[str, str], list[str]]:
     text = _prepare(text)
-    it = Interp(variables)
+    it = Interp(variables, pinned=variables)
     try:
-        it.run_text(text)
+        it.run_text(paste.without_prose(text))
     except ShellSyntaxError as exc:
         raise BadInput(
             f"{label}: cannot split the command ({exc})",
@@ -145,7 +204,7 @@ def _from_shell(text: str, label: str, variables: Mapping[str, str]) -> tuple[li
         ) from None
     except RecursionError:
         raise BadInput(f"{label}: shell text nested too deeply") from None
-    return it.found, it.proxy_roles
+    return it.found, it.proxy_roles, it.unresolved_modules
 
 
 def launch_from_command(
@@ -156,7 +215,7 @@ def launch_from_command(
         raise BadInput(
             f"{what}: empty command", hint='give the full launch command, e.g. "vllm serve MODEL ..."'
         )
-    it = Interp(variables or {})
+    it = Interp(variables or {}, pinned=variables or {})
     try:
         it.run_text(_prepare(text))
     except ShellSyntaxError as exc:
@@ -166,6 +225,8 @@ def launch_from_command(
         ) from None
     except RecursionError:
         raise BadInput(f"{what}: nested too deeply") from None
+    except LimitReached as exc:
+        raise BadInput(f"{what}: not read: {exc} (a bound of pd-doctor's symbolic run)") from None
     f = it.found[0] if it.found else _bare(text, what, variables or {})
     merge_vllm_config(f, Path.cwd())
     return LaunchCommand(
@@ -178,6 +239,7 @@ def launch_from_command(
         network=f.network,
         network_evidence=f.network_evidence,
         launcher=f.launcher,
+        image=f.image,
     )
 
 
@@ -267,13 +329,32 @@ def _kv(args: list[str]) -> tuple[str | None, str | None]:
     return role, port
 
 
+def _encoder(args: list[str]) -> bool:
+    """An encoder instance of an E/P/D setup: it hands encoder outputs on (`--ec-transfer-config`
+    with ec_role ec_producer) and has no KV connector: neither prefill nor decode."""
+    if any(a.split("=")[0].replace("_", "-").startswith("--kv-transfer-config") for a in args):
+        return False
+    for k, a in enumerate(args):
+        name, eq, val = a.partition("=")
+        if name.replace("_", "-") == "--ec-transfer-config":
+            raw = val if eq else (args[k + 1] if k + 1 < len(args) else "")
+            try:
+                d: Any = json.loads(raw)
+            except (json.JSONDecodeError, RecursionError):
+                return '"ec_producer"' in raw
+            return isinstance(d, dict) and d.get("ec_role") == "ec_producer"
+    return False
+
+
 def _assign(found: list[Found], proxy: dict[str, str], label: str) -> list[LaunchCommand]:
     for f in found:
         if f.role is not None:
             continue
         kv, port = _kv(f.args)
         named = [n.split(":", 2) for n in f.notes if n.startswith("name-role:")]
-        if kv in ("kv_producer", "kv_consumer"):
+        if _encoder(f.args):
+            f.role, f.role_source = "encoder", "ec_role ec_producer without a KV connector (encoder instance)"
+        elif kv in ("kv_producer", "kv_consumer"):
             f.role = "prefill" if kv == "kv_producer" else "decode"
             f.role_source = f"kv_role {kv}"
         elif named:
@@ -291,18 +372,8 @@ def _assign(found: list[Found], proxy: dict[str, str], label: str) -> list[Launc
             r = manifests.role_from_name(re.sub(r"[^A-Za-z_]+", " ", f.raw))
             if r:
                 f.role, f.role_source = r, "names in the command"
-    rest = [f for f in found if f.role is None]
-    have = {f.role for f in found if f.role}
-    for k, f in enumerate(rest):
-        if "prefill" not in have and "decode" not in have:
-            f.role = "prefill" if k < max(1, len(rest) // 2) else "decode"
-        elif "decode" not in have:
-            f.role = "decode"
-        elif "prefill" not in have:
-            f.role = "prefill"
-        else:
-            f.role = ROLES[k % 2]
-        f.role_source = "order in the file"
+    for phase in sorted({f.phase for f in found}):
+        _by_order([f for f in found if f.phase == phase])
     out: list[LaunchCommand] = []
     used: dict[str, int] = {}
     for f in found:
@@ -324,6 +395,24 @@ def _assign(found: list[Found], proxy: dict[str, str], label: str) -> list[Launc
                 network=f.network,
                 network_evidence=f.network_evidence,
                 launcher=f.launcher,
+                image=f.image,
+                phase=f.phase,
             )
         )
     return out
+
+
+def _by_order(found: list[Found]) -> None:
+    """Roles nothing else gave: the first half prefill, the rest decode (per phase)."""
+    rest = [f for f in found if f.role is None]
+    have = {f.role for f in found if f.role}
+    for k, f in enumerate(rest):
+        if "prefill" not in have and "decode" not in have:
+            f.role = "prefill" if k < max(1, len(rest) // 2) else "decode"
+        elif "decode" not in have:
+            f.role = "decode"
+        elif "prefill" not in have:
+            f.role = "prefill"
+        else:
+            f.role = ROLES[k % 2]
+        f.role_source = "order in the file"

@@ -21,25 +21,10 @@ from vllm_pd_doctor.checkconfig.parse.wrappers import Found
 from vllm_pd_doctor.errors import BadInput
 
 ROLES = ("prefill", "decode")
-_STRUCTURAL = {
-    "spec",
-    "template",
-    "containers",
-    "initContainers",
-    "extraPodSpec",
-    "mainContainer",
-    "services",
-    "roles",
-    "entryTemplate",
-    "workerTemplate",
-    "leaderTemplate",
-    "leaderWorkerTemplate",
-    "backend",
-    "workers",
-    "predictor",
-    "decoder",
-    "worker",
-}
+_NAMES = """spec template containers initContainers extraPodSpec mainContainer services roles
+entryTemplate workerTemplate leaderTemplate leaderWorkerTemplate backend workers predictor decoder
+worker standalonePattern leaderWorkerPattern customComponentsPattern patch templateRef roleTemplates"""
+_STRUCTURAL = set(_NAMES.split())
 _K8S_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
@@ -138,7 +123,7 @@ def _from_mapping(doc: dict[str, Any], label: str, variables: Mapping[str, str])
     return out
 
 
-def _env_map(raw: Any, what: str) -> dict[str, str]:
+def env_map(raw: Any, what: str) -> dict[str, str]:
     env: dict[str, str] = {}
     if isinstance(raw, list):
         for item in raw:
@@ -180,7 +165,7 @@ def _run(
     evidence: str = "",
     launcher: str = "",
 ) -> list[Found]:
-    it = Interp({**variables, **env})
+    it = Interp({**env, **variables}, pinned=variables)
     it.ctx[0].env = dict(env)
     it.ctx[0].launcher, it.ctx[0].network, it.ctx[0].network_evidence = launcher, network, evidence
     it.exported |= set(env)
@@ -204,7 +189,7 @@ def _entry(entry: Any, role: str, what: str, variables: Mapping[str, str]) -> Fo
         raise BadInput(
             f"{what}: expected a command string or a mapping with args/env, got {type(entry).__name__}"
         )
-    env = _env_map(entry.get("env"), what)
+    env = env_map(entry.get("env"), what)
     cmd = entry.get("command", entry.get("cmd"))
     raw_args = entry.get("args", [])
     if isinstance(raw_args, str):
@@ -284,7 +269,7 @@ def _compose(services: dict[str, Any], label: str, variables: Mapping[str, str])
             continue
         svc = interp(svc)
         image = str(svc.get("image", ""))
-        env = _env_map(svc.get("environment"), f"{label} (service {name})")
+        env = env_map(svc.get("environment"), f"{label} (service {name})")
 
         what = f"{label} (service {name})"
         entry, cmd = _words(svc.get("entrypoint"), what), _words(svc.get("command"), what)
@@ -312,7 +297,7 @@ def _compose(services: dict[str, Any], label: str, variables: Mapping[str, str])
         else:
             found = []
         for f in found:
-            f.name = str(name)
+            f.name, f.image = str(name), image or None
             r = role_from_name(str(name))
             if r and f.role is None:
                 f.notes.append(f"name-role:{r}:compose service name {name}")
@@ -391,9 +376,9 @@ def _container(
     variables: Mapping[str, str],
     svc: dict[str, Any] | None,
 ) -> None:
-    env = _env_map(c.get("env"), f"{kind} {top}")
+    env = env_map(c.get("env"), f"{kind} {top}")
     if svc is not None and (svc.get("envs") or svc.get("env")):
-        env = {**_env_map(svc.get("envs") or svc.get("env"), f"{kind} {top}"), **env}
+        env = {**env_map(svc.get("envs") or svc.get("env"), f"{kind} {top}"), **env}
     st = str(c.get("type", "")).lower()
     if st in ROLES:
         names = [*names, st]
@@ -437,7 +422,7 @@ def _container(
     else:
         found = []
     for f in found:
-        f.name = path
+        f.name, f.image = path, image or None
         st = str((svc or {}).get("subComponentType", "")).lower()
         if f.role is None and st in ROLES:
             f.role, f.role_source = st, f"subComponentType: {st}"

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
+from vllm_pd_doctor.checkconfig.parse.shellbuiltins import QUIET, output, proxy_ports, test
 from vllm_pd_doctor.checkconfig.parse.shellexpand import Scope, expand
 from vllm_pd_doctor.checkconfig.parse.shellparse import (
     AndOr,
@@ -33,66 +34,21 @@ from vllm_pd_doctor.checkconfig.parse.wrappers import Found, Script, unwrap
 MAX_ITER = 16
 MAX_STEPS = 20000
 MAX_DEPTH = 40
+MAX_VALUE = 256 * 1024
+"""Longest variable value (characters): `A=$A$A` repeated doubles it every line."""
+MAX_SERVERS = 128
+"""Most servers one input may start."""
+_KILL = {"kill", "pkill", "killall", "fuser"}
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=(.*)$", re.S)
 _DECL = {"export", "declare", "typeset", "local", "readonly"}
-_QUIET = {
-    "cd",
-    "pushd",
-    "popd",
-    "true",
-    ":",
-    "sleep",
-    "wait",
-    "trap",
-    "shopt",
-    "source",
-    ".",
-    "read",
-    "exit",
-    "return",
-    "kill",
-    "pkill",
-    "ulimit",
-    "umask",
-    "mkdir",
-    "rm",
-    "cp",
-    "mv",
-    "touch",
-    "chmod",
-    "ln",
-    "mapfile",
-    "readarray",
-    "break",
-    "continue",
-    "alias",
-    "ray",
-    "__pdd_role",
-    "__pdd_comment",
-    "unset",
-    "shift",
-    "set",
-    "eval",
-    "wait_for_server",
-    "curl",
-    "tail",
-}
-_PROXY_FLAGS = {
-    "--prefiller-ports": "prefill",
-    "--prefiller-port": "prefill",
-    "--prefill-ports": "prefill",
-    "--decoder-ports": "decode",
-    "--decoder-port": "decode",
-    "--decode-ports": "decode",
-    "--prefill": "prefill",
-    "--decode": "decode",
-    "--prefiller-hosts": "",
-    "--decoder-hosts": "",
-}
 
 
 class _Stop(Exception):
-    """Step or depth limit reached: keep what was found so far."""
+    """Depth limit reached: keep what was found so far."""
+
+
+class LimitReached(Exception):
+    """A bound of the symbolic run (steps, value size, servers): the input is reported, not read."""
 
 
 @dataclass
@@ -101,13 +57,19 @@ class _Ctx:
     launcher: str = ""
     network: str | None = None
     network_evidence: str = ""
+    image: str | None = None
 
 
 class Interp:
     """One script's symbolic run; `found` holds the servers, `proxy_roles` port -> role hints."""
 
-    def __init__(self, variables: Mapping[str, str]) -> None:
+    def __init__(self, variables: Mapping[str, str], pinned: Collection[str] = ()) -> None:
         named = {k: v for k, v in variables.items() if not k.isdigit()}
+        self.pinned = frozenset(pinned)
+        """Variables given with --set: the script's own assignments do not change them."""
+        self.phase = 0
+        self.called: set[str] = set()
+        self.unresolved_modules: list[str] = []
         self.sc = Scope(vars=named, command_subst=self._subst)
         nums = sorted((int(k), v) for k, v in variables.items() if k.isdigit() and int(k) > 0)
         if nums:
@@ -133,6 +95,9 @@ class Interp:
         nodes = parse_script(text)
         try:
             self._list(nodes)
+            if not self.found:  # pasted text shows a function it never calls: read its body
+                for name in [n for n in self.funcs if n not in self.called]:
+                    self._call(name, [])
         except _Stop:
             pass
 
@@ -147,7 +112,7 @@ class Interp:
     def _node(self, n: Node) -> bool | None:
         self.steps += 1
         if self.steps > MAX_STEPS:
-            raise _Stop
+            raise LimitReached(f"the symbolic run stopped after {MAX_STEPS} steps")
         if isinstance(n, Simple):
             return self._simple(n)
         if isinstance(n, AndOr):
@@ -179,7 +144,7 @@ class Interp:
                 self._list(n.body)
             return True
         if isinstance(n, While):
-            return True
+            return self._while(n)
         if isinstance(n, Case):
             word = expand(n.word, self.sc, split=False)[0]
             for pats, body in n.arms:
@@ -193,6 +158,20 @@ class Interp:
             return self._list(n.body)
         return None
 
+    def _while(self, n: While) -> bool | None:
+        """While the condition holds (argument parsing: `while [[ $# -gt 0 ]]; do ... shift`), at
+        most MAX_ITER times; once when it cannot be known (a wait loop) or when the body starts a
+        server (a restart loop, `while true; do vllm serve ...; done`, keeps one server)."""
+        before = len(self.found)
+        for _ in range(MAX_ITER):
+            cond = self._list(n.cond)
+            if cond is False:
+                break
+            self._list(n.body)
+            if cond is None or len(self.found) > before:
+                break
+        return True
+
     def _assign(self, raw: str, *, export: bool = False) -> tuple[str, str] | None:
         m = _ASSIGN.match(raw)
         if not m:
@@ -203,7 +182,11 @@ class Interp:
             self.sc.arrays[name] = (self.sc.arrays.get(name, []) if plus else []) + items
             self.sc.vars.pop(name, None)
             return None
+        if name in self.pinned:
+            return None  # --set wins over the script's own assignment
         value = expand(val, self.sc, split=False)[0]
+        if len(value) > MAX_VALUE:
+            raise LimitReached(f"${name} grows past {MAX_VALUE // 1024} KiB")
         if idx is not None:
             arr = self.sc.arrays.setdefault(name, [])
             arr.append(value)
@@ -213,6 +196,8 @@ class Interp:
                 self.sc.arrays[name].append(value)
                 return None
             value = (self.sc.vars.get(name) or "") + value
+            if len(value) > MAX_VALUE:
+                raise LimitReached(f"${name} grows past {MAX_VALUE // 1024} KiB")
         self.sc.vars[name] = value
         if export or self.allexport:
             self.exported.add(name)
@@ -250,14 +235,14 @@ class Interp:
                     self.exported.add(expand(raw, self.sc, split=False)[0])
             return True
         if cmd in ("[", "[[", "test"):
-            return _test(argv)
+            return test(argv)
         if cmd in self.funcs:
             return self._call(cmd, argv[1:])
         if cmd == "false":
             return False
         if cmd in ("echo", "printf", "seq", "basename", "dirname"):
             if self.capture:
-                self.capture[-1].append(_output(argv))
+                self.capture[-1].append(output(argv))
             return True
         if cmd == "eval":
             self._nested(" ".join(argv[1:]))
@@ -287,11 +272,14 @@ class Interp:
             self.role_hint = argv[1] if len(argv) > 1 and argv[1] != "-" else None
             return True
         if self.capture:
-            if cmd not in _QUIET:
+            if cmd not in QUIET:
                 self.cap_ok[-1] = False
             return True
         self._proxy_hints(argv)
-        if cmd in _QUIET:
+        if self._stops(argv):
+            self.phase += 1  # what runs after a kill does not run beside what it killed
+            return True
+        if cmd in QUIET:
             return True
         return self._launch(argv, prefix, " ".join(words))
 
@@ -303,7 +291,7 @@ class Interp:
             argv, env, launcher=ctx.launcher, network=ctx.network, network_evidence=ctx.network_evidence
         )
         if isinstance(got, Script):
-            self.ctx.append(_Ctx(got.env, got.launcher, got.network, got.network_evidence))
+            self.ctx.append(_Ctx(got.env, got.launcher, got.network, got.network_evidence, got.image))
             saved = self.sc.positional
             self.sc.positional = got.positional
             try:
@@ -312,7 +300,14 @@ class Interp:
                 self.sc.positional = saved
                 self.ctx.pop()
             return None
+        if got is None:
+            self._unresolved_module(argv)
+            return None
         if isinstance(got, Found):
+            if len(self.found) >= MAX_SERVERS:
+                raise LimitReached(f"more than {MAX_SERVERS} servers")
+            got.phase = self.phase
+            got.image = got.image or ctx.image
             got.raw = " ".join([*self.raw, raw])
             if self.role_hint:
                 got.role, got.role_source = self.role_hint, "label in the file"
@@ -323,6 +318,28 @@ class Interp:
             self.found.append(got)
             return True
         return None
+
+    def _stops(self, argv: list[str]) -> bool:
+        """A command that stops servers this phase started (kill, pkill, docker stop ...)."""
+        if not any(f.phase == self.phase for f in self.found):
+            return False
+        cmd = argv[0].rsplit("/", 1)[-1]
+        if cmd == "kill":
+            return not ({"-0", "-s0"} & set(argv) or argv[1:3] == ["-s", "0"])  # -0: a liveness check
+        if cmd in ("pkill", "killall"):  # by name: only names that are the engines
+            return any(re.search(r"vllm|python|pt_main_thread|EngineCore", a) for a in argv[1:])
+        if cmd in _KILL:
+            return cmd != "fuser" or "-k" in argv
+        return cmd in ("docker", "podman") and argv[1:2] in (["stop"], ["kill"], ["rm"])
+
+    def _unresolved_module(self, argv: list[str]) -> None:
+        """`python3 -m "$WORKER_MODULE"` with the variable unknown: remembered for the hint."""
+        for k, a in enumerate(argv[:-1]):
+            if a == "-m" and argv[0].rsplit("/", 1)[-1].startswith("python"):
+                m = re.fullmatch(r"\$\{?([A-Za-z_]\w*)\}?", argv[k + 1])
+                if m:
+                    self.unresolved_modules.append(m.group(1))
+                return
 
     def _read(self, argv: list[str], prefix: dict[str, str], here: str | None) -> None:
         """`read -a NAME <<< "$X"` (split on IFS) and `read NAME <<< ...`; else nothing."""
@@ -357,6 +374,7 @@ class Interp:
             self.depth -= 1
 
     def _call(self, name: str, args: list[str]) -> bool | None:
+        self.called.add(name)
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise _Stop
@@ -384,116 +402,5 @@ class Interp:
         return "".join(out) if ok else None
 
     def _proxy_hints(self, argv: list[str]) -> None:
-        role = ""
-        for a in argv[1:]:
-            name, eq, val = a.partition("=")
-            if name in _PROXY_FLAGS:
-                role = _PROXY_FLAGS[name]
-                if eq and role:
-                    self._proxy_value(val, role)
-                continue
-            if a.startswith("-"):
-                role = ""
-                continue
-            if role:
-                self._proxy_value(a, role)
-
-    def _proxy_value(self, val: str, role: str) -> None:
-        for m in re.finditer(r"(?::|^|,)(\d{2,5})\b", val):
-            self.proxy_roles.setdefault(m.group(1), role)
-
-
-def _output(argv: list[str]) -> str:
-    cmd, args = argv[0], argv[1:]
-    if cmd == "echo":
-        nl = "\n"
-        while args and args[0] in ("-n", "-e", "-E", "-ne", "-en"):
-            if "n" in args[0]:
-                nl = ""
-            args = args[1:]
-        return " ".join(args) + nl
-    if cmd == "printf":
-        if not args:
-            return ""
-        fmt = args[0].replace("\\n", "\n").replace("\\t", "\t")
-        vals = args[1:]
-        k = 0
-
-        def sub(m: re.Match[str]) -> str:
-            nonlocal k
-            if m.group(0) == "%%":
-                return "%"
-            v = vals[k] if k < len(vals) else ""
-            k += 1
-            return v
-
-        return re.sub(r"%%|%[-0-9.]*[sdqif]", sub, fmt)
-    if cmd == "seq":
-        nums = [int(a) for a in args if re.fullmatch(r"-?\d+", a)]
-        if len(nums) == 1:
-            lo, step, hi = 1, 1, nums[0]
-        elif len(nums) == 2:
-            lo, step, hi = nums[0], 1, nums[1]
-        elif len(nums) == 3:
-            lo, step, hi = nums
-        else:
-            return ""
-        if step == 0:
-            return ""
-        return "".join(f"{x}\n" for x in list(range(lo, hi + (1 if step > 0 else -1), step))[:64])
-    if cmd == "basename":
-        return (args[0].rstrip("/").rsplit("/", 1)[-1] if args else "") + "\n"
-    if cmd == "dirname":
-        return (args[0].rstrip("/").rsplit("/", 1)[0] if args and "/" in args[0] else ".") + "\n"
-    return ""
-
-
-def _test(argv: list[str]) -> bool | None:
-    args = argv[1:]
-    if args and args[-1] in ("]", "]]"):
-        args = args[:-1]
-    if any("${" in a or "$(" in a for a in args):
-        return None
-    for op in ("||", "&&"):
-        if op in args:
-            k = args.index(op)
-            a, b = _test(["[", *args[:k]]), _test(["[", *args[k + 1 :]])
-            if op == "&&":
-                return False if a is False or b is False else (None if None in (a, b) else True)
-            return True if a is True or b is True else (None if None in (a, b) else False)
-    neg = False
-    while args and args[0] == "!":
-        neg, args = not neg, args[1:]
-    r = _test1(args)
-    return (not r) if (neg and r is not None) else r
-
-
-def _test1(a: list[str]) -> bool | None:
-    if len(a) == 1:
-        return a[0] != ""
-    if len(a) == 2:
-        if a[0] == "-n":
-            return a[1] != ""
-        if a[0] == "-z":
-            return a[1] == ""
-        return None
-    if len(a) == 3:
-        x, op, y = a
-        if op in ("==", "="):
-            return fnmatch.fnmatchcase(x, y)
-        if op == "!=":
-            return not fnmatch.fnmatchcase(x, y)
-        if op == "=~":
-            try:
-                return re.search(y, x) is not None
-            except re.error:
-                return None
-        if op in ("-eq", "-ne", "-lt", "-le", "-gt", "-ge"):
-            try:
-                i, j = int(x), int(y)
-            except ValueError:
-                return None
-            return {"-eq": i == j, "-ne": i != j, "-lt": i < j, "-le": i <= j, "-gt": i > j, "-ge": i >= j}[
-                op
-            ]
-    return None
+        for port, role in proxy_ports(argv):
+            self.proxy_roles.setdefault(port, role)

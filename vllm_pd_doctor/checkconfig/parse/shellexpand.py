@@ -285,8 +285,10 @@ _ARITH_OPS: dict[type, Callable[..., int]] = {
 
 def arith(expr: str, sc: Scope) -> int | None:
     """Evaluate a `$(( ))` expression: integers, + - * / %, parentheses, variables."""
-    text = re.sub(r"\$\{?([A-Za-z_]\w*)\}?", r"\1", expr.strip())
-    text = re.sub(r"\$\((.*?)\)", lambda m: sc.command_subst(m.group(1)) or "None", text)
+    text = expand_dquoted(expr.strip(), sc)  # ${X:-0}, $X, $(cmd) as bash does first
+    text = re.sub(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)", lambda m: m.group(1) or m.group(2), text)
+    if "$" in text:
+        return None
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError:

@@ -102,7 +102,20 @@ def dquote_end(s: str, i: int) -> int:
 
 
 def tokenize(text: str) -> list[Tok]:
-    """Split shell text into raw words, operators and line ends (heredoc bodies skipped)."""
+    """Split shell text into raw words, operators and line ends (heredoc bodies skipped).
+    A quote left open is reported with its line, column and the text around it."""
+    at = [0]
+    try:
+        return _tokenize(text, at)
+    except ShellSyntaxError as exc:
+        i = at[0]
+        line = text.count("\n", 0, i) + 1
+        col = i - (text.rfind("\n", 0, i) + 1) + 1
+        near = text[i : i + 40].split("\n", 1)[0]
+        raise ShellSyntaxError(f"{exc}: the one opened at line {line}, column {col}: {near!r}") from None
+
+
+def _tokenize(text: str, at: list[int]) -> list[Tok]:
     toks: list[Tok] = []
     s = text
     n = len(s)
@@ -117,6 +130,7 @@ def tokenize(text: str) -> list[Tok]:
 
     while i < n:
         c = s[i]
+        at[0] = i
         if c == "\\" and i + 1 < n and s[i + 1] == "\n":
             i += 2
             continue

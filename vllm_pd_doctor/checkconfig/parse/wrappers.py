@@ -7,9 +7,10 @@
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
+
+from vllm_pd_doctor.checkconfig.parse.dynamo import dynamo
+from vllm_pd_doctor.checkconfig.parse.found import Found, Script
 
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 API_MODULES = (
@@ -158,76 +159,6 @@ _VALUE_OPTS = {
         "--cidfile",
     },
 }
-DYNAMO_BOOL = {
-    "--is-prefill-worker",
-    "--is-decode-worker",
-    "--enable-local-indexer",
-    "--use-vllm-tokenizer",
-    "--multimodal-processor",
-    "--multimodal-worker",
-    "--multimodal-encode-worker",
-    "--multimodal-decode-worker",
-    "--multimodal-encode-prefill-worker",
-    "--mm-prompt-template",
-    "--enable-multimodal",
-    "--no-kv-events",
-    "--dyn-tool-call-parser",
-    "--dyn-reasoning-parser",
-    "--dump-config-to",
-    "--store-kv",
-    "--request-plane",
-    "--event-plane",
-    "--discovery-backend",
-    "--custom-jinja-template",
-    "--migration-limit",
-    "--endpoint",
-    "--disaggregation-mode",
-    "--dynamo-port-min",
-    "--dynamo-port-max",
-    "--kv-port",
-}
-"""Flags of `python -m dynamo.vllm` that vLLM does not have (values taken when given)."""
-_DYNAMO_VALUE = DYNAMO_BOOL - {
-    "--is-prefill-worker",
-    "--is-decode-worker",
-    "--enable-local-indexer",
-    "--use-vllm-tokenizer",
-    "--multimodal-processor",
-    "--multimodal-worker",
-    "--multimodal-encode-worker",
-    "--multimodal-decode-worker",
-    "--multimodal-encode-prefill-worker",
-    "--enable-multimodal",
-    "--no-kv-events",
-}
-
-
-@dataclass
-class Found:
-    """One vLLM server found in a command (internal; becomes a LaunchCommand)."""
-
-    args: list[str]
-    env: dict[str, str]
-    launcher: str
-    role: str | None = None
-    role_source: str = ""
-    network: str | None = None
-    network_evidence: str = ""
-    name: str = ""
-    raw: str = ""
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Script:
-    """`sh -c TEXT`: the text to run as a script, with the wrappers' env and network so far."""
-
-    text: str
-    positional: list[str]
-    env: dict[str, str]
-    launcher: str
-    network: str | None = None
-    network_evidence: str = ""
 
 
 def _skip_opts(argv: list[str], i: int, value_opts: set[str]) -> int:
@@ -239,73 +170,6 @@ def _skip_opts(argv: list[str], i: int, value_opts: set[str]) -> int:
         if "=" not in a and (a in value_opts or (len(a) == 2 and a in value_opts)):
             i += 1
     return i
-
-
-def _strip_dynamo(args: list[str]) -> tuple[list[str], str | None, str, list[str]]:
-    """Remove dynamo.vllm's own flags; return (vLLM args, role, role_source, connectors)."""
-    out: list[str] = []
-    role: str | None = None
-    source = ""
-    connectors: list[str] = []
-    i = 0
-    while i < len(args):
-        a = args[i]
-        name, eq, val = a.partition("=")
-        if name == "--is-prefill-worker":
-            role, source = "prefill", "--is-prefill-worker"
-        elif name == "--is-decode-worker":
-            role, source = "decode", "--is-decode-worker"
-        elif name == "--connector":
-            vals = [val] if eq else []
-            while not eq and i + 1 < len(args) and not args[i + 1].startswith("-"):
-                vals.append(args[i + 1])
-                i += 1
-            connectors.extend(vals)
-        elif name in _DYNAMO_VALUE:
-            if not eq and i + 1 < len(args) and not args[i + 1].startswith("--"):
-                val = args[i + 1]
-                i += 1
-            if name == "--disaggregation-mode" and val in ("prefill", "decode"):
-                role, source = val, f"--disaggregation-mode {val}"
-        elif name in DYNAMO_BOOL:
-            pass
-        else:
-            out.append(a)
-        i += 1
-    return out, role, source, connectors
-
-
-_CONNECTORS = {
-    "nixl": "NixlConnector",
-    "lmcache": "LMCacheConnectorV1",
-    "kvbm": "DynamoConnector",
-    "mooncake": "MooncakeConnectorV1",
-}
-
-
-def _dynamo(args: list[str], env: dict[str, str], launcher: str) -> Found:
-    rest, role, source, connectors = _strip_dynamo(args)
-    f = Found(rest, env, launcher + "dynamo.vllm", role=role, role_source=source)
-    has_ktc = any(a.split("=")[0].replace("_", "-").startswith("--kv-transfer-config") for a in rest)
-    names = [_CONNECTORS.get(c.lower(), c) for c in connectors if c.lower() != "none"]
-    if not has_ktc and (names or not connectors):
-        names = names or ["NixlConnector"]
-        ktc = (
-            {"kv_connector": names[0], "kv_role": "kv_both"}
-            if len(names) == 1
-            else {
-                "kv_connector": "MultiConnector",
-                "kv_role": "kv_both",
-                "kv_connector_extra_config": {
-                    "connectors": [{"kv_connector": n, "kv_role": "kv_both"} for n in names]
-                },
-            }
-        )
-        f.args = [*rest, "--kv-transfer-config", json.dumps(ktc)]
-        f.notes.append(
-            f"kv-transfer-config from dynamo.vllm's --connector {' '.join(connectors) or '(default nixl)'}"
-        )
-    return f
 
 
 def unwrap(
@@ -420,8 +284,8 @@ def unwrap(
                         network=network,
                         network_evidence=network_evidence,
                     )
-                if mod == "dynamo.vllm":
-                    f = _dynamo(rest, env, launcher)
+                if mod in ("dynamo.vllm", "dynamo.vllm.unified_main"):
+                    f = dynamo(rest, env, launcher)
                     f.network, f.network_evidence = network, network_evidence
                     return f
             return None
@@ -477,11 +341,16 @@ def _docker(
             network=cnet,
             network_evidence=cev,
             name=name or "",
+            image=image,
         )
         return f
     found = unwrap(rest, cenv, launcher=lab, network=cnet, network_evidence=cev)
-    if isinstance(found, Found) and name and not found.name:
-        found.name = name
+    if isinstance(found, Script):
+        found.image = found.image or image
+    if isinstance(found, Found):
+        found.image = found.image or image
+        if name and not found.name:
+            found.name = name
     return found
 
 
@@ -501,3 +370,6 @@ def _is_exe(tok: str) -> bool:
         "exec",
         "timeout",
     ) or exe.startswith("python")
+
+
+__all__ = ["API_MODULES", "Found", "Script", "unwrap"]

@@ -40,10 +40,12 @@ class Context:
         return tuple(s for s in self.servers if s.role == "decode")
 
     def pairs(self) -> Iterator[tuple[Server, Server]]:
-        """Every prefill x decode pair (xPyD: a router may send any P's KV to any D)."""
+        """Every prefill x decode pair (xPyD: a router may send any P's KV to any D) that runs
+        at the same time (same phase of a script that kills and relaunches)."""
         for p in self.prefills:
             for d in self.decodes:
-                yield p, d
+                if p.phase == d.phase:
+                    yield p, d
 
     @property
     def hybrid(self) -> bool | None:
@@ -117,8 +119,11 @@ def connector_key(name: str) -> str | None:
 
 
 def uses_nixl(s: ServeConfig | Server) -> bool:
+    """A connector whose transfer library is NIXL (the registry says which)."""
     cfg = s.config if isinstance(s, Server) else s
-    return any(n.startswith("Nixl") for n in connector_names(cfg))
+    return any(
+        (c := connectors.by_vllm_name(n)) is not None and c.library == "nixl" for n in connector_names(cfg)
+    )
 
 
 def extra_truthy(v: Any) -> bool:

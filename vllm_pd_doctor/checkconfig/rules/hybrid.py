@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, field_bool, label, uses_nixl
-from vllm_pd_doctor.checkconfig.types import Finding
+from vllm_pd_doctor.checkconfig.rules.device import launch_device
+from vllm_pd_doctor.checkconfig.types import Finding, Server, SourceFact
 
 
 @rule(
@@ -37,23 +38,59 @@ def pp(ctx: Context) -> Iterator[Finding]:
 def conv_layout(ctx: Context) -> Iterator[Finding]:
     if not ctx.hybrid:
         return
+    v = ctx.vllm
+    asserts = v.conv_layout_assert if v is not None else None
     for s in ctx.servers:
         if not uses_nixl(s):
             continue
-        v = s.config.env.get("VLLM_SSM_CONV_STATE_LAYOUT")
-        if v is None:
+        val = s.config.env.get("VLLM_SSM_CONV_STATE_LAYOUT")
+        if val is None:
+            yield _missing_layout(ctx, s, asserts)
+        elif val.upper() != "DS":
             yield finding(
                 "ssm-conv-state-layout",
-                f"{label(s)}: VLLM_SSM_CONV_STATE_LAYOUT not "
-                "set (needs DS; vLLM only picks it itself on some platforms)",
-            )
-        elif v.upper() != "DS":
-            yield finding(
-                "ssm-conv-state-layout",
-                f"{label(s)}: VLLM_SSM_CONV_STATE_LAYOUT={v} "
+                f"{label(s)}: VLLM_SSM_CONV_STATE_LAYOUT={val} "
                 '("3-read Mamba conv transfer requires DS conv state layout")',
                 severity=E,
             )
+
+
+def _missing_layout(ctx: Context, s: Server, asserts: SourceFact | None) -> Finding:
+    """Unset: an error where the installed NIXL worker asserts DS and nothing picks DS for this
+    launch (the default layout is not DS, and the CPU platform does not select it itself)."""
+    v = ctx.vllm
+    dev, why_dev = launch_device(s)
+    default = v.conv_layout_default if v is not None else None
+    cpu_ds = v.cpu_selects_ds if v is not None else None
+    if asserts is None or default is None:
+        return finding(
+            "ssm-conv-state-layout",
+            f"{label(s)}: VLLM_SSM_CONV_STATE_LAYOUT not set (needs DS; vLLM only picks it "
+            "itself on some platforms; give --python to read the installed vLLM's rule)",
+        )
+    if default.upper() == "DS":
+        return finding(
+            "ssm-conv-state-layout",
+            f"{label(s)}: VLLM_SSM_CONV_STATE_LAYOUT not set (vLLM {v.version if v else '?'} defaults to DS)",
+            severity=INFO,
+        )
+    if cpu_ds is not None and dev == "cpu":
+        return finding(
+            "ssm-conv-state-layout",
+            f"{label(s)}: VLLM_SSM_CONV_STATE_LAYOUT not set; on this CPU launch ({why_dev}) vLLM "
+            f"selects DS itself ({cpu_ds.location})",
+            severity=INFO,
+        )
+    where = f"{asserts.location}: {asserts.detail!r}"
+    on_cpu = (
+        f" (CPU platform selects DS itself: {cpu_ds.location})" if cpu_ds is not None and dev is None else ""
+    )
+    return finding(
+        "ssm-conv-state-layout",
+        f"{label(s)}: VLLM_SSM_CONV_STATE_LAYOUT not set: vLLM {v.version if v else '?'} uses "
+        f"{default} when unset and its NIXL worker refuses to start with it ({where}){on_cpu}",
+        severity=W if on_cpu else E,
+    )
 
 
 @rule(
@@ -66,16 +103,21 @@ def conv_layout(ctx: Context) -> Iterator[Finding]:
     refs=("vllm/platforms/cpu.py", "vllm#54387"),
 )
 def cpu_conv_layout_override(ctx: Context) -> Iterator[Finding]:
+    """Only for servers whose launch runs on vLLM's CPU platform (image, --device, env)."""
     o = ctx.vllm.cpu_conv_layout_override if ctx.vllm else None
-    if o is None or ctx.hybrid is False or not any(uses_nixl(s) for s in ctx.servers):
+    if o is None or ctx.hybrid is False:
+        return
+    cpu = [(s, why) for s in ctx.servers if uses_nixl(s) for dev, why in [launch_device(s)] if dev == "cpu"]
+    if not cpu:
         return
     when = f"when `{o.condition}`" if o.condition else "always"
+    names = ", ".join(f"{label(s)} ({why})" for s, why in cpu)
     yield finding(
         "cpu-conv-layout-override",
         f"{o.file}:{o.line} sets VLLM_SSM_CONV_STATE_LAYOUT={o.value} {when}, "
         "whatever the engine's environment says; on such a CPU the NIXL worker "
         'asserts "3-read Mamba conv transfer requires DS conv state layout" '
-        "(applies to engines on vLLM's CPU platform)",
+        f"(CPU launches: {names})",
     )
 
 

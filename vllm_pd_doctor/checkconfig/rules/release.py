@@ -67,7 +67,7 @@ def n1_unknown(ctx: Context) -> Iterator[Finding]:
 def advisories(ctx: Context) -> Iterator[Finding]:
     if ctx.vllm is None:
         return
-    v = connectors.version_tuple(ctx.vllm.version)
+    v = connectors.release_version(ctx.vllm.version)
     if v is None:
         return
     hits = [f"{a.id} ({a.what})" for a in connectors.ADVISORIES if a.affects(v)]
@@ -85,3 +85,45 @@ def unknown_flags(ctx: Context) -> Iterator[Finding]:
     for s in ctx.servers:
         if s.config.unknown_flags:
             yield finding("unknown-flag", f"{label(s)}: {', '.join(s.config.unknown_flags)}")
+
+
+@rule(
+    id="image-release-mismatch",
+    severity=W,
+    title="Container image tags name another vLLM release than the one checked (or P and D differ)",
+    fix="check with --vllm X for the release the images run (or --python of that environment); "
+    "run P and D on the same vLLM release",
+    refs=("vllm docs nixl_connector_compatibility",),
+)
+def image_release_mismatch(ctx: Context) -> Iterator[Finding]:
+    from vllm_pd_doctor.checkconfig import image_release
+
+    named = image_release.vllm_versions(ctx.servers)
+    if len(named) > 1:
+        said = "; ".join(f"{', '.join(names)}: {v}" for v, names in sorted(named.items()))
+        yield finding(
+            "image-release-mismatch",
+            f"the images run different vLLM releases ({said}); "
+            "NIXL's handshake expects the same release on both sides",
+        )
+    v = ctx.vllm
+    if v is None or v.path is None or not v.version:
+        return
+    checked = _base(v.version)
+    for version, names in sorted(named.items()):
+        if _base(version) != checked:
+            images = ", ".join(r.image for r in image_release.releases(ctx.servers) if r.server in names)
+            yield finding(
+                "image-release-mismatch",
+                f"{', '.join(names)}: image {images} names vLLM {version}, but the vLLM checked "
+                f"({v.python}) is {v.version}: the source-based verdicts describe {v.version}",
+            )
+
+
+def _base(version: str) -> str:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).base_version
+    except InvalidVersion:
+        return version

@@ -136,3 +136,58 @@ def connector_unregistered(ctx: Context) -> Iterator[Finding]:
                     f"vLLM {ver or '?'} registers (\"Connector '{name}' is not "
                     'registered")',
                 )
+
+
+@rule(
+    id="no-kv-consumer",
+    severity=E,
+    title="Servers produce KV but none consumes it",
+    fix="give the decode engines kv_role kv_consumer (prefill: kv_producer)",
+    refs=("vllm#11490",),
+)
+def no_consumer(ctx: Context) -> Iterator[Finding]:
+    """Two or more servers run a connector, some produce, none consumes: every transfer has no
+    destination (vLLM #11490's setup: both instances launched as kv_producer)."""
+    with_conn = [s for s in ctx.servers if connector_entries(s.config)]
+    if len(with_conn) < 2:
+        return
+    roles = {e.kv_role for s in with_conn for e in connector_entries(s.config)}
+    if "kv_producer" in roles and not roles & {"kv_consumer", "kv_both"}:
+        names = ", ".join(label(s) for s in with_conn)
+        yield finding(
+            "no-kv-consumer",
+            f"{len(with_conn)} servers ({names}) all have kv_role kv_producer; no kv_consumer",
+        )
+
+
+@rule(
+    id="kv-transfer-config-key",
+    severity=E,
+    title="--kv-transfer-config has a key the installed vLLM's KVTransferConfig rejects",
+    fix="remove or rename the key (connector options belong in kv_connector_extra_config)",
+    refs=("vllm config/kv_transfer.py",),
+)
+def unknown_kv_keys(ctx: Context) -> Iterator[Finding]:
+    """Keys of --kv-transfer-config that are no field of KVTransferConfig, where the class forbids
+    other keys (read from the installed vLLM: pydantic `extra="forbid"`)."""
+    v = ctx.vllm
+    if v is None or not v.kv_transfer_fields or v.kv_transfer_forbids_extra is not True:
+        return
+    fields = set(v.kv_transfer_fields)
+    for s in ctx.servers:
+        extra = sorted(k for k in (s.config.kv_transfer_config or {}) if k not in fields)
+        if extra:
+            close = {k: _closest(k, fields) for k in extra}
+            said = ", ".join(f"{k!r}" + (f" (did you mean {c!r}?)" if c else "") for k, c in close.items())
+            yield finding(
+                "kv-transfer-config-key",
+                f"{label(s)}: {said} not a field of vLLM {v.version or '?'}'s KVTransferConfig "
+                f"({v.kv_transfer_location}); vLLM refuses to start (extra fields are forbidden)",
+            )
+
+
+def _closest(key: str, fields: set[str]) -> str | None:
+    import difflib
+
+    got = difflib.get_close_matches(key, sorted(fields), n=1, cutoff=0.75)
+    return got[0] if got else None

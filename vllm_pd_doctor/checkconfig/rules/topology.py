@@ -25,10 +25,12 @@ LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 """Empty is not among them: a manifest's `valueFrom` leaves the value to run time."""
 WILDCARD = ("0.0.0.0", "::")
 """Binds every interface, but is advertised to the peer as is (remote_host in kv_transfer_params)."""
-OWN_SIDE_CHANNEL = ("dynamo.vllm",)
+OWN_SIDE_CHANNEL = ("dynamo.vllm", "Ray Serve LLM")
 """Launchers that set VLLM_NIXL_SIDE_CHANNEL_HOST/PORT themselves, whatever the environment says:
 dynamo.vllm reserves a port per worker and takes the host's IP (ai-dynamo/dynamo
-components/backends/vllm/src/dynamo/vllm/args.py `set_side_channel_host_and_port`, ports.py)."""
+components/backends/vllm/src/dynamo/vllm/args.py `set_side_channel_host_and_port`, ports.py);
+Ray Serve LLM's NixlConnectorBackend takes an open port (+ a rank offset) and the node IP when
+the variable is not set (ray python/ray/llm/_internal/serve/engines/vllm/kv_transfer/nixl.py)."""
 
 
 def own_side_channel(s: Server) -> str | None:
@@ -141,6 +143,8 @@ def _port_src(s: Server, dflt: int) -> str:
 def ports(ctx: Context) -> Iterator[Finding]:
     dflt = (ctx.vllm.side_channel_port_default if ctx.vllm else None) or DEFAULT_SIDE_CHANNEL_PORT
     for a, b in combinations(ctx.servers, 2):
+        if a.phase != b.phase:
+            continue  # one is stopped before the other starts (kill, then relaunch)
         same, why = same_host(a, b)
         if same is Same.no:
             continue

@@ -28,8 +28,11 @@ from typing import Any
 from vllm_pd_doctor.errors import BadInput
 from vllm_pd_doctor.report.redact import hosts as _hosts
 from vllm_pd_doctor.report.redact import rules as _rules
+from vllm_pd_doctor.report.redact import structured as _structured
 from vllm_pd_doctor.report.redact.hosts import hosts_in, machine_hosts
 from vllm_pd_doctor.report.redact.rules import Span, is_ordinary, is_secret_name
+
+PLACEHOLDER_RX = re.compile(r"<[a-z_]+-\d+>|<redacted:[a-z_]+>")
 
 __all__ = [
     "HOME_PLACEHOLDER",
@@ -65,18 +68,32 @@ KIND_LABELS = {
     "url_credentials": "credentials in URLs",
     "secret": "values named like a secret",
     "high_entropy": "high-entropy strings",
+    "hex_key": "keys of 40+ hex digits",
     "email": "e-mail addresses",
     "home": "home directory paths",
     "user": "user names in home paths",
     "host": "host names",
     "ip": "IP addresses",
+    "namespace": "Kubernetes namespaces",
+    "cluster": "cluster and context names",
+    "pod": "pod names",
+    "account": "cloud account ids",
     # kinds of earlier releases, still accepted by the renderer
     "bearer": "bearer tokens",
 }
 
 _PRIORITY = {k: i for i, k in enumerate(KIND_LABELS)}
-_SECRET_KINDS = frozenset(KIND_LABELS) - {"email", "home", "user", "host", "ip"}
-_PLACEHOLDER_RX = re.compile(r"<redacted:[a-z_]+>")
+_SECRET_KINDS = frozenset(KIND_LABELS) - {
+    "email",
+    "home",
+    "user",
+    "host",
+    "ip",
+    "namespace",
+    "cluster",
+    "pod",
+}
+_PLACEHOLDER_RX = PLACEHOLDER_RX
 _JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 
 
@@ -123,8 +140,14 @@ class Redactor:
 
     ctx: RedactionContext = field(default_factory=RedactionContext)
     seen: dict[str, set[str]] = field(default_factory=dict)
+    ph: Any = None
+    """The bundle's `public.Placeholders` (same value, same placeholder); one of its own if None."""
 
     def __post_init__(self) -> None:
+        if self.ph is None:
+            from vllm_pd_doctor.report.public import Placeholders
+
+            self.ph = Placeholders()
         self._extra = compile_extra(self.ctx.extra)
         known = sorted(
             {v for v in self.ctx.secrets if len(v) >= 4 and not is_ordinary(v)}, key=len, reverse=True
@@ -137,8 +160,12 @@ class Redactor:
 
     # --- bookkeeping -----------------------------------------------------------------------
 
-    def _note(self, kind: str, value: str) -> None:
+    def _note(self, kind: str, value: str) -> str:
+        """Remember a redacted value; its stable placeholder (`<host-1>`, `~` for the home)."""
         self.seen.setdefault(kind, set()).add(value)
+        if kind == "home":
+            return HOME_PLACEHOLDER
+        return str(self.ph.get(kind, value))
 
     def summary(self) -> dict[str, int]:
         """Distinct values redacted, by kind (sorted by kind)."""
@@ -160,6 +187,7 @@ class Redactor:
                 yield Span(m.start(), m.end(), "secret")
         yield from _rules.own_tokens(s)
         yield from _rules.detect_secrets_spans(s)
+        yield from _structured.structured(s)
         yield from _rules.assignments(s)
         yield from _rules.high_entropy(s)
         yield from _hosts.homes(s, self.ctx.home)
@@ -170,6 +198,7 @@ class Redactor:
                     yield Span(m.start(1), m.end(1), "host")
             yield from _hosts.fqdns(s)
             yield from _hosts.ips(s)
+            yield from _hosts.contexts(s)
 
     def text(self, s: str) -> str:
         """Redact one string of free text (a JSON document is redacted as JSON)."""
@@ -186,37 +215,43 @@ class Redactor:
         return self._text(s)
 
     def _text(self, s: str) -> str:
-        spans = sorted(
-            self._spans(s), key=lambda sp: (_PRIORITY.get(sp.kind, 99), sp.start, -(sp.end - sp.start))
-        )
-        taken = bytearray(len(s) + 1)
-        chosen: list[Span] = []
-        for sp in spans:
+        """Every character any detector flags is replaced: overlapping spans are merged (an S3
+        URL's X-Amz-Signature inside a longer credential span is never dropped), and each
+        merged run takes the kind of its highest-priority detector."""
+        spans = []
+        for sp in self._spans(s):
             start, end = _json_safe(s, sp.start, sp.end)
-            if end <= start or any(taken[start:end]):
-                continue
+            if end > start and not _inside_placeholder(s, start, end):
+                spans.append(Span(start, end, sp.kind))
+        if not spans:
+            return s
+        spans.sort(key=lambda sp: (sp.start, -sp.end))
+        merged: list[list[Any]] = []
+        for sp in spans:
+            if merged and sp.start < merged[-1][1]:
+                run = merged[-1]
+                run[1] = max(run[1], sp.end)
+                if _PRIORITY.get(sp.kind, 99) < _PRIORITY.get(run[2], 99):
+                    run[2] = sp.kind
+            else:
+                merged.append([sp.start, sp.end, sp.kind])
+        out: list[str] = []
+        pos = 0
+        for start, end, kind in merged:
             value = s[start:end]
             if _PLACEHOLDER_RX.fullmatch(value) or value == HOME_PLACEHOLDER:
                 continue
-            taken[start:end] = b"\x01" * (end - start)
-            chosen.append(Span(start, end, sp.kind))
-        if not chosen:
-            return s
-        out: list[str] = []
-        pos = 0
-        for sp in sorted(chosen, key=lambda x: x.start):
-            out.append(s[pos : sp.start])
-            value = s[sp.start : sp.end]
-            self._note(sp.kind, value)
-            out.append(HOME_PLACEHOLDER if sp.kind == "home" else PLACEHOLDER.format(kind=sp.kind))
+            out.append(s[pos:start])
+            out.append(self._note(kind, value))
             out.append("\n" * value.count("\n"))  # a key block keeps its lines: line numbers hold
-            pos = sp.end
+            pos = end
         out.append(s[pos:])
         return "".join(out)
 
     def file_name(self, name: str) -> str:
         """A file or zip entry name, redacted, with placeholders spelled as safe characters."""
         red = self._text(name)
+        red = re.sub(r"<([a-z_]+)-(\d+)>", r"\1-\2", red)
         return re.sub(r"<redacted:([a-z_]+)>", r"redacted-\1", red).replace("~", "home")
 
     # --- structured data ------------------------------------------------------------------
@@ -225,8 +260,15 @@ class Redactor:
         """A value named `name` (variable, option or key): all of it when the name says secret
         (unless it is an ordinary value such as true or 8000), else as free text."""
         if value and is_secret_name(name) and not is_ordinary(value):
-            self._note("secret", value)
-            return PLACEHOLDER.format(kind="secret")
+            return self._note("secret", value)
+        kind = _named_kind(name) if self.ctx.redact_hosts else None
+        if kind is not None and value and not is_ordinary(value) and not _PLACEHOLDER_RX.fullmatch(value):
+            if kind == "host" and (value.lower() in _hosts.LOOPBACK_NAMES or value in ("0.0.0.0", "::")):
+                return value
+            if kind == "host" and (_hosts.valid_ipv4_loose(value) or _hosts.valid_ipv6(value)):
+                kind = "ip"
+            if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,253}", value):
+                return self._note(kind, value)
         return self.text(value)
 
     env_value = value
@@ -265,6 +307,8 @@ class Redactor:
                 key = self.text(k) if isinstance(k, str) else k
                 if isinstance(k, str) and isinstance(v, str):
                     out[key] = self.value(k, v)
+                elif isinstance(k, str) and isinstance(v, (list, tuple)) and is_secret_name(k):
+                    out[key] = [self.value(k, x) if isinstance(x, str) else self.obj(x) for x in v]
                 else:
                     out[key] = self.obj(v)
             return out
@@ -294,7 +338,8 @@ class Redactor:
                 last_key = value
             else:
                 before = s[max(0, m.start() - 64) : m.start()].rstrip()
-                named = last_key if before.endswith(":") else None
+                in_list = before.endswith(("[", ",")) and last_key is not None and is_secret_name(last_key)
+                named = last_key if before.endswith(":") or in_list else None
                 new = self.value(named, value) if named is not None else self.text(value)
             if new != value:
                 literal = json.dumps(new, ensure_ascii=literal.isascii())
@@ -304,6 +349,35 @@ class Redactor:
         return "".join(out)
 
 
+_NAMED_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(?i)(?:end_?)?user(?:_?(?:id|name))?|username|customer_?id|login|owner"), "user"),
+    (re.compile(r"(?i)(?:kube_?)?namespace|ns"), "namespace"),
+    (re.compile(r"(?i)cluster(?:_?name)?|kube_?context|context"), "cluster"),
+    (re.compile(r"(?i)pod(?:_?name)?"), "pod"),
+    (
+        re.compile(r"(?i)node_?name|host(?:_?name)?|[a-z_]*_(?:host|addr|address)|master_?addr(?:ess)?"),
+        "host",
+    ),
+)
+
+
+def _named_kind(name: str | None) -> str | None:
+    """The kind of identifier a key names (`"user": ...`, `namespace: ...`, `nodeName: ...`)."""
+    if not name:
+        return None
+    n = name.strip().strip("\"'").lstrip("-").replace("-", "_")
+    return next((kind for rx, kind in _NAMED_KINDS if rx.fullmatch(n)), None)
+
+
+def _inside_placeholder(s: str, start: int, end: int) -> bool:
+    """A span that lies inside a placeholder already written (never redacted twice)."""
+    lo = s.rfind("<", max(0, start - 40), start + 1)
+    if lo < 0:
+        return False
+    m = _PLACEHOLDER_RX.match(s, lo)
+    return m is not None and m.end() >= end
+
+
 def _json_safe(s: str, start: int, end: int) -> tuple[int, int]:
     """Keep a span from splitting a backslash escape or eating a quote (JSON inside logs)."""
     backslashes = 0
@@ -311,7 +385,7 @@ def _json_safe(s: str, start: int, end: int) -> tuple[int, int]:
     while i >= 0 and s[i] == "\\":
         backslashes += 1
         i -= 1
-    if backslashes % 2 == 1:
+    if backslashes % 2 == 1 and s[start : start + 1] in tuple('nrtbfu"/\\'):
         start += 1  # the span began on an escape's letter (\n, \t ...)
     while end > start and s[end - 1] == "\\":
         end -= 1

@@ -39,7 +39,7 @@ _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-+/=.~]*")
 # --- secret-named variables, options and keys ---------------------------------------------------
 
 _SECRET_NAME_RE = re.compile(
-    r"(?i)^(?:.*[_.\-])?(?:token|secret|secrets|password|passwd|passphrase|pwd|pass|key|apikey|"
+    r"(?i)^(?:.*[_.\-])?(?:token|secret|secrets|password|passwd|passphrase|pwd|pw|pass|key|apikey|"
     r"access_?key_?id|key_?id|credential|credentials|auth|authorization|cookie|signature|dsn|"
     r"session_?id|private_?key)$"
     r"|^.*(?:secret|password|passwd|api_?key|access_?key|private_?key|auth_?token).*$"
@@ -126,6 +126,15 @@ _ASSIGN = re.compile(
 )
 
 
+def _quoted_end(text: str, start: int, quote: str) -> int:
+    """End of a quoted value that began at `start` (spaces and `;` included), within its line."""
+    stop = text.find(quote, start)
+    nl = text.find("\n", start)
+    if stop < 0 or (0 <= nl < stop):
+        return -1
+    return stop
+
+
 def assignments(text: str) -> Iterator[Span]:
     pos = 0
     while True:
@@ -143,7 +152,18 @@ def assignments(text: str) -> Iterator[Span]:
         if is_weak_secret_name(m.group("name")) and looks_like_plain_word(value):
             continue  # `signature: nixl_compat_ok`: a word, not a secret
         pos = m.end()
-        yield Span(m.start("value"), m.end("value"), "secret")
+        start, end = m.start("value"), m.end("value")
+        if m.group("q2"):  # "my secret; pass": the value runs to its closing quote
+            q = _quoted_end(text, start, m.group("q2"))
+            end = q if q > 0 else end
+        elif (m.group("op") or "").strip() == ":" and not m.group("q1"):
+            # YAML / prose `password: two words`: to the end of the line (a comment kept)
+            nl = text.find("\n", start)
+            line_end = len(text) if nl < 0 else nl
+            rest = text[start:line_end]
+            cut = rest.find(" #")
+            end = start + len((rest if cut < 0 else rest[:cut]).rstrip())
+        yield Span(start, end, "secret")
 
 
 # --- provider tokens and headers (our own rules, beside detect-secrets') ----------------------
@@ -222,8 +242,8 @@ _OWN: tuple[tuple[str, tuple[str, ...], re.Pattern[str], int], ...] = (
         "url_credentials",
         ("=",),
         re.compile(
-            r"(?i)[?&](?:access_token|token|api_key|apikey|key|password|"
-            r"secret|signature)=([^&\s\"'\\#]{6,})"
+            r"(?i)[?&;][A-Za-z0-9_.\-]*(?:token|api_key|apikey|key|password|passwd|secret|signature|sig|"
+            r"credential|auth|session)[A-Za-z0-9_.\-]*=([^&\s\"'\\#]{4,})"
         ),
         1,
     ),

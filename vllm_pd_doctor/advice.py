@@ -1,0 +1,52 @@
+"""What to do about #53514, worded in one place: the upgrade target, the workaround, the hotfix.
+
+check-config's exposure, repro's verdict and the report all take their advice from `fixes`, so
+the three give the same advice for the same finding. The upgrade target comes from the connector
+registry (`fixed_in`); the hotfix wording from `hotfix.advice`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from vllm_pd_doctor import hotfix
+from vllm_pd_doctor.model import ReproReport
+from vllm_pd_doctor.target import connectors
+
+WORKAROUND = (
+    "or pass --no-enable-prefix-caching to the prefill engine only; trade-off: "
+    "every prefill recomputes the whole prompt (no prefix reuse on P), and for "
+    "hybrid models mamba_cache_mode becomes none"
+)
+"""The workaround that needs no upgrade: no prefix-cache hit on P, so no N-1 hit."""
+
+
+def upgrade(key: str) -> str:
+    """The upgrade advice for one connector key (the registry's first fixed release)."""
+    c = connectors.get(key)
+    return (
+        f"upgrade vLLM to {c.fixed_in if c else '0.29.0'} or later, where {key} "
+        "truncates in on_new_request, before the prefix-cache lookup"
+    )
+
+
+def fixes(keys: Iterable[str], *, late_truncation: bool, python: str | None) -> tuple[str, ...]:
+    """The advice for an exposed (or reproduced) deployment: the upgrade per connector key (nixl
+    when none is known), the workaround, and, where the release truncates after the lookup, the
+    hotfix with its commands for `python`."""
+    known = sorted({k for k in keys if connectors.get(k) is not None})
+    out = [upgrade(k) for k in known or ["nixl"]]
+    out.append(WORKAROUND)
+    if late_truncation:
+        out.append(hotfix.advice(python))
+    return tuple(out)
+
+
+def for_repro(report: ReproReport) -> tuple[str, ...]:
+    """The same advice for a repro run that reproduced #53514 (none otherwise): per connector
+    that fired, and the hotfix where the prompt was truncated after the lookup."""
+    fired = [r for r in report.results if r.reproduced]
+    if not fired:
+        return ()
+    late = any(r.truncation is not None and r.truncation.hook == connectors.LATE_HOOK for r in fired)
+    return fixes((r.connector for r in fired), late_truncation=late, python=report.vllm.python)
