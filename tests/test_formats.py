@@ -386,6 +386,14 @@ def test_envs_list_cli(cli, tmp_path):
 # --- progress ---------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def _capable_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The progress tests assume a capable terminal (rich treats TERM=dumb/unknown as no live display);
+    the suite also runs under TERM=dumb (scripts/ci-env-check.sh) and without a TTY."""
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
 def _console(terminal: bool) -> tuple[Console, io.StringIO]:
     buf = io.StringIO()
     return Console(file=buf, force_terminal=terminal, width=100, color_system=None), buf
