@@ -15,18 +15,21 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.spinner import Spinner
-from rich.text import Text
 
 from vllm_pd_doctor.errors import BadInput, set_debug
-from vllm_pd_doctor.formats import OutputFormat, emit
+from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.limits import positive_seconds
-from vllm_pd_doctor.model import Result
+
+if TYPE_CHECKING:  # rich and the cores are imported where used: `--help` stays fast
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+    from rich.spinner import Spinner
+    from rich.text import Text
+
+    from vllm_pd_doctor.model import Result
 
 
 def _set_debug(value: bool) -> bool:
@@ -86,6 +89,8 @@ TimeoutOpt = Annotated[
 
 
 def stderr() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -96,6 +101,8 @@ class _Elapsed:
         self.what, self.t0 = what, t0
 
     def __rich__(self) -> Text:
+        from rich.text import Text
+
         return Text(f"{time.monotonic() - self.t0:3.0f} s  {self.what}", no_wrap=True, overflow="ellipsis")
 
 
@@ -116,9 +123,13 @@ class Reporter:
 
     def __call__(self, message: str, /) -> None:
         if self.enabled:
+            from rich.text import Text
+
             self.console.print(Text.assemble(("pd-doctor: ", "dim"), message), highlight=False)
 
     def __rich__(self) -> RenderableType:
+        from rich.console import Group
+
         with self._lock:
             return Group(*self._open.values())
 
@@ -128,6 +139,9 @@ class Reporter:
         if not (self.enabled and self.console.is_terminal):
             yield
             return
+        from rich.live import Live
+        from rich.spinner import Spinner
+
         key = next(self._keys)
         with self._lock:
             self._open[key] = Spinner("dots", text=_Elapsed(what, time.monotonic()), style="cyan")
@@ -159,6 +173,8 @@ def progress_printer(enabled: bool = True) -> Reporter:
 
 
 def hint(msg: str) -> None:
+    from rich.text import Text
+
     stderr().print(Text.assemble(("pd-doctor: note: ", "yellow"), msg), highlight=False)
 
 
@@ -169,6 +185,8 @@ def out(text: str) -> None:
 
 def show(result: Result, fmt: OutputFormat, *, as_list: bool = False) -> None:
     """Render a command's result in the format asked for, to stdout."""
+    from vllm_pd_doctor.formats import emit
+
     out(emit(result, fmt, width=stdout_width(), color=stdout_color(), as_list=as_list))
 
 
