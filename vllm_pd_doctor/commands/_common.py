@@ -115,11 +115,18 @@ class Reporter:
 
     def __init__(self, enabled: bool = True, console: Console | None = None):
         self.enabled = enabled
-        self.console = console or stderr()
+        self._console = console
         self._lock = threading.RLock()  # Live draws `self` from its own thread
         self._keys = itertools.count()
         self._open: dict[int, Spinner] = {}
         self._live: Live | None = None
+
+    @property
+    def console(self) -> Console:
+        """stderr's console, made on first use (rich is not imported for a quiet run)."""
+        if self._console is None:
+            self._console = stderr()
+        return self._console
 
     def __call__(self, message: str, /) -> None:
         if self.enabled:
