@@ -28,6 +28,8 @@ LAZY = (
     "vllm_pd_doctor.inprocess",
     "vllm_pd_doctor.model",
     "vllm_pd_doctor.report",
+    "vllm_pd_doctor.triage",
+    "vllm_pd_doctor.tracebacks",
 )
 
 
