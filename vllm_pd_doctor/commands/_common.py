@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from vllm_pd_doctor import safeio
 from vllm_pd_doctor.errors import BadInput, set_debug
 from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.limits import positive_seconds
+from vllm_pd_doctor.sanitize import text as safe_text
 
 if TYPE_CHECKING:  # rich and the cores are imported where used: `--help` stays fast
     from rich.console import Console, RenderableType
@@ -132,7 +134,7 @@ class Reporter:
         if self.enabled:
             from rich.text import Text
 
-            self.console.print(Text.assemble(("pd-doctor: ", "dim"), message), highlight=False)
+            self.console.print(Text.assemble(("pd-doctor: ", "dim"), safe_text(message)), highlight=False)
 
     def __rich__(self) -> RenderableType:
         from rich.console import Group
@@ -182,12 +184,11 @@ def progress_printer(enabled: bool = True) -> Reporter:
 def hint(msg: str) -> None:
     from rich.text import Text
 
-    stderr().print(Text.assemble(("pd-doctor: note: ", "yellow"), msg), highlight=False)
+    stderr().print(Text.assemble(("pd-doctor: note: ", "yellow"), safe_text(msg)), highlight=False)
 
 
 def out(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    safeio.write_stdout(text)  # a closed or full stdout: one line, exit 3
 
 
 def show(result: Result, fmt: OutputFormat, *, as_list: bool = False) -> None:
@@ -204,7 +205,7 @@ def stdout_color() -> bool:
 def stdout_width() -> int:
     try:
         return max(80, min(160, int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size().columns))
-    except OSError:
+    except (OSError, ValueError, OverflowError):  # no terminal; COLUMNS=abc
         return 110
 
 
