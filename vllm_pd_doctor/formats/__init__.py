@@ -15,9 +15,10 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vllm_pd_doctor.model import Result
+if TYPE_CHECKING:  # `OutputFormat` is light: the command modules declare options with it
+    from vllm_pd_doctor.model import Result
 
 
 class OutputFormat(str, Enum):
