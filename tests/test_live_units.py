@@ -102,7 +102,7 @@ def test_tracebacks_chained_and_prefixed() -> None:
     # the report's excerpts read the same traceback from the same reader
     found = logs.find(LOG)
     assert found.excerpts[0].kind == "traceback"
-    assert "assert_53514" in found.found
+    assert "nixl-p-side-truncation-53514" in found.found  # triage's class (one catalogue)
     a = evidence.assertion_from_log(LOG)
     assert a is not None and a["location"] == "vllm/b.py:9" and a["matches_53514"]
 

@@ -116,7 +116,10 @@ def test_real_53514_traceback_in_a_log_is_recognised_and_excerpted(buggy_bundle)
     doc = json.loads((out / "report.json").read_text())
     (log,) = doc["logs"]
     keys = {s[0] for s in log["signatures"]}
-    assert {"assert_53514", "enginecore_fatal", "dump_input", "handshake_failed"} <= keys
+    assert "nixl-p-side-truncation-53514" in keys  # triage's class (one catalogue)
+    tri = doc["triage"]["value"]  # triage opens report.json, as `pd-doctor triage --format json`
+    assert tri["verdicts"][0]["class"] == "nixl-p-side-truncation-53514"
+    assert any("dump_input" in e["reasons"] for e in log["excerpts"])
     tb = [e for e in log["excerpts"] if e["kind"] == "traceback"]
     assert tb and "assert num_new_tokens > 0" in tb[0]["text"]
     assert "EngineCore encountered a fatal error" in tb[0]["text"]

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from vllm_pd_doctor import __version__, procs
-from vllm_pd_doctor.commands import check_config, envs, hotfix, matrix, report, repro
+from vllm_pd_doctor.commands import check_config, envs, hotfix, matrix, report, repro, triage
 from vllm_pd_doctor.errors import debug_enabled, report_error
 
 EXIT_CODES_HELP = (
@@ -44,7 +44,7 @@ def _main(
     """pd-doctor: P/D disaggregation doctor for vLLM."""
 
 
-for _module in (repro, check_config, report, matrix, envs, hotfix):
+for _module in (repro, check_config, report, matrix, envs, hotfix, triage):
     _module.register(app)
 
 

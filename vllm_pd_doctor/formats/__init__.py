@@ -59,6 +59,7 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     from vllm_pd_doctor.formats import table as t
     from vllm_pd_doctor.matrix import BisectReport, MatrixReport
     from vllm_pd_doctor.model import EnvChange, ReproReport
+    from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult
 
     def table(fn: Callable[[Any], Any]) -> Formatter:
         return lambda r, o: t.render(fn(r), width=o.width, color=o.color)
@@ -92,6 +93,8 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
             as_json(j.hotfix_change_obj),
             text(md.hotfix_change_md),
         ),
+        TriageResult: (table(t.triage_table), as_json(j.triage_obj), text(md.triage_md)),
+        FailureCatalogue: (table(t.catalogue_table), as_json(j.catalogue_obj), text(md.catalogue_md)),
     }
     order = (OutputFormat.table, OutputFormat.json, OutputFormat.markdown)
     return {(rt, f): fn for rt, fns in per_type.items() for f, fn in zip(order, fns, strict=True)}

@@ -204,3 +204,45 @@ def hotfix_change_md(c: hotfix.Change) -> str:
 def env_change_md(c: EnvChange) -> str:
     done = "ready" if c.action == "create" else "removed"
     return f"## pd-doctor environments {done}\n\n" + "".join(f"- `{p}`\n" for p in c.paths)
+
+
+# --- triage (H16) -----------------------------------------------------------------------------
+
+from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult  # noqa: E402
+
+
+def triage_md(r: TriageResult) -> str:
+    """`pd-doctor triage --format markdown`: the verdicts as an issue comment."""
+    out = ["## pd-doctor triage\n\n"]
+    for w in r.warnings:
+        out.append(f"> **note:** {w}\n\n")
+    if not r.verdicts:
+        out.append("**No known cause.** The most informative lines:\n\n")
+        out.extend(f"- `{e.file}:{e.line}`: `{e.text}`\n" for e in r.informative)
+        if not r.informative:
+            out.append("- (no exception and no ERROR line in the logs)\n")
+    for n, v in enumerate(r.verdicts, 1):
+        out.append(f"### {n}. {v.title}\n\n")
+        out.append(f"- class: `{v.cls}`, confidence: **{v.confidence}**, side: {v.side}\n")
+        if v.note:
+            out.append(f"- {v.note}\n")
+        out.append(f"- fix: {v.fix}\n")
+        out.append(f"- next: `{v.next}`\n")
+        if v.missing:
+            out.append("- missing to decide: " + "; ".join(v.missing) + "\n")
+        out.append("- references: " + ", ".join(v.references) + "\n\n")
+        if v.evidence:
+            out.append("```text\n")
+            out.extend(f"{e.file}:{e.line}: {e.text}\n" for e in v.evidence)
+            out.append("```\n\n")
+    out.append("Inputs: " + ", ".join(f"`{i.file}` ({i.side}, {i.lines} lines)" for i in r.inputs) + "\n")
+    return "".join(out)
+
+
+def catalogue_md(c: FailureCatalogue) -> str:
+    """`pd-doctor triage --list --format markdown`."""
+    rows = "".join(
+        f"| `{x.id}` | {x.title.replace('|', '/')} | {x.side} | {', '.join(x.references)} |\n"
+        for x in c.classes
+    )
+    return "| class | title | side | references |\n|---|---|---|---|\n" + rows

@@ -315,3 +315,66 @@ def hotfix_status_table(st: hotfix.Status) -> RenderableType:
     for k, v in hotfix_status_lines(st):
         table.add_row(k, v)
     return table
+
+
+# --- triage (H16) -----------------------------------------------------------------------------
+
+from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult  # noqa: E402
+
+
+def triage_table(r: TriageResult) -> RenderableType:
+    """`pd-doctor triage` for people: one panel per verdict, best first."""
+    parts: list[RenderableType] = []
+    for w in r.warnings:
+        parts.append(Text(f"note: {w}", style="yellow"))
+    if not r.verdicts:
+        t = Text("No known cause. ", style="bold")
+        t.append("The most informative lines:\n" if r.informative else "No exception and no ERROR line.")
+        for e in r.informative:
+            t.append(f"  {e.file}:{e.line}: {e.text}\n")
+        parts.append(t)
+    style = {"decisive": "bold red", "likely": "red", "possible": "yellow"}
+    for n, v in enumerate(r.verdicts, 1):
+        body = Text()
+        body.append(f"{v.confidence}", style=style.get(v.confidence, ""))
+        body.append(f"  ({v.cls}, {v.side} side)\n")
+        if v.note:
+            body.append(f"{v.note}\n", style="italic")
+        for e in v.evidence:
+            body.append(f"  {e.file}:{e.line}: ", style="dim")
+            body.append(f"{e.text}\n")
+        body.append("fix: ", style="bold")
+        body.append(f"{v.fix}\n")
+        if v.missing:
+            body.append("missing: ", style="bold")
+            body.append("; ".join(v.missing) + "\n")
+        body.append("next: ", style="bold")
+        body.append(f"{v.next}\n")
+        body.append("refs: " + ", ".join(v.references), style="dim")
+        parts.append(Panel(body, title=f"{n}. {v.title}", title_align="left"))
+    inputs = Table(title="inputs", title_justify="left")
+    for col in ("log", "side", "lines", "vLLM", "architecture", "kv_role", "connector"):
+        inputs.add_column(col)
+    for i in r.inputs:
+        f = i.facts
+        inputs.add_row(
+            i.file,
+            i.side,
+            str(i.lines),
+            f.vllm_version or "-",
+            f.architecture or "-",
+            f.kv_role or "-",
+            f.connector or "-",
+        )
+    parts.append(inputs)
+    return Group(*parts)
+
+
+def catalogue_table(c: FailureCatalogue) -> RenderableType:
+    """`pd-doctor triage --list`: the failure classes."""
+    table = Table(title="pd-doctor triage: failure classes", title_justify="left")
+    for col in ("class", "title", "side", "references"):
+        table.add_column(col)
+    for x in c.classes:
+        table.add_row(x.id, x.title, x.side, ", ".join(x.references))
+    return table

@@ -143,10 +143,39 @@ def _gather(inputs: ReportInputs, progress: Callable[[str], None]) -> Gathered:
             repro=repro_c,
             logs=logs_c,
             config_text=cfg,
+            triage=_triage(inputs, logs_c, has_vllm),
         )
     finally:
         # on Ctrl-C do not wait here for the children: gather() stops them by PID
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _triage(inputs: ReportInputs, logs_c: tuple[tuple[Path, Collected], ...], has_vllm: bool) -> Collected:
+    """`pd-doctor triage` over the logs read (one timeline), with the release (--python's vLLM
+    source) and the model when they can be read; never raises."""
+    from vllm_pd_doctor import triage
+
+    texts = [(p.name, c.value[0]) for p, c in logs_c if c.ok]
+    if not texts:
+        return Collected.fail("no logs given (use --log FILE)" if not logs_c else "no log could be read")
+
+    def go() -> Collected:
+        release = model = None
+        if has_vllm:
+            try:
+                release = triage.release_from_python(inputs.python)
+            except Exception:  # the logs alone still decide what they can
+                release = None
+        if inputs.model is not None:
+            try:
+                from vllm_pd_doctor.checkconfig import core
+
+                model = core.resolve_model(inputs.model, (), lambda _m: None)[0]
+            except Exception:
+                model = None
+        return Collected(True, triage.triage_texts(texts, triage.Context(release=release, model=model)))
+
+    return collect.guarded(go)
 
 
 # --- turning what was gathered into the (redacted) report --------------------------------------
@@ -213,7 +242,7 @@ def _logs(
         # the whole text first: a multi-line secret (a key block) is seen whole, never cut
         text = red.text(raw)
         found = logs.find(text)
-        sigs |= set(found.found)
+        sigs |= {v.cls for v in found.verdicts if v.confidence != "possible"}  # title-worthy
         if private:
             files[f"raw/logs/{name}"] = logs.cap(text, cap)[0]
         log_docs.append(
@@ -371,13 +400,23 @@ def build(
     if inputs.private:
         _private_files(inputs, g, red, files)
     files.update(standalone.files(inputs.model, run.options if run else None, version, pub))
-    title = docs.title(version, run.report if run else None, check_sec.value if check else None, sigs)
+    tri = g.triage.value if g.triage.ok else None
+    top = pub.text(tri.verdicts[0].title) if tri is not None and tri.verdicts else None
+    log_version = (
+        next((i.facts.vllm_version for i in tri.inputs if i.facts.vllm_version), None) if tri else None
+    )
+    on = pub.text(log_version) if log_version else version  # the log's release names the title
+    title = docs.title(on, run.report if run else None, check_sec.value if check else None, sigs, top)
     fired = docs.fired(run.report if run else None) or bool(check and check.has_error)
     doc = render.ReportDoc(
         title=title,
         pd_doctor_version=__version__,
         created=created or time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        triage=_section(g.triage, pub, lambda v: v),
+        triage=(  # the catalogue's words as written, the logs' words public (report/logs.py)
+            render.Section(ok=True, value=logs.public_triage(g.triage.value, pub.text))
+            if g.triage.ok
+            else _section(g.triage, pub, lambda v: v)
+        ),
         commands=commands,
         config_file=config_name,
         repro=repro_sec,

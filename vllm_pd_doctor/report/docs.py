@@ -52,11 +52,19 @@ def fired(report: ReproReport | None) -> bool:
 
 
 def title(
-    version: str | None, repro: ReproReport | None, check: CheckReport | None, log_signatures: set[str]
+    version: str | None,
+    repro: ReproReport | None,
+    check: CheckReport | None,
+    log_signatures: set[str],
+    log_verdict: str | None = None,
 ) -> str:
-    """The suggested issue title, from the strongest evidence at hand."""
+    """The suggested issue title, from the strongest evidence at hand (`log_signatures`: the
+    triage classes found in the logs that are more than `possible`; `log_verdict`: the title of
+    triage's best verdict)."""
+    from vllm_pd_doctor.triage.decide import ID_53514
+
     on = f" (vLLM {version})" if version else ""
-    if fired(repro) or "assert_53514" in log_signatures:
+    if fired(repro) or ID_53514 in log_signatures:
         return (
             f"{_TITLE}prefill engine dies with `assert num_new_tokens > 0` when a P-side "
             f"request has an N-1 prefix-cache hit{on}"
@@ -65,10 +73,8 @@ def title(
         first = next((f for f in check.findings if f.severity is Severity.error), None)
         if first is not None:
             return f"{_TITLE}{first.title}{on}"
-    if "enginecore_fatal" in log_signatures:
-        return f"{_TITLE}EngineCore encountered a fatal error{on}"
-    if "handshake_failed" in log_signatures:
-        return f"{_TITLE}NIXL handshake fails between prefill and decode{on}"
+    if log_verdict:
+        return f"{_TITLE}{log_verdict}{on}"
     return f"{_TITLE}<describe what fails>{on}"
 
 

@@ -1,64 +1,27 @@
 """Find the lines of a vLLM log that matter for a P/D bug report (pure functions).
 
-vLLM prefixes lines from its engine process (`(EngineCore_DP0 pid=123) `) and its logger
-(`ERROR 11-30 22:31:39 [core.py:711] `); both are stripped before matching (see
-`vllm_pd_doctor.tracebacks`), the excerpts keep the lines as written, with their line numbers.
+The failure classes come from `vllm_pd_doctor.triage` (one implementation, one catalogue): this
+module only cuts excerpts around what triage names (its evidence lines), around Python
+tracebacks (with the lines just before) and around vLLM's `dump_input` runs. Lines keep their
+prefixes as written, with their line numbers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from vllm_pd_doctor.tracebacks import TB_START, strip_prefix, traceback_end
-
-
-@dataclass(frozen=True)
-class Signature:
-    key: str
-    needle: str
-    meaning: str
-
-
-SIGNATURES: tuple[Signature, ...] = (
-    Signature(
-        "assert_53514",
-        "assert num_new_tokens > 0",
-        "the scheduler's assertion of vLLM #53514 (P-side N-1 truncation)",
-    ),
-    Signature("enginecore_fatal", "EngineCore encountered a fatal error", "the engine core died"),
-    Signature("dump_input", "[dump_input.py", "vLLM's dump of the scheduler state at the crash"),
-    Signature(
-        "nixl_compat_ok", "NIXL compatibility check passed", "the NIXL handshake's compatibility check passed"
-    ),
-    Signature("handshake_failed", "handshake_failed", "a NIXL handshake failed"),
-    Signature(
-        "no_kv_connector",
-        "Got kv_transfer_params, but no KVConnector found",
-        "a request carried kv_transfer_params to an engine without a KV connector",
-    ),
-    Signature(
-        "mamba_conv_layout",
-        "3-read Mamba conv transfer requires DS conv state layout",
-        "the Mamba conv-state transfer needs the DS conv state layout",
-    ),
-    Signature(
-        "ssm_one_block",
-        "SSM can only have one local block",
-        "the SSM (Mamba) state spans more than one local block",
-    ),
-    Signature(
-        "attn_block_size",
-        "Setting attention block size to",
-        "vLLM raised the attention block size to fit the mamba page size",
-    ),
-    Signature("nixl_transfer_failed", "NIXL transfer failed", "a NIXL transfer failed"),
-    Signature("nixl_error", "nixlBackendError", "NIXL reported a backend error"),
-    Signature("kv_load_failed", "Failed to load KV", "a KV load failed on the decode side"),
-)
+from vllm_pd_doctor.triage import TriageResult, Verdict, triage_text
+from vllm_pd_doctor.triage.types import Evidence
 
 _CONTEXT = 2
 MAX_EXCERPT_LINES = 80
 MAX_DUMP_LINES = 60
+_DUMP = "[dump_input.py"
+CONTEXT_LINES = ("NIXL compatibility check passed", "Setting attention block size to")
+"""Not causes: lines a maintainer reads beside a verdict (the handshake's compatibility check
+passed; vLLM aligned a hybrid model's block size), kept as excerpts with reason `context`."""
 
 
 @dataclass(frozen=True)
@@ -66,9 +29,9 @@ class Excerpt:
     """A run of consecutive log lines (1-based `first_line`) and why it was kept."""
 
     kind: str
-    """traceback, dump_input or signature."""
+    """traceback, dump_input or signature (a triage verdict's evidence)."""
     reasons: tuple[str, ...]
-    """Signature keys found in these lines."""
+    """Triage class ids whose evidence lies in these lines (and `dump_input`)."""
     first_line: int
     lines: tuple[str, ...]
 
@@ -79,32 +42,38 @@ class Excerpt:
 
 @dataclass(frozen=True)
 class LogFindings:
-    """What one log says, as excerpts and signature hit counts."""
+    """What one log says: triage's verdicts, and the excerpts that show them."""
 
     signatures: tuple[tuple[str, int], ...]
-    """(signature key, number of lines holding it), in SIGNATURES order."""
+    """(triage class id, evidence lines), best verdict first."""
     excerpts: tuple[Excerpt, ...]
+    verdicts: tuple[Verdict, ...] = ()
+    result: TriageResult | None = None
 
     @property
     def found(self) -> tuple[str, ...]:
         return tuple(k for k, _ in self.signatures)
 
 
-def find(text: str) -> LogFindings:
-    """Excerpt a log: tracebacks (with the lines just before), dump_input runs, signatures."""
+def find(text: str, name: str = "log") -> LogFindings:
+    """Triage a log and excerpt it: tracebacks (with the lines just before), dump_input runs,
+    and every verdict's evidence lines with a little context."""
+    result = triage_text(text, name)
     raw = text.splitlines()
     body = [strip_prefix(line) for line in raw]
-    counts: dict[str, int] = {}
     reasons_at: dict[int, list[str]] = {}
-    for i, s in enumerate(body):
-        for sig in SIGNATURES:
-            if sig.needle in s or sig.needle in raw[i]:
-                counts[sig.key] = counts.get(sig.key, 0) + 1
-                reasons_at.setdefault(i, []).append(sig.key)
+    for v in result.verdicts:
+        for e in v.evidence:
+            reasons_at.setdefault(e.line - 1, []).append(v.cls)
+    for i, line in enumerate(raw):
+        if _DUMP in line:
+            reasons_at.setdefault(i, []).append("dump_input")
+        elif any(c in line for c in CONTEXT_LINES):
+            reasons_at.setdefault(i, []).append("context")
     spans: list[tuple[int, int, str]] = []
     i = 0
     while i < len(body):
-        if body[i].startswith(TB_START) or body[i].lstrip().startswith(TB_START):
+        if body[i].lstrip().startswith(TB_START):
             end = traceback_end(body, i)
             spans.append((max(0, i - 3), min(end, i + MAX_EXCERPT_LINES), "traceback"))
             i = end + 1
@@ -122,18 +91,17 @@ def find(text: str) -> LogFindings:
         i += 1
     covered = [(a, b) for a, b, _ in spans]
     for idx in sorted(reasons_at):
-        if any(a <= idx <= b for a, b in covered):
+        if idx >= len(raw) or any(a <= idx <= b for a, b in covered):
             continue
         a, b = max(0, idx - _CONTEXT), min(len(body) - 1, idx + _CONTEXT)
         spans.append((a, b, "signature"))
         covered.append((a, b))
-    merged = _merge(sorted(spans))
     excerpts = []
-    for a, b, kind in merged:
+    for a, b, kind in _merge(sorted(spans)):
         reasons = tuple(dict.fromkeys(r for k in range(a, b + 1) for r in reasons_at.get(k, ())))
         excerpts.append(Excerpt(kind=kind, reasons=reasons, first_line=a + 1, lines=tuple(raw[a : b + 1])))
-    sigs = tuple((s.key, counts[s.key]) for s in SIGNATURES if s.key in counts)
-    return LogFindings(signatures=sigs, excerpts=tuple(excerpts))
+    sigs = tuple((v.cls, len(v.evidence)) for v in result.verdicts)
+    return LogFindings(signatures=sigs, excerpts=tuple(excerpts), verdicts=result.verdicts, result=result)
 
 
 _KIND_RANK = {"traceback": 0, "dump_input": 1, "signature": 2}
@@ -152,9 +120,12 @@ def _merge(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
 
 
 def signature_meaning(key: str) -> str:
-    for s in SIGNATURES:
-        if s.key == key:
-            return s.meaning
+    """The title of a triage class (what the report prints beside its id)."""
+    from vllm_pd_doctor.triage.entries import CLASSES
+
+    for c in CLASSES:
+        if c.id == key:
+            return c.title
     return key
 
 
@@ -168,3 +139,46 @@ def cap(text: str, limit: int) -> tuple[str, int]:
     cut = len(text) - head - tail
     marker = f"\n[... pd-doctor cut {cut} characters here (log capped at {limit}) ...]\n"
     return text[:head] + marker + text[len(text) - tail :], cut
+
+
+def public_triage(r: TriageResult, text: Callable[[str], str]) -> TriageResult:
+    """Triage's result with every string that came from the logs through `text` (the public
+    bundle's redaction); the catalogue's own words (class, title, fix, references, next,
+    missing) are pd-doctor's and stay as written."""
+
+    def ev(e: Evidence | None) -> Evidence | None:
+        return None if e is None else replace(e, file=text(e.file), text=text(e.text))
+
+    def evs(es: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
+        return tuple(replace(e, file=text(e.file), text=text(e.text)) for e in es)
+
+    def opt(v: str | None) -> str | None:
+        return text(v) if v else v
+
+    return replace(
+        r,
+        verdicts=tuple(
+            replace(v, evidence=evs(v.evidence), note=text(v.note) if v.note else None) for v in r.verdicts
+        ),
+        inputs=tuple(
+            replace(
+                i,
+                file=text(i.file),
+                facts=replace(
+                    i.facts,
+                    vllm_version=opt(i.facts.vllm_version),
+                    architecture=opt(i.facts.architecture),
+                    kv_role=opt(i.facts.kv_role),
+                    connector=opt(i.facts.connector),
+                    hybrid_evidence=opt(i.facts.hybrid_evidence),
+                    engine_ids=tuple(text(x) for x in i.facts.engine_ids),
+                ),
+                first_exception=ev(i.first_exception),
+                last_error=ev(i.last_error),
+            )
+            for i in r.inputs
+        ),
+        informative=evs(r.informative),
+        warnings=tuple(text(w) for w in r.warnings),
+        release=text(r.release) if r.release else None,
+    )

@@ -1,0 +1,52 @@
+"""What the command line adds to the logs: release (--python), model (--model), connector
+(--config / --prefill-cmd); and the catalogue as text (`--list`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vllm_pd_doctor.checkconfig.types import Server
+from vllm_pd_doctor.triage.decide import Context
+from vllm_pd_doctor.triage.entries import CLASSES
+from vllm_pd_doctor.triage.types import ClassInfo, FailureCatalogue
+
+
+def build_context(
+    *,
+    python: str | None,
+    model: Path | None,
+    config: Path | None,
+    prefill_cmd: str | None,
+    decode_cmd: str | None,
+) -> Context:
+    """Read what was given; nothing given: an empty context (the logs alone decide)."""
+    from vllm_pd_doctor.checkconfig import core
+
+    connector: str | None = None
+    servers: tuple[Server, ...] = ()
+    if config is not None or prefill_cmd is not None or decode_cmd is not None:
+        from vllm_pd_doctor import limits
+
+        if config is not None:
+            limits.check_input_file(
+                config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
+            )
+        servers, _ = core.gather_servers(prefill_cmd, decode_cmd, config, python=python)
+        prefill = [s for s in servers if s.role == "prefill"] or list(servers)
+        connector = next((s.config.kv_connector for s in prefill if s.config.kv_connector), None)
+    minfo = None
+    if model is not None or servers:  # --model as check-config takes it (dir, config.json, HF id)
+        minfo, _, _problem = core.resolve_model(model, servers, lambda _m: None)
+    release = None
+    if python is not None:
+        from vllm_pd_doctor.triage import release_from_python
+
+        release = release_from_python(python)
+    return Context(release=release, model=minfo, connector=connector)
+
+
+def catalogue() -> FailureCatalogue:
+    """The catalogue as a result (`--list`, printed through formats/ like every result)."""
+    return FailureCatalogue(
+        tuple(ClassInfo(c.id, c.title, c.side, c.fix, c.references, c.next) for c in CLASSES)
+    )

@@ -1,0 +1,245 @@
+"""One pass over one log: catalogue hits, facts, first exception and last ERROR (bounded state)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from vllm_pd_doctor.triage.entries import CLASSES
+from vllm_pd_doctor.triage.reader import Record, candidate_lines, normalise, side_of
+from vllm_pd_doctor.triage.types import Evidence, LogFacts
+
+MAX_EVIDENCE = 3
+"""Evidence lines kept per matcher (the first ones)."""
+MAX_TEXT = 400
+"""Characters of a line kept as evidence."""
+
+_FACT_ANCHORS = (
+    "Resolved architecture",
+    "version",
+    "kv_role",
+    "kv_connector",
+    "prefix_caching",
+    "prefix-caching",
+    "Creating v1 connector",
+    "Setting attention block size",
+    "mamba_cache_mode",
+    "Traceback",
+    "ERROR",
+    "CRITICAL",
+    "Error",
+    "Exception",
+    "Exit",
+    "Failure",
+)
+_EXC_LINE = re.compile(
+    r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)|AssertionError)\b(?::|$)"
+)
+_VERSION = (
+    re.compile(r"vLLM API server version v?(\d[\w.+]*)"),
+    re.compile(r"Initializing a V1 LLM engine \(v?(\d[\w.+]*)\)"),
+    re.compile(r"^version v?(\d[\w.+]*)$"),
+    re.compile(r"\bvLLM version:?\s+v?(\d[\w.+]*)"),
+)
+_ARCH = re.compile(r"Resolved architecture: (\w+)")
+_ROLE = re.compile(r"kv_role['\"]?\s*[:=]\s*['\"]?(kv_\w+)")
+_CONNECTOR = (
+    re.compile(r"kv_connector['\"]?\s*[:=]\s*['\"](\w+)"),
+    re.compile(r"Creating v1 connector with name: (\w+)"),
+)
+_ENGINE_ID = re.compile(r"(?:and engine_id: |Initializing NIXL worker )([\w-]{8,})")
+MAX_ENGINE_IDS = 16
+_PREFIX = re.compile(r"enable_prefix_caching['\"]?\s*[:=]\s*(True|False|true|false)")
+_HYBRID_LINES = (
+    "Setting attention block size to",
+    "Hybrid KV cache manager is disabled for this hybrid model",
+    "mamba_cache_mode",
+)
+
+
+TRIGGERS = (
+    "RROR",
+    "rror",
+    "ailed",
+    "xception",
+    "assert",
+    'File "',
+    "NIXL",
+    "UCX",
+    "WAITING_FOR_REMOTE_KVS",
+    "getXferTelemetry",
+    "no KVConnector found",
+    "Hybrid KV cache manager is disabled",
+    "Releasing expired KV blocks",
+    "Skipping KV post-processing",
+)
+"""Literals that pick the lines worth normalising past the head of a log: every line a catalogue
+class fires on holds one (ERROR lines, exceptions, assertions, frames, NIXL and UCX lines, and
+the few WARNING/DEBUG lines of the catalogue by their own words; a test checks every real
+fixture's evidence). Few, because each costs one `bytes.find` pass over the text; not `WARN`,
+which would make every routine warning a candidate."""
+HEAD_BYTES = 8 << 20
+"""The head of each log (startup: version, architecture, kv_role ...) is read with every anchor."""
+
+
+@functools.cache
+def triggers() -> tuple[bytes, ...]:
+    return tuple(t.encode() for t in TRIGGERS)
+
+
+@functools.cache
+def head_triggers() -> tuple[bytes, ...]:
+    """Every catalogue and fact anchor not already covered by TRIGGERS, plus TRIGGERS."""
+    words = {m.anchor for c in CLASSES for m in (*c.matchers, *c.excludes)} | set(_FACT_ANCHORS)
+    extra = {w for w in words if not any(t in w for t in TRIGGERS)}
+    minimal = {w for w in extra if not any(o != w and o in w for o in extra)}
+    return triggers() + tuple(t.encode() for t in sorted(minimal))
+
+
+@dataclass
+class Hit:
+    count: int = 0
+    evidence: list[Evidence] = field(default_factory=list)
+    first_ts: str | None = None
+    sides: set[str] = field(default_factory=set)
+
+
+@dataclass
+class FileScan:
+    """What one log holds, in bounded memory."""
+
+    file: str
+    side: str | None
+    hits: dict[tuple[str, int], Hit] = field(default_factory=dict)
+    """(class id, matcher index) -> hit; excludes use negative indexes (-1 - i)."""
+    lines: int = 0
+    bytes: int = 0
+    version: str | None = None
+    architecture: str | None = None
+    kv_role: str | None = None
+    connector: str | None = None
+    prefix_caching: bool | None = None
+    hybrid_evidence: str | None = None
+    engine_ids: list[str] = field(default_factory=list)
+    first_exception: Evidence | None = None
+    last_error: Evidence | None = None
+    last_ts: str | None = None
+
+    def facts(self) -> LogFacts:
+        # hybrid only from what the engine logged about its own KV cache (Mamba page alignment,
+        # HMA turned off "for this hybrid model", mamba_cache_mode): an architecture name alone
+        # does not say it (--model reads the config's structure, --python vLLM's registry)
+        evidence = self.hybrid_evidence
+        hybrid: bool | None = True if evidence else None
+        return LogFacts(
+            vllm_version=self.version,
+            architecture=self.architecture,
+            kv_role=self.kv_role,
+            connector=self.connector,
+            prefix_caching=self.prefix_caching,
+            hybrid=hybrid,
+            hybrid_evidence=evidence,
+            engine_ids=tuple(self.engine_ids),
+        )
+
+    @property
+    def file_side(self) -> str | None:
+        if self.side:
+            return self.side
+        if self.kv_role == "kv_producer":
+            return "prefill"
+        if self.kv_role == "kv_consumer":
+            return "decode"
+        return side_of(self.file.rsplit("/", 1)[-1])
+
+
+def evidence(r: Record) -> Evidence:
+    text = r.msg if len(r.msg) <= MAX_TEXT else r.msg[:MAX_TEXT] + " ..."
+    return Evidence(file=r.file, line=r.line, text=text)
+
+
+def scan(stream: BinaryIO, file: str, side: str | None = None, size: int | None = None) -> FileScan:
+    """Read one log to its end."""
+    fs = FileScan(file=file, side=side, bytes=size or 0)
+    worth = _worth()
+    for lineno, raw in candidate_lines(stream, triggers(), head_triggers(), HEAD_BYTES):
+        if not raw:
+            fs.lines = lineno
+            continue
+        if any(w in raw for w in worth):  # a WARNING line no class cares about stops here
+            _record(fs, normalise(raw, file, lineno))
+    return fs
+
+
+@functools.cache
+def _worth() -> tuple[str, ...]:
+    """A candidate line is normalised only when it holds one of these: an anchor of the
+    catalogue or of the facts, or an error word (first exception, last ERROR)."""
+    words = {m.anchor for c in CLASSES for m in (*c.matchers, *c.excludes)} | set(_FACT_ANCHORS)
+    words |= {"RROR", "rror", "xception", "CRITICAL"}
+    return tuple(sorted((w for w in words if not any(o != w and o in w for o in words)), key=len))
+
+
+@functools.cache
+def _flat() -> tuple[tuple[str, re.Pattern[str], tuple[str, int]], ...]:
+    """(anchor, regex, hit key) for every matcher and exclude of the catalogue."""
+    out = []
+    for c in CLASSES:
+        out += [(m.anchor, m.regex, (c.id, i)) for i, m in enumerate(c.matchers)]
+        out += [(m.anchor, m.regex, (c.id, -1 - i)) for i, m in enumerate(c.excludes)]
+    return tuple(out)
+
+
+def _record(fs: FileScan, r: Record) -> None:
+    msg = r.msg
+    if r.ts:
+        fs.last_ts = r.ts
+    for anchor, rx, key in _flat():
+        if anchor in msg and rx.search(msg):
+            hit = fs.hits.get(key)
+            if hit is None:
+                hit = fs.hits[key] = Hit(first_ts=r.ts)
+            hit.count += 1
+            if len(hit.evidence) < MAX_EVIDENCE:
+                hit.evidence.append(evidence(r))
+            hit.sides.add(r.side or fs.side or "")
+    _facts(fs, msg)
+    stripped = msg.lstrip()
+    if _EXC_LINE.match(stripped) and fs.first_exception is None:
+        fs.first_exception = evidence(r)
+    if (r.level in ("ERROR", "CRITICAL") or msg.startswith(("ERROR", "CRITICAL"))) and not msg.startswith(
+        (" ", "\t", "Traceback", "^")
+    ):
+        fs.last_error = evidence(r)
+
+
+def _facts(fs: FileScan, msg: str) -> None:
+    if fs.version is None and ("version" in msg or "V1 LLM engine" in msg):
+        for rx in _VERSION:
+            if m := rx.search(msg):
+                fs.version = fs.version or m.group(1).rstrip(".,)")
+                break
+    if fs.architecture is None and (m := _ARCH.search(msg)):
+        fs.architecture = m.group(1)
+    if fs.kv_role is None and "kv_role" in msg and (m := _ROLE.search(msg)):
+        fs.kv_role = m.group(1)
+    if fs.connector is None and ("kv_connector" in msg or "Creating v1 connector" in msg):
+        for rx in _CONNECTOR:
+            if m := rx.search(msg):
+                fs.connector = m.group(1)
+                break
+    if fs.prefix_caching is None and "prefix" in msg:
+        if m := _PREFIX.search(msg):
+            fs.prefix_caching = m.group(1).lower() == "true"
+        elif "--no-enable-prefix-caching" in msg:
+            fs.prefix_caching = False
+    m = _ENGINE_ID.search(msg) if ("engine_id" in msg or "NIXL worker" in msg) else None
+    if m and m.group(1) not in fs.engine_ids and len(fs.engine_ids) < MAX_ENGINE_IDS:
+        fs.engine_ids.append(m.group(1))
+    if fs.hybrid_evidence is None:
+        for needle in _HYBRID_LINES:
+            if needle in msg:
+                fs.hybrid_evidence = msg[:200]
+                break

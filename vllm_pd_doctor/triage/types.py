@@ -1,0 +1,112 @@
+"""The typed results of `pd-doctor triage` (frozen dataclasses; rendering lives in formats/)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from vllm_pd_doctor.model import Result
+
+Confidence = Literal["decisive", "likely", "possible"]
+CONFIDENCE_RANK: dict[str, int] = {"decisive": 0, "likely": 1, "possible": 2}
+Side = Literal["prefill", "decode", "unknown"]
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One log line that supports a verdict."""
+
+    file: str
+    """The input as given (`-` for stdin)."""
+    line: int
+    """1-based line number in that input."""
+    text: str
+    """The line, normalised (prefixes, ANSI and timestamps stripped), capped in length."""
+
+
+@dataclass(frozen=True)
+class LogFacts:
+    """Facts a log states about the deployment that wrote it (None: not stated)."""
+
+    vllm_version: str | None = None
+    architecture: str | None = None
+    kv_role: str | None = None
+    connector: str | None = None
+    prefix_caching: bool | None = None
+    hybrid: bool | None = None
+    """The log shows a hybrid (Mamba/SSM + attention) KV cache, or a hybrid architecture."""
+    hybrid_evidence: str | None = None
+    engine_ids: tuple[str, ...] = ()
+    """KV connector engine ids the log announces as its own (correlates the other side's
+    `remote_engine_id`)."""
+
+
+@dataclass(frozen=True)
+class InputSummary:
+    """One log read."""
+
+    file: str
+    side: Side
+    lines: int
+    bytes: int
+    facts: LogFacts
+    first_exception: Evidence | None = None
+    last_error: Evidence | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A named cause of the failure, with what supports it and what would decide it."""
+
+    cls: str
+    """Catalogue id of the failure class."""
+    title: str
+    confidence: Confidence
+    evidence: tuple[Evidence, ...]
+    missing: tuple[str, ...]
+    """What would make the verdict decisive (or rule it out)."""
+    fix: str
+    references: tuple[str, ...]
+    next: str
+    """The pd-doctor command that verifies it."""
+    side: Side = "unknown"
+    note: str | None = None
+    """Correlation and release notes (e.g. "follows the prefill engine's death at 12:00:03")."""
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    """One failure class of the catalogue, as `pd-doctor triage --list` shows it."""
+
+    id: str
+    title: str
+    side: str
+    fix: str
+    references: tuple[str, ...]
+    next: str
+
+
+@dataclass(frozen=True)
+class FailureCatalogue(Result):
+    """`pd-doctor triage --list`: every failure class."""
+
+    classes: tuple[ClassInfo, ...]
+
+
+@dataclass(frozen=True)
+class TriageResult(Result):
+    """Everything `pd-doctor triage` found, best verdict first."""
+
+    verdicts: tuple[Verdict, ...]
+    inputs: tuple[InputSummary, ...]
+    informative: tuple[Evidence, ...] = ()
+    """With no known cause: the most informative lines (first exception, last ERROR)."""
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+    release: str | None = None
+    """The vLLM release examined with --python, if any."""
+
+    @property
+    def found(self) -> bool:
+        return bool(self.verdicts)
