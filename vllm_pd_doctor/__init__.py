@@ -5,3 +5,10 @@ This package never imports vllm or torch at module level: code that needs them l
 """
 
 __version__ = "0.1.0"
+
+import sys as _sys
+
+if _sys.argv and _sys.argv[0].rpartition("/")[2] == "pd-doctor":  # the console script: no
+    from vllm_pd_doctor import early as _early  # KeyboardInterrupt traceback while importing
+
+    _early.install()

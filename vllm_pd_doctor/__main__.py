@@ -1,3 +1,8 @@
+from vllm_pd_doctor import early
+
+if __name__ == "__main__":
+    early.install()  # before the imports of the CLI (a Ctrl-C there: one line, no traceback)
+
 from vllm_pd_doctor.cli import main
 
 if __name__ == "__main__":

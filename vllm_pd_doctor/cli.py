@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
 
-from vllm_pd_doctor import __version__, procs
+from vllm_pd_doctor import __version__, procs, safeio
 from vllm_pd_doctor.commands import check_config, envs, hotfix, matrix, report, repro, triage
 from vllm_pd_doctor.errors import debug_enabled, report_error
+from vllm_pd_doctor.sanitize import line
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 not reproduced / nothing found, 1 reproduced / error-level finding, "
@@ -61,7 +63,7 @@ def _usage_error(exc: Any) -> int:
     """A usage error (typer's and click's own included) as one line plus a hint, exit 2."""
     ctx = exc.ctx
     where = ctx.command_path if ctx is not None else "pd-doctor"
-    message = " ".join(exc.format_message().split()).replace(": Value error, ", ": ")
+    message = line(" ".join(exc.format_message().split()).replace(": Value error, ", ": "))
     print(f"pd-doctor: error: {message}", file=sys.stderr)
     print(f"  hint: see `{where} --help`", file=sys.stderr, flush=True)
     return 2
@@ -113,8 +115,24 @@ def command() -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """The console script: one signal policy, one line per usage error, one error boundary."""
+    """The console script: one signal policy, one line per usage error, one error boundary.
+
+    The last boundary too: whatever escapes a command body or typer itself (its --help or
+    --version on a full disk or a closed stdout) is one line and exit 2/3/4, never a traceback."""
+    safeio.prepare_stdio()
     procs.install()
+    try:
+        rc = _dispatch(argv)
+    except (Exception, KeyboardInterrupt) as exc:
+        rc = int(report_error(exc, debug=debug_enabled() or bool(os.environ.get("PD_DOCTOR_DEBUG"))))
+    rc = safeio.finish_stdout(rc)
+    signum = procs.stopped_by()
+    if signum is not None:
+        procs.finish(procs.EXIT_CODES.get(signum, 128 + signum))
+    sys.exit(rc)
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     command_ = command()
     try:
         rc = command_.main(
@@ -126,13 +144,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         rc = _usage_error(exc)
     except _ClickException as exc:  # e.g. a file option that cannot be opened
         message = " ".join(exc.format_message().split()).replace(": Value error, ", ": ")  # type: ignore[attr-defined]
-        print(f"pd-doctor: error: {message}", file=sys.stderr)
+        print(f"pd-doctor: error: {line(message)}", file=sys.stderr)
         rc = int(getattr(exc, "exit_code", 2))
     except _Abort:
         rc = 130
     except SystemExit as exc:
         rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    signum = procs.stopped_by()
-    if signum is not None:
-        procs.finish(procs.EXIT_CODES.get(signum, 128 + signum))
-    sys.exit(rc if isinstance(rc, int) else 0)
+    return rc if isinstance(rc, int) else 0

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from vllm_pd_doctor import uvinstall
+from vllm_pd_doctor import limits, safeio, uvinstall
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.model import Result
 from vllm_pd_doctor.progress import Progress, phase, quiet
@@ -68,10 +68,9 @@ class ManagedEnv:
 
 def home() -> Path:
     """pd-doctor's cache: $PD_DOCTOR_HOME, else $XDG_CACHE_HOME/pd-doctor, else ~/.cache/pd-doctor."""
-    if os.environ.get("PD_DOCTOR_HOME"):
-        return Path(os.environ["PD_DOCTOR_HOME"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "pd-doctor"
+    if os.environ.get("PD_DOCTOR_HOME"):  # checked: absolute, a directory, a user that exists
+        return safeio.check_home_dir(Path(os.environ["PD_DOCTOR_HOME"]), "PD_DOCTOR_HOME")
+    return safeio.user_cache_base() / "pd-doctor"  # never /.cache for an empty HOME
 
 
 def envs_dir() -> Path:
@@ -101,21 +100,42 @@ def validate(package: str, version: str) -> None:
 
 
 def _load(path: Path) -> ManagedEnv | None:
+    """The environment at `path` if its marker is complete and sound; None otherwise.
+
+    A marker that is not a small JSON object of the expected types (truncated, binary, a
+    list, a 5000-digit number, nested a million deep, a FIFO) makes only this environment
+    incomplete: it is never an error, so one corrupt marker cannot break every release.
+    """
     marker = path / MARKER
-    if not marker.is_file() or not (path / "bin" / "python").exists():
-        return None
     try:
-        data = json.loads(marker.read_text(encoding="utf-8"))
+        if not marker.is_file() or not (path / "bin" / "python").exists():
+            return None
+        data = json.loads(limits.read_bounded(marker, MAX_MARKER_BYTES, str(marker))[0].decode("utf-8"))
+        package, version, extras = data["package"], data["version"], data.get("extras", [])
+        install_s, created = data.get("install_s"), data.get("created")
+        if not (
+            isinstance(package, str)
+            and isinstance(version, str)
+            and isinstance(extras, list)
+            and all(isinstance(e, str) for e in extras)
+            and (install_s is None or isinstance(install_s, (int, float)))
+            and (created is None or isinstance(created, str))
+        ):
+            return None
         return ManagedEnv(
-            package=data["package"],
-            version=data["version"],
+            package=package,
+            version=version,
             path=path,
-            extras=tuple(data.get("extras", ())),
-            install_s=data.get("install_s"),
-            created=data.get("created"),
+            extras=tuple(extras),
+            install_s=install_s,
+            created=created,
         )
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, BadInput):
         return None
+
+
+MAX_MARKER_BYTES = 64 * 1024
+"""A marker is a few hundred bytes; a bigger one is corrupt."""
 
 
 def find(package: str, version: str) -> ManagedEnv | None:
@@ -221,6 +241,9 @@ def ensure(
     """Return the environment for package==version, creating it if it is not there yet."""
     validate(package, version)
     path = envs_dir() / env_name(package, version)
+    done = _load(path)  # complete (its marker is written last): no lock needed, so a read-only
+    if done is not None and CONNECTORS_EXTRA in done.extras and (not nixl or "nixl" in done.extras):
+        return done  # cache of environments works too
     with _lock(path):
         existing = _load(path)
         if existing is not None and CONNECTORS_EXTRA not in existing.extras:
@@ -234,6 +257,7 @@ def ensure(
         if path.exists():
             progress(f"removing incomplete environment {path}")
             shutil.rmtree(path)
+        check_room()  # a full disk: one clear line before uv starts, not ENOSPC half-way
         with phase(progress, f"provisioning {package} {version}"):
             return _create(path, package, version, nixl=nixl, progress=progress, timeout=timeout)
 
@@ -305,6 +329,17 @@ def free_bytes() -> int:
     return shutil.disk_usage(probe).free
 
 
+def check_room() -> None:
+    """CouldNotRun (exit 3) when the disk of the environments has no room for a new one."""
+    free = free_bytes()
+    if free < MIN_FREE_BYTES:
+        raise CouldNotRun(
+            f"only {free / 1024**3:.1f} GB free under {envs_dir()}; an environment "
+            f"needs about {MIN_FREE_BYTES / 1024**3:.0f} GB",
+            hint="remove environments with `pd-doctor envs rm`, or set PD_DOCTOR_HOME to a disk with room",
+        )
+
+
 def ensure_or_clean(
     package: str, version: str, *, progress: Progress = quiet, timeout: float = 1800.0
 ) -> ManagedEnv:
@@ -317,13 +352,7 @@ def ensure_or_clean(
     existing = find(package, version)
     if existing is not None:
         return existing
-    free = free_bytes()
-    if free < MIN_FREE_BYTES:
-        raise CouldNotRun(
-            f"only {free / 1024**3:.1f} GB free under {envs_dir()}; an environment "
-            f"needs about {MIN_FREE_BYTES / 1024**3:.0f} GB",
-            hint="remove environments with `pd-doctor envs rm`",
-        )
+    check_room()
     try:
         return ensure(package, version, progress=progress, timeout=timeout)
     except BaseException:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import sys
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import IntEnum
+
+from vllm_pd_doctor.sanitize import line, text
 
 
 class ExitCode(IntEnum):
@@ -70,15 +73,56 @@ def debug_enabled() -> bool:
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    try:
+        print(text(line), file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # stderr closed or full: the exit code still tells
+        pass
+
+
+_OS_HINTS = {
+    errno.ENOSPC: "free some space, or set PD_DOCTOR_HOME to a file system with room",
+    errno.EDQUOT: "free some space, or set PD_DOCTOR_HOME to a file system with room",
+    errno.EROFS: "set PD_DOCTOR_HOME (and -o) to a writable directory",
+    errno.EACCES: "set PD_DOCTOR_HOME (and -o) to a directory you can write to",
+    errno.EPERM: "set PD_DOCTOR_HOME (and -o) to a directory you can write to",
+    errno.ENAMETOOLONG: "give a shorter path",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+    errno.EBADF: "give pd-doctor open standard streams (e.g. >/dev/null rather than >&-)",
+}
+
+
+def from_environment(exc: BaseException) -> PdDoctorError | None:
+    """The user-facing error for an exception that comes from the machine or the input, not
+    from a bug: an OS error (a full or read-only disk, a closed stream, a name too long), no
+    memory left, an integer with more digits than Python converts. None for anything else."""
+    if isinstance(exc, OSError):
+        name = str(exc.filename or "")
+        where = f": {name if len(name) <= 200 else name[:100] + '...' + name[-80:]}" if name else ""
+        what = exc.strerror or type(exc).__name__
+        return CouldNotRun(
+            f"{what}{where}", hint=_OS_HINTS.get(exc.errno or 0, "check the path and the disk it is on")
+        )
+    if isinstance(exc, MemoryError):
+        return CouldNotRun("out of memory", hint="give a smaller input, or free memory")
+    if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
+        return BadInput(
+            "an integer in the input has more digits than pd-doctor reads (4300)",
+            hint="give numbers of a sensible size",
+        )
+    return None
 
 
 def report_error(exc: BaseException, *, debug: bool) -> ExitCode:
     """Print one clear line (plus a hint) for an error; return its exit code."""
+    mapped = from_environment(exc)
+    if mapped is not None:
+        if debug:
+            _say("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip())
+        exc = mapped
     if isinstance(exc, PdDoctorError):
-        _say(f"pd-doctor: error: {exc.message}")
+        _say(f"pd-doctor: error: {line(exc.message)}")
         if exc.hint:
-            _say(f"  hint: {exc.hint}")
+            _say(f"  hint: {line(exc.hint)}")
         if debug:
             if exc.detail:
                 _say(exc.detail.rstrip())
@@ -94,7 +138,7 @@ def report_error(exc: BaseException, *, debug: bool) -> ExitCode:
             return ExitCode(exc.exit_code)
         _say("pd-doctor: interrupted")
         return ExitCode.INTERRUPTED
-    _say(f"pd-doctor: internal error: {type(exc).__name__}: {exc}")
+    _say(f"pd-doctor: internal error: {type(exc).__name__}: {line(str(exc))[:500]}")
     if debug:
         _say("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip())
     else:

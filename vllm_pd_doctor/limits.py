@@ -262,6 +262,8 @@ def load_yaml_documents(
         raise BadInput(f"{label}: malformed YAML{where}: {problem}") from None
     except RecursionError:
         raise BadInput(f"{label}: YAML nested too deeply") from None
+    except ValueError as exc:  # an integer of more than 4300 digits, a date out of range
+        raise BadInput(f"{label}: a value YAML cannot convert ({str(exc).split(';')[0][:120]})") from None
     finally:
         loader.dispose()
     return docs

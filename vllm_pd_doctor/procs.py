@@ -16,6 +16,7 @@ then ignores the TERM it is stopped with.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -29,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
+
+from vllm_pd_doctor import reaper
 
 EXIT_CODES: dict[int, int] = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 """The exit code for each signal pd-doctor handles (128 + signal number)."""
@@ -63,9 +66,36 @@ class _Registry:
     starting: int = 0
     """How deep the main thread is inside spawn() (the handler waits for 0)."""
     installed: bool = False
+    tags: dict[int, str] = field(default_factory=dict)
+    """Leader PID -> the PD_DOCTOR_OWNER marker its process tree carries."""
+    seq: int = 0
+    watchdog: reaper.Watchdog | None = None
 
 
 _R = _Registry()
+_RUN: list[str] = []
+
+
+def run_id() -> str:
+    """This pd-doctor process's marker prefix (`<pid>.<random>`): children carry `<run>.<n>`."""
+    if not _RUN or not _RUN[0].startswith(f"{os.getpid()}."):
+        _RUN[:] = [f"{os.getpid()}.{secrets.token_hex(4)}"]
+    return _RUN[0]
+
+
+def _watchdog() -> reaper.Watchdog | None:
+    """The watchdog (started with the first child or temp dir, in the CLI process only)."""
+    if _R.watchdog is None and _R.installed:
+        _R.watchdog = reaper.Watchdog(run_id())
+        with suppress(OSError):
+            _R.watchdog.start()
+    return _R.watchdog
+
+
+def _tell(op: str, arg: object) -> None:
+    wd = _R.watchdog
+    if wd is not None:
+        wd.send(op, arg)
 
 
 def _create_time(pid: int) -> float:
@@ -79,22 +109,29 @@ def register(pid: int) -> None:
     """Record a process group (its leader's PID) to stop on a signal."""
     with _R.lock:
         _R.groups[pid] = _create_time(pid)
+        _watchdog()
+        _tell("g", pid)
 
 
 def unregister(pid: int) -> None:
     with _R.lock:
         _R.groups.pop(pid, None)
+        _R.tags.pop(pid, None)
+        _tell("u", pid)
 
 
 def register_tempdir(path: str) -> None:
     """Record a temporary directory (or file) to remove on a signal."""
     with _R.lock:
         _R.tempdirs.append(path)
+        _watchdog()
+        _tell("d", path)
 
 
 def unregister_tempdir(path: str) -> None:
     with _R.lock, suppress(ValueError):
         _R.tempdirs.remove(path)
+        _tell("r", path)
 
 
 def registered() -> tuple[tuple[int, ...], tuple[str, ...]]:
@@ -105,9 +142,13 @@ def registered() -> tuple[tuple[int, ...], tuple[str, ...]]:
 
 @contextmanager
 def tempdir(prefix: str) -> Iterator[str]:
-    """A temporary directory removed on exit, and by the signal handler if one arrives."""
+    """A temporary directory removed on exit, and by the signal handler if one arrives.
+
+    Named `pd-doctor-<pid>-<prefix>…`, so a later run removes it if this one was SIGKILLed
+    (and its watchdog too)."""
     with _starting():
-        path = tempfile.mkdtemp(prefix=prefix)
+        name = prefix.removeprefix(reaper.TEMP_PREFIX)
+        path = tempfile.mkdtemp(prefix=f"{reaper.TEMP_PREFIX}{os.getpid()}-{name}")
         register_tempdir(path)
     try:
         yield path
@@ -147,38 +188,112 @@ def spawn(cmd: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
     with _starting():
         if _R.stopping is not None:
             raise Interrupted(_R.stopping)
+        with _R.lock:
+            _R.seq += 1
+            tag = f"{run_id()}.{_R.seq}"
+            _watchdog()
+        given = kwargs.get("env")
+        env: dict[str, str] = dict(given if given is not None else os.environ)
+        env[reaper.MARKER_VAR] = tag  # inherited by every descendant, setsid or not
+        kwargs["env"] = env
         proc: subprocess.Popen[Any] = subprocess.Popen(list(cmd), **kwargs)
-        if threading.current_thread() is threading.main_thread():
+        with _R.lock:  # re-entrant: a worker thread already holds it (see _starting)
+            _R.tags[proc.pid] = tag
             register(proc.pid)
-        else:  # the lock is already held by _starting()
-            _R.groups[proc.pid] = _create_time(proc.pid)
     return proc
 
 
 def release(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
-    """Stop what is left of a spawned child's group (by PID) and forget it."""
+    """Stop what is left of a spawned child's group (by PID), and its descendants that left
+    the group (setsid) and the process tree (their parent exited): by its marker. Forget it."""
     stop_group(proc, grace=grace)
+    with _R.lock:
+        tag = _R.tags.get(proc.pid)
+    if tag is not None:
+        reaper.stop(tag, exact=True, grace=grace)
     unregister(proc.pid)
 
 
-def run(cmd: Sequence[str], *, timeout: float, **kwargs: Any) -> subprocess.CompletedProcess[Any]:
-    """Like `subprocess.run(capture_output=True)`, but the child's whole group is stopped on a
-    timeout or an error, not only its leader. Raises subprocess.TimeoutExpired after stopping it.
+MAX_CAPTURE = 4 * 1024 * 1024
+"""Bytes of each captured stream `run` keeps (the last ones): a child that writes 400 MB
+costs pd-doctor this much memory, not 400 MB."""
+
+
+class TailReader(threading.Thread):
+    """Reads a pipe to its end on a thread, keeping only the last `keep` bytes."""
+
+    def __init__(self, pipe: Any, keep: int = MAX_CAPTURE) -> None:
+        super().__init__(daemon=True, name="pd-doctor-tail")
+        self.pipe, self.keep = pipe, keep
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.total = 0
+
+    def run(self) -> None:
+        fd = self.pipe.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.total += len(chunk)
+            self.chunks.append(chunk)
+            self.size += len(chunk)
+            if self.size > 2 * self.keep:
+                data = b"".join(self.chunks)[-self.keep :]
+                self.chunks, self.size = [data], len(data)
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks)[-self.keep :]
+
+
+def run(
+    cmd: Sequence[str], *, timeout: float, max_capture: int = MAX_CAPTURE, **kwargs: Any
+) -> subprocess.CompletedProcess[Any]:
+    """Like `subprocess.run(capture_output=True)`, but bounded and group-aware: the child's
+    whole group is stopped on a timeout or an error, not only its leader (raises
+    subprocess.TimeoutExpired after stopping it); of each captured stream only the last
+    `max_capture` bytes are kept; with `text=True` they are decoded as UTF-8 with bytes that
+    are not shown as U+FFFD (a child's odd output is never an exception here).
     """
+    text = bool(kwargs.pop("text", False) or kwargs.pop("universal_newlines", False))
+    kwargs.pop("encoding", None)
     kwargs.setdefault("stdout", subprocess.PIPE)
     kwargs.setdefault("stderr", subprocess.PIPE)
     proc = spawn(cmd, **kwargs)
+    readers = [TailReader(s, max_capture) for s in (proc.stdout, proc.stderr) if s is not None]
+    for r in readers:
+        r.start()
     try:
-        out, err = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         release(proc, grace=2.0)
-        proc.communicate()
+        _join(readers)
         raise
     except BaseException:
         release(proc, grace=2.0)
         raise
     release(proc, grace=2.0)  # grandchildren left behind by a finished leader
+    _join(readers)
+    it = iter(readers)
+    out: Any = next(it).data() if proc.stdout is not None else None
+    err: Any = next(it).data() if proc.stderr is not None else None
+    if text:
+        out = out.decode("utf-8", "replace").replace("\r\n", "\n") if out is not None else None
+        err = err.decode("utf-8", "replace").replace("\r\n", "\n") if err is not None else None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _join(readers: Sequence[threading.Thread]) -> None:
+    """Wait for the readers (a grandchild that still holds the pipe: not past a few seconds)."""
+    for r in readers:
+        r.join(timeout=5.0)
+        pipe = getattr(r, "pipe", None)
+        if not r.is_alive() and pipe is not None:
+            with suppress(OSError):
+                pipe.close()
 
 
 def _kill_group(pgid: int, sig: int) -> None:
@@ -230,6 +345,7 @@ def stop_all(grace: float = GRACE_S) -> None:
         with suppress(psutil.Error, OSError):
             p.kill()
     psutil.wait_procs(alive, timeout=grace)
+    reaper.stop(run_id(), grace=grace)  # setsid descendants whose parent is gone: by marker
     _reap(groups)
     for d in dirs:
         _remove(d)
@@ -286,6 +402,8 @@ def install() -> None:
             continue  # started under nohup: keep ignoring hang-ups
         signal.signal(sig, _handle)
     _R.installed = True
+    with suppress(OSError):
+        reaper.sweep()  # what a SIGKILLed run left in the temp directory
 
 
 def stopped_by() -> int | None:

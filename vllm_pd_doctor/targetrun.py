@@ -15,18 +15,28 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor import procs
+from vllm_pd_doctor import limits, procs
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 
 TARGET_PACKAGE = "vllm_pd_doctor_target"
 TARGET_DIR = Path(__file__).resolve().parent / "target"
+
+MAX_PROBE_LINE = 64 * 1024
+"""Longest answer line read from a probe (a real one is a few hundred bytes)."""
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
+"""Largest answer file read from the target (a real one is tens of kB)."""
+MAX_LOG_ON_DISK = 64 * 1024 * 1024
+"""The child's log file stops growing here; the last MAX_LOG_KEPT bytes are kept after it."""
+MAX_LOG_KEPT = 1024 * 1024
+"""Bytes of the child's log read back (its end: the traceback, if any)."""
 
 # Variables of the tool's own interpreter that must not reach the target interpreter.
 _SCRUB = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "__PYVENV_LAUNCHER__")
@@ -123,10 +133,10 @@ def ask(python: str, script: str, *, timeout: float) -> dict[str, Any]:
     except subprocess.TimeoutExpired:
         raise CouldNotRun(f"--python {python}: did not answer within {timeout:.0f} s") from None
     try:
-        info = json.loads(proc.stdout.strip().splitlines()[-1])
+        info = json.loads(proc.stdout.strip().splitlines()[-1][:MAX_PROBE_LINE])
         if not isinstance(info, dict):
             raise ValueError(info)
-    except (IndexError, ValueError):
+    except (IndexError, ValueError, RecursionError):  # no line, not JSON, nested, 5000 digits
         raise BadInput(
             f"--python {python}: is not a Python interpreter (exit {proc.returncode})",
             hint="give the path of a Python >= 3.9 interpreter that has vLLM",
@@ -192,18 +202,21 @@ def run_module(
         log_path = os.path.join(work, "target.log")
         cmd = [python, "-m", f"{TARGET_PACKAGE}.{module}", *args, "--out", out]
         t0 = time.perf_counter()
-        with open(log_path, "w", encoding="utf-8", errors="replace") as log:
+        with open(log_path, "wb") as log:
             proc = procs.spawn(
                 cmd,
-                stdout=log,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 cwd=work,
                 env=child_env(extra_env, pythonpath=path, python=python),
             )
+            drain = _LogDrain(proc.stdout, log)
+            drain.start()
             try:
                 rc = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 procs.release(proc)
+                drain.join(5.0)
                 raise CouldNotRun(
                     f"{what} did not finish within {timeout:.0f} s",
                     hint="raise --timeout, or check the machine's load",
@@ -211,23 +224,81 @@ def run_module(
                 ) from None
             finally:
                 procs.release(proc)  # what is left of its group, on any way out
+            drain.join(5.0)
+            drain.finish()
         wall = time.perf_counter() - t0
-        logtext = Path(log_path).read_text(encoding="utf-8", errors="replace")
-        if not os.path.exists(out):
-            raise CouldNotRun(
-                f"{what} exited with code {rc} without an answer",
-                hint="rerun with --debug to see its log",
-                detail=logtext[-4000:],
-            )
-        try:
-            answer = json.loads(Path(out).read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise CouldNotRun(f"{what} wrote an unreadable answer ({exc})", detail=logtext[-4000:]) from None
+        logtext = _tail(log_path, MAX_LOG_KEPT)
+        answer = read_answer(out, what, logtext, rc)
         return TargetRun(answer=answer, log=logtext, wall_s=wall, returncode=rc)
 
 
-def _tail(path: str, n: int = 4000) -> str:
+def read_answer(out: str, what: str, logtext: str, rc: int) -> dict[str, Any]:
+    """The child's JSON answer, read within bounds: a missing, huge, non-UTF-8, deeply nested
+    or non-object answer is CouldNotRun (exit 3) with one line, never an exception."""
+    if not os.path.exists(out):
+        raise CouldNotRun(
+            f"{what} exited with code {rc} without an answer",
+            hint="rerun with --debug to see its log",
+            detail=logtext[-4000:],
+        )
     try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")[-n:]
+        data, _size = limits.read_bounded(out, MAX_ANSWER_BYTES, f"the answer of {what}")
+        answer = json.loads(data.decode("utf-8"))
+    except BadInput as exc:
+        raise CouldNotRun(
+            f"{what} wrote an unreadable answer ({exc.message})", detail=logtext[-4000:]
+        ) from None
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, too deep, 5000 digits
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(":")[0][:200]
+        raise CouldNotRun(f"{what} wrote an unreadable answer ({reason})", detail=logtext[-4000:]) from None
+    if not isinstance(answer, dict):
+        raise CouldNotRun(
+            f"{what} wrote an answer that is not a JSON object ({type(answer).__name__})",
+            detail=logtext[-4000:],
+        )
+    return answer
+
+
+class _LogDrain(threading.Thread):
+    """Copies the child's output into its log file up to MAX_LOG_ON_DISK bytes, then keeps
+    only the last MAX_LOG_KEPT bytes in memory (written at the end): a child that writes
+    without end fills neither the disk nor pd-doctor's memory."""
+
+    def __init__(self, pipe: Any, log: Any) -> None:
+        super().__init__(daemon=True, name="pd-doctor-log")
+        self.pipe, self.log = pipe, log
+        self.written = 0
+        self.tail = procs.TailReader(pipe, MAX_LOG_KEPT)
+
+    def run(self) -> None:
+        fd = self.pipe.fileno()
+        while self.written < MAX_LOG_ON_DISK:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.log.write(chunk)
+            self.written += len(chunk)
+        self.tail.run()  # the rest: its end only
+
+    def finish(self) -> None:
+        if self.tail.total:
+            self.log.write(f"\n[... {self.tail.total - len(self.tail.data())} bytes left out ...]\n".encode())
+            self.log.write(self.tail.data())
+        self.log.flush()
+        with suppress(OSError):
+            self.pipe.close()
+
+
+def _tail(path: str, n: int = 4000) -> str:
+    """The last `n` bytes of a file as text (bad bytes as U+FFFD), never more than that."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - n))
+            return fh.read(n).decode("utf-8", "replace")
     except OSError:
         return ""

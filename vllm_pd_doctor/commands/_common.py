@@ -23,10 +23,12 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
+from vllm_pd_doctor import safeio
 from vllm_pd_doctor.errors import BadInput, set_debug
 from vllm_pd_doctor.formats import OutputFormat, emit
 from vllm_pd_doctor.limits import positive_seconds
 from vllm_pd_doctor.model import Result
+from vllm_pd_doctor.sanitize import text as safe_text
 
 
 def _set_debug(value: bool) -> bool:
@@ -116,7 +118,7 @@ class Reporter:
 
     def __call__(self, message: str, /) -> None:
         if self.enabled:
-            self.console.print(Text.assemble(("pd-doctor: ", "dim"), message), highlight=False)
+            self.console.print(Text.assemble(("pd-doctor: ", "dim"), safe_text(message)), highlight=False)
 
     def __rich__(self) -> RenderableType:
         with self._lock:
@@ -159,12 +161,11 @@ def progress_printer(enabled: bool = True) -> Reporter:
 
 
 def hint(msg: str) -> None:
-    stderr().print(Text.assemble(("pd-doctor: note: ", "yellow"), msg), highlight=False)
+    stderr().print(Text.assemble(("pd-doctor: note: ", "yellow"), safe_text(msg)), highlight=False)
 
 
 def out(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    safeio.write_stdout(text)  # a closed or full stdout: one line, exit 3
 
 
 def show(result: Result, fmt: OutputFormat, *, as_list: bool = False) -> None:
@@ -179,7 +180,7 @@ def stdout_color() -> bool:
 def stdout_width() -> int:
     try:
         return max(80, min(160, int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size().columns))
-    except OSError:
+    except (OSError, ValueError, OverflowError):  # no terminal; COLUMNS=abc
         return 110
 
 

@@ -107,4 +107,7 @@ def emit(
     fn = formatters().get((type(result), OutputFormat(fmt)))
     if fn is None:
         raise TypeError(f"no {OutputFormat(fmt).value} format for {type(result).__name__}")
-    return fn(result, Options(width=width, color=color, as_list=as_list))
+    from vllm_pd_doctor.sanitize import clean
+
+    # input text (a config, a log line) never carries a control sequence into any format
+    return fn(clean(result), Options(width=width, color=color, as_list=as_list))

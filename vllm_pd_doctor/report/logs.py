@@ -89,13 +89,16 @@ def find(text: str, name: str = "log") -> LogFindings:
             i = j + 1
             continue
         i += 1
-    covered = [(a, b) for a, b, _ in spans]
+    covered = bytearray(len(body))  # linear: a list of spans scanned per line was quadratic
+    for a, b, _ in spans:
+        covered[a : b + 1] = b"\x01" * (b + 1 - a)
+    last = -1  # signature spans come in line order: only the last one can cover the next line
     for idx in sorted(reasons_at):
-        if idx >= len(raw) or any(a <= idx <= b for a, b in covered):
+        if idx >= len(raw) or covered[idx] or idx <= last:
             continue
         a, b = max(0, idx - _CONTEXT), min(len(body) - 1, idx + _CONTEXT)
         spans.append((a, b, "signature"))
-        covered.append((a, b))
+        last = b
     excerpts = []
     for a, b, kind in _merge(sorted(spans)):
         reasons = tuple(dict.fromkeys(r for k in range(a, b + 1) for r in reasons_at.get(k, ())))

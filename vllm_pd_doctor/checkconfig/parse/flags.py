@@ -216,7 +216,13 @@ def _cache_file(vdir: str) -> Path | None:
     except OSError:
         return None
     key = hashlib.sha256(f"{_VERSION}:{vdir}:{st.st_mtime_ns}:{st.st_size}".encode()).hexdigest()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    from vllm_pd_doctor import safeio
+    from vllm_pd_doctor.errors import BadInput
+
+    try:
+        base = safeio.user_cache_base()  # an empty HOME: no cache (never /.cache)
+    except BadInput:
+        return None
     return base / "pd-doctor" / "flag-tables" / f"{key[:32]}.json"
 
 

@@ -120,19 +120,19 @@ def is_ordinary(value: str) -> bool:
 _NAME = r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}"
 _VALUE = r"[^\s\"'\\,;}{\]\[<>]{3,}"
 # --name value / --name=value / NAME=value / NAME: value / "NAME": "value" / 'NAME' => 'value'
+# The name and operator are searched first, the value matched only after a secret's name: a
+# search that also ran the (unbounded) value after every name was quadratic on `a:a:a:...`.
 _ASSIGN = re.compile(
     rf"(?<![A-Za-z0-9_])(?P<dash>--?)?(?P<q1>[\"']?)(?P<name>{_NAME})(?P=q1)"
-    rf"(?:(?P<op>\s*(?:=>|:=|=|:)\s*)|(?P<sp>[ \t]+))(?P<q2>[\"']?)(?P<value>{_VALUE})"
+    rf"(?:(?P<op>\s*(?:=>|:=|=|:)\s*)|(?P<sp>[ \t]+))(?P<q2>[\"']?)"
 )
+_ASSIGN_VALUE = re.compile(rf"(?P<value>{_VALUE})")
 
 
 def _quoted_end(text: str, start: int, quote: str) -> int:
     """End of a quoted value that began at `start` (spaces and `;` included), within its line."""
-    stop = text.find(quote, start)
     nl = text.find("\n", start)
-    if stop < 0 or (0 <= nl < stop):
-        return -1
-    return stop
+    return text.find(quote, start, len(text) if nl < 0 else nl)  # within the line only
 
 
 def assignments(text: str) -> Iterator[Span]:
@@ -146,13 +146,15 @@ def assignments(text: str) -> Iterator[Span]:
             continue
         if m.group("sp") is not None and not m.group("dash"):
             continue  # `token abc` in prose: only --token abc is an assignment without = or :
-        value = m.group("value")
+        mv = _ASSIGN_VALUE.match(text, m.end())
+        if mv is None:
+            continue
+        value = mv.group("value")
         if is_ordinary(value):
             continue
         if is_weak_secret_name(m.group("name")) and looks_like_plain_word(value):
             continue  # `signature: nixl_compat_ok`: a word, not a secret
-        pos = m.end()
-        start, end = m.start("value"), m.end("value")
+        start, end = mv.start("value"), mv.end("value")
         if m.group("q2"):  # "my secret; pass": the value runs to its closing quote
             q = _quoted_end(text, start, m.group("q2"))
             end = q if q > 0 else end
@@ -163,6 +165,7 @@ def assignments(text: str) -> Iterator[Span]:
             rest = text[start:line_end]
             cut = rest.find(" #")
             end = start + len((rest if cut < 0 else rest[:cut]).rstrip())
+        pos = max(mv.end(), end)  # past the span: each line scanned once (linear)
         yield Span(start, end, "secret")
 
 
@@ -234,7 +237,8 @@ _OWN: tuple[tuple[str, tuple[str, ...], re.Pattern[str], int], ...] = (
     (
         "url_credentials",
         ("://",),
-        re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://([^\s/@\"'\\<>]*:[^\s/@\"'\\<>]+)@"),
+        # the user part has no ':' (linear; `[^@]*:` backtracked quadratically on `a:a:a:...`)
+        re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://([^\s/@:\"'\\<>]*:[^\s/@\"'\\<>]+)@"),
         1,
     ),
     ("url_credentials", ("://",), re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://([^\s/@:\"'\\<>]{16,})@"), 1),
@@ -319,7 +323,26 @@ def detect_secrets_spans(text: str) -> Iterator[Span]:
 
 _BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]*(?:PRIVATE KEY|PRIVATE KEY BLOCK)-----")
 _END = re.compile(r"-----END[A-Z0-9 ]*(?:PRIVATE KEY|PRIVATE KEY BLOCK)-----")
-_PUTTY = re.compile(r"PuTTY-User-Key-File-\d:.*?Private-MAC:[^\n]*", re.DOTALL)
+_PUTTY = re.compile(r"PuTTY-User-Key-File-\d:")
+_PUTTY_MAC = re.compile(r"Private-MAC:[^\n]*")
+_B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def _ends_in_b64(line: str) -> bool:
+    """`line` ends in 16+ base64 characters (then up to two `=`, blanks): a prefixed body line.
+    Counted from the end (linear; a regex with a leading `.*` was quadratic on a long line)."""
+    s = line.rstrip(" \t")
+    body = s.rstrip("=")
+    if len(s) - len(body) > 2:
+        return False
+    for n, ch in enumerate(reversed(body), 1):
+        if ch not in _B64_CHARS:
+            return False
+        if n >= 16:
+            return True
+    return False
+
+
 _B64_LINE = re.compile(r"(?m)^[ \t>|]*(?:[A-Za-z0-9+/]{40,}={0,2}|[A-Za-z0-9+/]{4,}={1,2})[ \t]*$")
 _PEM_HEADER_LINE = re.compile(r"(?m)^[ \t]*(?:Proc-Type|DEK-Info|Comment|Version):[^\n]*$")
 
@@ -351,12 +374,19 @@ def private_keys(text: str) -> Iterator[Span]:
             if _B64_LINE.fullmatch(line) or _PEM_HEADER_LINE.fullmatch(line) or not line.strip():
                 keep = prev
                 continue
-            if re.fullmatch(r".*[A-Za-z0-9+/]{16,}={0,2}[ \t]*", line):  # a prefixed body line
+            if _ends_in_b64(line):  # a prefixed body line
                 keep = prev
             break
         yield Span(keep, e.end(), "private_key")
-    for m in _PUTTY.finditer(text):
-        yield Span(m.start(), m.end(), "private_key")
+    pos = 0
+    for h in _PUTTY.finditer(text):  # header to the next Private-MAC line (linear)
+        if h.start() < pos:
+            continue
+        mac = _PUTTY_MAC.search(text, h.end())
+        if mac is None:
+            break
+        yield Span(h.start(), mac.end(), "private_key")
+        pos = mac.end()
     body_lines = [m for m in _B64_LINE.finditer(text) if len(m.group(0).strip()) >= 40 or _near_b64(text, m)]
     for m in body_lines:
         if _entropy(m.group(0).strip(" \t>|")) >= 4.0:
