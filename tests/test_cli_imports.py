@@ -26,7 +26,7 @@ LAZY = (
     "vllm_pd_doctor.envs",
     "vllm_pd_doctor.matrix",
     "vllm_pd_doctor.inprocess",
-    "vllm_pd_doctor.model",
+    "vllm_pd_doctor.results",
     "vllm_pd_doctor.report",
     "vllm_pd_doctor.triage",
     "vllm_pd_doctor.tracebacks",

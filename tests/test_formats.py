@@ -30,8 +30,8 @@ from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
 from vllm_pd_doctor.commands._common import Reporter, hint
 from vllm_pd_doctor.formats import OutputFormat, emit, formatters
 from vllm_pd_doctor.formats import json as fjson
-from vllm_pd_doctor.model import EnvChange, HotfixPatch, NotAffected, ReproReport, Result, VllmInstall
 from vllm_pd_doctor.progress import phase
+from vllm_pd_doctor.results import EnvChange, HotfixPatch, NotAffected, ReproReport, Result, VllmInstall
 
 FIX = Path(__file__).parent / "fixtures" / "check_config"
 HYB = str(FIX / "models" / "granite-hybrid")

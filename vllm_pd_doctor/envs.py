@@ -28,8 +28,8 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_pd_doctor import limits, safeio, uvinstall
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
-from vllm_pd_doctor.model import Result
 from vllm_pd_doctor.progress import Progress, phase, quiet
+from vllm_pd_doctor.results import Result
 from vllm_pd_doctor.uvinstall import CONNECTOR_PACKAGES as CONNECTOR_PACKAGES
 from vllm_pd_doctor.uvinstall import CPU_EXCLUDES as CPU_EXCLUDES
 from vllm_pd_doctor.uvinstall import NIXL_PACKAGES as NIXL_PACKAGES

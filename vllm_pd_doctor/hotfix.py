@@ -25,7 +25,7 @@ from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.hotfix_env import ENV as ENV  # re-exported (defined light for --help)
 from vllm_pd_doctor.hotfix_env import ENV_SETTING as ENV_SETTING
 from vllm_pd_doctor.hotfix_env import ISSUE as ISSUE
-from vllm_pd_doctor.model import HotfixPatch, Result
+from vllm_pd_doctor.results import HotfixPatch, Result
 
 DIST = "pd-doctor-hotfix"
 PACKAGE = "pd_doctor_hotfix"

@@ -8,7 +8,7 @@ from enum import Enum
 
 from vllm_pd_doctor.checkconfig.facts import ModelInfo, NixlInfo, VllmSource
 from vllm_pd_doctor.checkconfig.launch import Server
-from vllm_pd_doctor.model import Result
+from vllm_pd_doctor.results import Result
 
 
 class Severity(str, Enum):
