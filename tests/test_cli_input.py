@@ -22,6 +22,9 @@ import pytest
         (["repro", "--platform", "tpu"], 2, "--platform"),
         (["repro", "--prompt-len", "9", "--blocks", "2"], 2, "--blocks both given"),
         (["repro", "--python", sys.executable], 3, "no vLLM"),
+        (["report", "--vllm", "0.28.0", "--python", sys.executable, "--no-repro"], 2, "--vllm both given"),
+        (["hotfix", "status", "--vllm", "0.28.0", "--python", sys.executable], 2, "--vllm both given"),
+        (["check-config", "--vllm", "0.28.0", "--python", sys.executable], 2, "--vllm both given"),
     ],
 )
 def test_bad_input(cli, args, code, needle):

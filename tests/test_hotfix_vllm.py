@@ -225,3 +225,14 @@ def test_status_reads_the_source_fast(python_fixed):
     assert {p.status for p in st.plan} == {"not needed"}
     assert sys.executable  # the tool process never imported vllm
     assert "vllm" not in sys.modules
+
+
+def test_status_by_release_names_the_same_environment(python_buggy, cli):
+    """`--vllm X` means pd-doctor's own environment of X, as in repro and check-config."""
+    r = cli("hotfix", "status", "--vllm", "0.28.0", "--format", "json", "-q")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["vllm_version"] == "0.28.0" and doc["python"] == python_buggy
+    assert doc["needed"] is True  # 0.28.0 truncates after the lookup
+    both = cli("hotfix", "status", "--vllm", "0.28.0", "--python", python_buggy)
+    assert both.returncode == 2 and "--python and --vllm" in both.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,7 +12,9 @@ from vllm_pd_doctor.commands._common import (
     FormatOpt,
     PythonOpt,
     QuietOpt,
+    VllmOpt,
     hint,
+    interpreter,
     progress_printer,
     show,
 )
@@ -34,15 +37,14 @@ def register(app: typer.Typer) -> None:
     app.add_typer(hotfix_app, name="hotfix")
 
 
-def _python(python: object) -> str:
-    from vllm_pd_doctor import targetrun
-
-    return targetrun.resolve_python(str(python) if python is not None else None)
+def _python(python: Path | None, vllm: str | None = None) -> str:
+    return interpreter(python, vllm, None, progress_printer(True))
 
 
 @hotfix_app.command("install")
 def install(
     python: PythonOpt = None,
+    vllm: VllmOpt = None,
     fmt: FormatOpt = OutputFormat.table,
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
@@ -53,7 +55,7 @@ def install(
     """
     from vllm_pd_doctor import hotfix as core
 
-    py = _python(python)
+    py = _python(python, vllm)
     show(core.install(py), fmt)
     if not quiet:
         hint(
@@ -64,20 +66,26 @@ def install(
 
 
 @hotfix_app.command("uninstall")
-def uninstall(python: PythonOpt = None, fmt: FormatOpt = OutputFormat.table, debug: DebugOpt = False) -> int:
+def uninstall(
+    python: PythonOpt = None,
+    vllm: VllmOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+    debug: DebugOpt = False,
+) -> int:
     """Remove exactly the files install wrote (its RECORD) and their bytecode.
 
     Example: `pd-doctor hotfix uninstall --python ENV/bin/python`
     """
     from vllm_pd_doctor import hotfix as core
 
-    show(core.uninstall(_python(python)), fmt)
+    show(core.uninstall(_python(python, vllm)), fmt)
     return ExitCode.OK
 
 
 @hotfix_app.command("status")
 def status(
     python: PythonOpt = None,
+    vllm: VllmOpt = None,
     fmt: FormatOpt = OutputFormat.table,
     deep: Annotated[
         bool,
@@ -97,7 +105,7 @@ def status(
     from vllm_pd_doctor import hotfix as core
 
     progress = progress_printer(not quiet)
-    py = _python(python)
+    py = _python(python, vllm)
     progress(f"{'importing' if deep else 'reading'} the installed vLLM's connector classes in {py}")
     from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites
 

@@ -11,7 +11,15 @@ from typing import Annotated
 import typer
 
 from vllm_pd_doctor import limits
-from vllm_pd_doctor.commands._common import DebugOpt, PythonOpt, out, progress_printer, run
+from vllm_pd_doctor.commands._common import (
+    DebugOpt,
+    PythonOpt,
+    VllmOpt,
+    interpreter,
+    out,
+    progress_printer,
+    run,
+)
 from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.limits import positive_seconds
 
@@ -95,6 +103,7 @@ def report(
         typer.Option("--model", help="Directory with the model's config.json.", show_default=False),
     ] = None,
     python: PythonOpt = None,
+    vllm: VllmOpt = None,
     log: Annotated[
         list[Path] | None,
         typer.Option(
@@ -149,7 +158,6 @@ def report(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
     debug: DebugOpt = False,
 ) -> None:
-    from vllm_pd_doctor import targetrun
 
     progress = progress_printer(not quiet)
 
@@ -176,9 +184,9 @@ def report(
         dest = output if output is not None else Path(f"pd-doctor-report-{time.strftime('%Y%m%d-%H%M%S')}")
         dest = _private_name(dest.expanduser()) if private else dest.expanduser()
         _check_dest(dest, force=force)
-        interpreter = targetrun.resolve_python(str(python) if python is not None else None)
+        target = interpreter(python, vllm, None, progress)
         inputs = bundle.ReportInputs(
-            python=interpreter,
+            python=target,
             prefill_cmd=prefill_cmd,
             decode_cmd=decode_cmd,
             config=config.expanduser() if config else None,
