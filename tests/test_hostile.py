@@ -335,6 +335,8 @@ elif mode == "answer-bigint":
     open(out, "w").write('{"timings": ' + "9" * 5000 + "}")
 elif mode == "answer-list":
     open(out, "w").write("[1, 2]")
+elif mode == "answer-noresults":
+    open(out, "w").write('{"results": []}')
 elif mode == "answer-flood":  # 400 MB on stdout, no answer
     chunk = b"x" * (1 << 20) + b"\n"
     for _ in range(400):
@@ -378,6 +380,7 @@ R2_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
     ("version arabic digits", ["repro", "--vllm", "0.\u0662\u0668.0"], {}, 2, "release version"),
     ("python non-utf8", ["repro", "--python", "{fake}"], {"FAKE_MODE": "probe-nonutf8"}, 2, "--python"),
     ("python deep json", ["repro", "--python", "{fake}"], {"FAKE_MODE": "probe-deep"}, 2, "--python"),
+    ("answer no results", ["repro", "--python", "{fake}"], {"FAKE_MODE": "answer-noresults"}, 3, "no results"),
     ("python bigint", ["repro", "--python", "{fake}"], {"FAKE_MODE": "probe-bigint"}, 2, "--python"),
     ("python 400 MB", ["repro", "--python", "{fake}"], {"FAKE_MODE": "probe-flood"}, 3, "no vLLM"),
     ("answer non-utf8", ["repro", "--python", "{fake}"], {"FAKE_MODE": "answer-nonutf8"}, 3, "unreadable"),

@@ -438,9 +438,9 @@ def test_large_log_is_redacted_quickly() -> None:
 
     log = planted_log() * 400  # ~1 MB
     red = Redactor(context([planted_command("decode")]))
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU, not wall: the machine may be loaded
     out = red.text(log)
-    assert time.perf_counter() - t0 < 30
+    assert time.process_time() - t0 < 30
     assert leaks(out) == []
 
 
