@@ -310,7 +310,7 @@ def test_report_on_a_16mb_log_costs_bounded_cpu(tmp_path: Path) -> None:
         f"10.0.{i % 250}.{i % 199}:5600 done, /home/alice/m/{i:x}\n"
         for i in range(2000)
     ]
-    crash = "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\nAssertionError\n"
+    crash = 'Traceback (most recent call last):\n  File "x.py", line 1, in f\nAssertionError\n'
     block = "".join(lines) + crash
     with open(big, "w") as f:
         for _ in range(16 * 1024 * 1024 // len(block)):
@@ -405,7 +405,13 @@ R2_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
     ("version arabic digits", ["repro", "--vllm", "0.\u0662\u0668.0"], {}, 2, "release version"),
     ("python non-utf8", ["repro", "--python", "{fake}"], {"FAKE_MODE": "probe-nonutf8"}, 2, "--python"),
     ("python deep json", ["repro", "--python", "{fake}"], {"FAKE_MODE": "probe-deep"}, 2, "--python"),
-    ("answer no results", ["repro", "--python", "{fake}"], {"FAKE_MODE": "answer-noresults"}, 3, "no results"),
+    (
+        "answer no results",
+        ["repro", "--python", "{fake}"],
+        {"FAKE_MODE": "answer-noresults"},
+        3,
+        "no results",
+    ),
     ("python bigint", ["repro", "--python", "{fake}"], {"FAKE_MODE": "probe-bigint"}, 2, "--python"),
     ("python 400 MB", ["repro", "--python", "{fake}"], {"FAKE_MODE": "probe-flood"}, 3, "no vLLM"),
     ("answer non-utf8", ["repro", "--python", "{fake}"], {"FAKE_MODE": "answer-nonutf8"}, 3, "unreadable"),
