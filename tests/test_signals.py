@@ -26,6 +26,14 @@ CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _default_dispositions() -> None:
+    """In the child before exec: SIGINT/SIGTERM/SIGHUP at their defaults. The tests assume a process
+    that can be interrupted; under `nohup` (SIGHUP ignored) or a shell's `&` (SIGINT ignored) the child
+    would inherit SIG_IGN, which pd-doctor rightly keeps, so the test sets the disposition itself."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _descendants(pid: int) -> list[psutil.Process]:
     try:
         return psutil.Process(pid).children(recursive=True)
@@ -71,6 +79,7 @@ def _interrupt(
             env=env,
             cwd=tmp,
             start_new_session=True,
+            preexec_fn=_default_dispositions,
         )
         try:
             deadline = time.monotonic() + timeout
@@ -127,6 +136,7 @@ def test_policy_stops_groups_setsid_children_and_temp_dirs(sig: int, tmp_path: P
         text=True,
         env={**os.environ, "TMPDIR": str(tmp_path)},
         cwd=ROOT,
+        preexec_fn=_default_dispositions,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().split()

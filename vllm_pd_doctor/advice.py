@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from vllm_pd_doctor import hotfix
-from vllm_pd_doctor.model import ReproReport
+from vllm_pd_doctor.results import ReproReport
 from vllm_pd_doctor.target import connectors
 
 WORKAROUND = (

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import suppress
+from enum import Enum
 from typing import Any
 
 import typer
@@ -57,6 +59,11 @@ _ClickException: type[Exception] = _click_exc.ClickException
 _NoArgsIsHelp: type[Exception] = getattr(_click_exc, "NoArgsIsHelpError", _UsageError)
 _Abort: type[BaseException] = getattr(_click_exc, "Abort", typer.Abort)
 _Exit: type[BaseException] = typer.Exit
+_choice: Any
+try:  # typer's own choice matching (typer >= 0.2x; no pydantic)
+    from typer._param_types import coerce_cli_choice as _choice
+except ImportError:  # pragma: no cover - an older typer: click coerces, nothing to skip
+    _choice = None
 
 
 def _usage_error(exc: Any) -> int:
@@ -85,11 +92,52 @@ def _guarded(invoke: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return run
 
 
+class _LightCoercion:
+    """Typer coerces every option value through a pydantic TypeAdapter; importing pydantic for
+    that costs more than the rest of a check-config run. Values whose coercion is the identity
+    (None, a value already of the option's type: a str for a str option, a default) or an enum's
+    choice (typer's own choice matching) skip it; any other value goes to typer's coercion, so
+    its conversions and messages are unchanged."""
+
+    def __init__(self, build: Callable[[], Any]):
+        self._build = build
+        self._typer: Any = None
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        desc = param.type_descriptor
+        ann = desc.annotation
+        if value is None and (param.multiple or param.nargs == -1):
+            return ()  # (typer's own answer to an absent multiple option)
+        if (
+            isinstance(ann, type)
+            and desc.file_annotation is None
+            and not (param.multiple or param.nargs != 1)
+        ):
+            if value is None or type(value) is ann:
+                return value
+            if issubclass(ann, Enum) and isinstance(value, str):
+                with suppress(ValueError):
+                    return _choice(value, choices=tuple(ann), case_sensitive=desc.case_sensitive, ctx=ctx)
+        if self._typer is None:
+            self._typer = self._build()
+        return self._typer.coerce(value, param=param, ctx=ctx)
+
+
+def _light_coercion(p: Any) -> None:
+    """Install `_LightCoercion` on a typer parameter (where this typer coerces lazily)."""
+    lazy = getattr(p, "_runtime_param", 0) is None and hasattr(p, "type_descriptor")
+    if p is not None and lazy and _choice is not None:
+        from typer._coercion import build_runtime_param
+
+        p._runtime_param = _LightCoercion(lambda: build_runtime_param(p.type_descriptor))
+
+
 def _metavars(cmd: Any) -> None:
     """Real metavars in --help, where a command gave none (typer prints `<bool>`, `<str>`): none
     for a flag, the choices for a choice, else the option's name (`--run-dir` -> RUN_DIR)."""
     ctx = cmd.context_class(cmd, help_option_names=["-h", "--help"])
     for p in [*cmd.params, cmd.get_help_option(ctx)]:
+        _light_coercion(p)
         if (
             p is None
             or p.metavar is not None

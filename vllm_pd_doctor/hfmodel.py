@@ -76,7 +76,9 @@ def endpoint() -> str:
 
 
 def _from_hf_cache(hf_id: str) -> Path | None:
-    from huggingface_hub import try_to_load_from_cache  # lazy: ~0.3 s, only for ids
+    if not (hf_cache_dir() / ("models--" + hf_id.replace("/", "--"))).is_dir():
+        return None  # the Hub cache's own layout: no folder, no cached file (and no 0.3-1 s import)
+    from huggingface_hub import try_to_load_from_cache  # lazy: ~0.3 s, only for cached ids
 
     found = try_to_load_from_cache(hf_id, "config.json", cache_dir=str(hf_cache_dir()))
     return Path(found) if isinstance(found, str) and os.path.isfile(found) else None

@@ -22,11 +22,11 @@ from typing import Any, Protocol
 
 from vllm_pd_doctor import __version__, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
-from vllm_pd_doctor.model import HotfixPatch, Result
+from vllm_pd_doctor.hotfix_env import ENV as ENV  # re-exported (defined light for --help)
+from vllm_pd_doctor.hotfix_env import ENV_SETTING as ENV_SETTING
+from vllm_pd_doctor.hotfix_env import ISSUE as ISSUE
+from vllm_pd_doctor.results import HotfixPatch, Result
 
-ENV = "PD_DOCTOR_HOTFIX"
-ISSUE = "53514"
-ENV_SETTING = f"{ENV}={ISSUE}"
 DIST = "pd-doctor-hotfix"
 PACKAGE = "pd_doctor_hotfix"
 INSTALLER = "pd-doctor"

@@ -15,7 +15,8 @@ from typing import cast
 
 from vllm_pd_doctor import hfmodel, hotfix, scenario, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
-from vllm_pd_doctor.model import (
+from vllm_pd_doctor.progress import Progress, phase, quiet
+from vllm_pd_doctor.results import (
     Assertion,
     ConnectorVerdict,
     Control,
@@ -28,7 +29,6 @@ from vllm_pd_doctor.model import (
     Truncation,
     VllmInstall,
 )
-from vllm_pd_doctor.progress import Progress, phase, quiet
 from vllm_pd_doctor.scenario import PLATFORMS
 from vllm_pd_doctor.target import wire
 

@@ -8,14 +8,16 @@ well under a second with one clear line.
 from __future__ import annotations
 
 import errno
+import functools
 import math
 import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+if TYPE_CHECKING:  # yaml is imported where used: `import vllm_pd_doctor.cli` stays light
+    import yaml
 
 from vllm_pd_doctor.errors import BadInput
 
@@ -171,40 +173,49 @@ def positive_seconds(name: str, hi: float = 7 * 86400.0) -> Callable[[float], fl
 # --- YAML with bounded alias expansion ----------------------------------------------------------
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """A SafeLoader that counts alias uses and constructed nodes (billion laughs is refused)."""
+@functools.cache
+def _bounded_loader() -> type[Any]:
+    """The SafeLoader subclass below (built on first use: yaml is imported lazily)."""
+    import yaml
 
-    max_aliases = MAX_YAML_ALIASES
-    max_nodes = MAX_YAML_NODES
-    label = "YAML"
+    class _BoundedLoader(yaml.SafeLoader):
+        """A SafeLoader that counts alias uses and constructed nodes (billion laughs is refused)."""
 
-    def __init__(self, stream: Any) -> None:
-        super().__init__(stream)
-        self._aliases = 0
-        self._nodes = 0
+        max_aliases = MAX_YAML_ALIASES
+        max_nodes = MAX_YAML_NODES
+        label = "YAML"
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > self.max_aliases:
+        def __init__(self, stream: Any) -> None:
+            super().__init__(stream)
+            self._aliases = 0
+            self._nodes = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self._aliases += 1
+                if self._aliases > self.max_aliases:
+                    raise BadInput(
+                        f"{self.label}: more than {self.max_aliases} YAML aliases",
+                        hint="write the values out; a launch config needs few aliases",
+                    )
+            return super().compose_node(parent, index)
+
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            self._nodes += 1
+            if self._nodes > self.max_nodes:
                 raise BadInput(
-                    f"{self.label}: more than {self.max_aliases} YAML aliases",
-                    hint="write the values out; a launch config needs few aliases",
+                    f"{self.label}: more than {self.max_nodes} YAML nodes once aliases are expanded",
+                    hint="is this a launch config? (alias bomb)",
                 )
-        return super().compose_node(parent, index)
+            return super().construct_object(node, deep=deep)
 
-    def construct_object(self, node: Any, deep: bool = False) -> Any:
-        self._nodes += 1
-        if self._nodes > self.max_nodes:
-            raise BadInput(
-                f"{self.label}: more than {self.max_nodes} YAML nodes once aliases are expanded",
-                hint="is this a launch config? (alias bomb)",
-            )
-        return super().construct_object(node, deep=deep)
+    return _BoundedLoader
 
 
 def _expanded_size(node: yaml.Node, limit: int, memo: dict[int, int]) -> int:
     """Number of nodes `node` expands to (aliases counted again at each use), capped."""
+    import yaml
+
     key = id(node)
     if key in memo:
         return memo[key]
@@ -240,8 +251,10 @@ def load_yaml_documents(
     """
     if len(text) > max_bytes:
         raise BadInput(f"{label}: {len(text) / 1e6:.1f} MB of YAML is more than {max_bytes / 1e6:.0f} MB")
+    import yaml
+
     loader = type(
-        "Loader", (_BoundedLoader,), {"max_aliases": max_aliases, "max_nodes": max_nodes, "label": label}
+        "Loader", (_bounded_loader(),), {"max_aliases": max_aliases, "max_nodes": max_nodes, "label": label}
     )(text)
     docs: list[Any] = []
     try:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from vllm_pd_doctor import envs, inprocess
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
-from vllm_pd_doctor.model import ConnectorVerdict, Frame, ReproReport, Result
 from vllm_pd_doctor.progress import Progress, phase, quiet
 from vllm_pd_doctor.releases import version_key
+from vllm_pd_doctor.results import ConnectorVerdict, Frame, ReproReport, Result
 from vllm_pd_doctor.target import connectors
 
 # Cell states

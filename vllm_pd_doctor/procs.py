@@ -27,9 +27,10 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psutil
+if TYPE_CHECKING:  # psutil is imported where used: `import vllm_pd_doctor.cli` stays light
+    import psutil
 
 from vllm_pd_doctor import reaper
 
@@ -99,6 +100,8 @@ def _tell(op: str, arg: object) -> None:
 
 
 def _create_time(pid: int) -> float:
+    import psutil
+
     try:
         return psutil.Process(pid).create_time()
     except (psutil.Error, OSError):
@@ -315,6 +318,8 @@ def stop_group(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
 
 
 def _descendants(pid: int, created: float) -> list[psutil.Process]:
+    import psutil
+
     try:
         p = psutil.Process(pid)
         if created and abs(p.create_time() - created) > 0.01:
@@ -329,6 +334,24 @@ def stop_all(grace: float = GRACE_S) -> None:
     with _R.lock:
         groups = dict(_R.groups)
         dirs = list(_R.tempdirs)
+    if groups:  # nothing started: no psutil import (in a signal handler)
+        _stop_groups(groups, grace)
+    reaper.stop(run_id(), grace=grace)  # setsid descendants whose parent is gone: by marker
+    _reap(groups)
+    for d in dirs:
+        _remove(d)
+    with _R.lock:
+        for pid in groups:
+            _R.groups.pop(pid, None)
+        for d in dirs:
+            with suppress(ValueError):
+                _R.tempdirs.remove(d)
+
+
+def _stop_groups(groups: dict[int, float], grace: float) -> None:
+    """SIGTERM, then SIGKILL after `grace`, each group and its recorded descendants."""
+    import psutil  # already imported by register()
+
     procs: dict[int, psutil.Process] = {}
     for pid, created in groups.items():
         for p in _descendants(pid, created):
@@ -345,16 +368,6 @@ def stop_all(grace: float = GRACE_S) -> None:
         with suppress(psutil.Error, OSError):
             p.kill()
     psutil.wait_procs(alive, timeout=grace)
-    reaper.stop(run_id(), grace=grace)  # setsid descendants whose parent is gone: by marker
-    _reap(groups)
-    for d in dirs:
-        _remove(d)
-    with _R.lock:
-        for pid in groups:
-            _R.groups.pop(pid, None)
-        for d in dirs:
-            with suppress(ValueError):
-                _R.tempdirs.remove(d)
 
 
 def _remove(path: str) -> None:
@@ -434,6 +447,8 @@ def wait_gone(pids: Sequence[int], timeout: float = 10.0) -> list[int]:
 
 
 def _alive(pid: int) -> bool:
+    import psutil
+
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except (psutil.Error, OSError):

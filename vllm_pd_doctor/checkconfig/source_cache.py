@@ -36,7 +36,7 @@ def _file() -> Path:
 def _reader_digest() -> str:
     h = hashlib.sha256()
     here = Path(__file__).parent
-    for name in ("inspect_vllm.py", "inspect_config.py", "source_cache.py", "types.py"):
+    for name in ("inspect_vllm.py", "inspect_config.py", "source_cache.py", "facts.py"):
         try:
             h.update((here / name).read_bytes())
         except OSError:

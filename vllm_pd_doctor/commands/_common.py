@@ -15,20 +15,23 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.spinner import Spinner
-from rich.text import Text
 
 from vllm_pd_doctor import safeio
 from vllm_pd_doctor.errors import BadInput, set_debug
-from vllm_pd_doctor.formats import OutputFormat, emit
+from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.limits import positive_seconds
-from vllm_pd_doctor.model import Result
 from vllm_pd_doctor.sanitize import text as safe_text
+
+if TYPE_CHECKING:  # rich and the cores are imported where used: `--help` stays fast
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+    from rich.spinner import Spinner
+    from rich.text import Text
+
+    from vllm_pd_doctor.results import Result
 
 
 def _set_debug(value: bool) -> bool:
@@ -88,6 +91,8 @@ TimeoutOpt = Annotated[
 
 
 def stderr() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -98,6 +103,8 @@ class _Elapsed:
         self.what, self.t0 = what, t0
 
     def __rich__(self) -> Text:
+        from rich.text import Text
+
         return Text(f"{time.monotonic() - self.t0:3.0f} s  {self.what}", no_wrap=True, overflow="ellipsis")
 
 
@@ -110,17 +117,28 @@ class Reporter:
 
     def __init__(self, enabled: bool = True, console: Console | None = None):
         self.enabled = enabled
-        self.console = console or stderr()
+        self._console = console
         self._lock = threading.RLock()  # Live draws `self` from its own thread
         self._keys = itertools.count()
         self._open: dict[int, Spinner] = {}
         self._live: Live | None = None
 
+    @property
+    def console(self) -> Console:
+        """stderr's console, made on first use (rich is not imported for a quiet run)."""
+        if self._console is None:
+            self._console = stderr()
+        return self._console
+
     def __call__(self, message: str, /) -> None:
         if self.enabled:
+            from rich.text import Text
+
             self.console.print(Text.assemble(("pd-doctor: ", "dim"), safe_text(message)), highlight=False)
 
     def __rich__(self) -> RenderableType:
+        from rich.console import Group
+
         with self._lock:
             return Group(*self._open.values())
 
@@ -130,6 +148,9 @@ class Reporter:
         if not (self.enabled and self.console.is_terminal):
             yield
             return
+        from rich.live import Live
+        from rich.spinner import Spinner
+
         key = next(self._keys)
         with self._lock:
             self._open[key] = Spinner("dots", text=_Elapsed(what, time.monotonic()), style="cyan")
@@ -161,6 +182,8 @@ def progress_printer(enabled: bool = True) -> Reporter:
 
 
 def hint(msg: str) -> None:
+    from rich.text import Text
+
     stderr().print(Text.assemble(("pd-doctor: note: ", "yellow"), safe_text(msg)), highlight=False)
 
 
@@ -170,6 +193,8 @@ def out(text: str) -> None:
 
 def show(result: Result, fmt: OutputFormat, *, as_list: bool = False) -> None:
     """Render a command's result in the format asked for, to stdout."""
+    from vllm_pd_doctor.formats import emit
+
     out(emit(result, fmt, width=stdout_width(), color=stdout_color(), as_list=as_list))
 
 

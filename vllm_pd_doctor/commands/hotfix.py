@@ -6,8 +6,6 @@ from typing import Annotated
 
 import typer
 
-from vllm_pd_doctor import hotfix as core
-from vllm_pd_doctor import targetrun
 from vllm_pd_doctor.commands._common import (
     DebugOpt,
     FormatOpt,
@@ -19,11 +17,12 @@ from vllm_pd_doctor.commands._common import (
 )
 from vllm_pd_doctor.errors import ExitCode
 from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.hotfix_env import ENV_SETTING
 
 hotfix_app = typer.Typer(
     help=f"Opt-in runtime backport of the vLLM #53514 fix for releases that cannot be upgraded "
     f"yet: a small vLLM plugin (stdlib + vLLM only) that, in engines started with "
-    f"{core.ENV_SETTING}, truncates P-side hybrid/Mamba prompts in on_new_request (before "
+    f"{ENV_SETTING}, truncates P-side hybrid/Mamba prompts in on_new_request (before "
     f"the prefix-cache lookup) through the release's own helper. Verify it first with "
     f"`pd-doctor repro --hotfix`.\n\n"
     f"Example: `pd-doctor hotfix status --python ENV/bin/python`",
@@ -36,6 +35,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _python(python: object) -> str:
+    from vllm_pd_doctor import targetrun
+
     return targetrun.resolve_python(str(python) if python is not None else None)
 
 
@@ -50,11 +51,13 @@ def install(
 
     Example: `pd-doctor hotfix install --python ENV/bin/python`
     """
+    from vllm_pd_doctor import hotfix as core
+
     py = _python(python)
     show(core.install(py), fmt)
     if not quiet:
         hint(
-            f"inert until an engine starts with {core.ENV_SETTING} in its environment; "
+            f"inert until an engine starts with {ENV_SETTING} in its environment; "
             f"check with: pd-doctor hotfix status --python {py}"
         )
     return ExitCode.OK
@@ -66,6 +69,8 @@ def uninstall(python: PythonOpt = None, fmt: FormatOpt = OutputFormat.table, deb
 
     Example: `pd-doctor hotfix uninstall --python ENV/bin/python`
     """
+    from vllm_pd_doctor import hotfix as core
+
     show(core.uninstall(_python(python)), fmt)
     return ExitCode.OK
 
@@ -89,6 +94,8 @@ def status(
 
     Example: `pd-doctor hotfix status --python ENV/bin/python --deep --format json`
     """
+    from vllm_pd_doctor import hotfix as core
+
     progress = progress_printer(not quiet)
     py = _python(python)
     progress(f"{'importing' if deep else 'reading'} the installed vLLM's connector classes in {py}")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from vllm_pd_doctor import envs as envs_mod
-from vllm_pd_doctor import releases as rel
 from vllm_pd_doctor.commands._common import (
     DebugOpt,
     FormatOpt,
@@ -20,8 +18,10 @@ from vllm_pd_doctor.commands._common import (
 from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.limits import positive_seconds
-from vllm_pd_doctor.matrix import run_bisect, run_matrix
 from vllm_pd_doctor.target import connectors
+
+if TYPE_CHECKING:
+    from vllm_pd_doctor import releases as rel
 
 MATRIX_HELP = """Which vLLM releases and connectors hit vLLM #53514, measured release by release.
 
@@ -81,6 +81,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _package(package: str | None) -> str:
+    from vllm_pd_doctor import envs as envs_mod
+
     pkg = package or envs_mod.default_package()
     envs_mod.validate(pkg, "0.0.0")
     return pkg
@@ -94,6 +96,8 @@ def _unknown_reason(pub: rel.PublishedReleases, version: str) -> str:
 
 def _releases(vllm: str, pkg: str) -> tuple[tuple[str, ...], dict[str, str], str | None]:
     """The releases `--vllm` names (ranges from PyPI), the unknown ones with why, the source."""
+    from vllm_pd_doctor import releases as rel
+
     spec = rel.parse_spec(vllm)  # syntax errors before any network access
     try:
         pub = rel.published(pkg)
@@ -133,6 +137,9 @@ def matrix(
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> int:
+    from vllm_pd_doctor import releases as rel
+    from vllm_pd_doctor.matrix import run_matrix
+
     progress = progress_printer(not quiet)
     pkg = _package(package)
     if jobs < 1:
@@ -196,6 +203,10 @@ def bisect(
     quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> int:
+    from vllm_pd_doctor import envs as envs_mod
+    from vllm_pd_doctor import releases as rel
+    from vllm_pd_doctor.matrix import run_bisect
+
     progress = progress_printer(not quiet)
     pkg = _package(package)
     for flag, v in (("--good", good), ("--bad", bad)):

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from vllm_pd_doctor import limits, safeio, targetrun
+from vllm_pd_doctor import limits
 from vllm_pd_doctor.commands._common import DebugOpt, PythonOpt, out, progress_printer, run
 from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.limits import positive_seconds
@@ -53,6 +53,8 @@ def _check_dest(dest: Path, *, force: bool) -> None:
     """Refuse a bad output before collecting (safeio refuses it again when writing): a symlink
     (or a planted `.part` link), an existing FILE.zip without --force, a non-empty directory,
     a parent that cannot be written."""
+    from vllm_pd_doctor import safeio
+
     safeio.check_bundle_dest(dest, force=force)
     parent = dest.parent
     try:
@@ -147,6 +149,8 @@ def report(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
     debug: DebugOpt = False,
 ) -> None:
+    from vllm_pd_doctor import targetrun
+
     progress = progress_printer(not quiet)
 
     def body() -> int:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from vllm_pd_doctor import inprocess, scenario
+from vllm_pd_doctor import scenario
 from vllm_pd_doctor.commands._common import (
     DebugOpt,
     FormatOpt,
@@ -24,9 +24,11 @@ from vllm_pd_doctor.commands._common import (
 )
 from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.model import ReproReport
 from vllm_pd_doctor.scenario import Device, KvRole, MambaCacheMode, Platform
 from vllm_pd_doctor.target import connectors
+
+if TYPE_CHECKING:
+    from vllm_pd_doctor.results import ReproReport
 
 HELP = """Reproduce vLLM #53514 (P-side N-1 truncation -> `assert num_new_tokens > 0`).
 
@@ -62,6 +64,8 @@ def _complete_connector(incomplete: str) -> list[str]:
 
 
 def _complete_trigger(incomplete: str) -> list[str]:
+    from vllm_pd_doctor import inprocess
+
     return [t for t in (*inprocess.TRIGGERS, "all") if t.startswith(incomplete)]
 
 
@@ -246,6 +250,8 @@ def repro(
     hotfix: HotfixOpt = False,
     debug: DebugOpt = False,
 ) -> int:
+    from vllm_pd_doctor import inprocess
+
     progress = progress_printer(not quiet)
     scene: scenario.ScenarioArgs = {
         "connector": connector,

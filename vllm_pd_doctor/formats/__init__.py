@@ -15,9 +15,10 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vllm_pd_doctor.model import Result
+if TYPE_CHECKING:  # `OutputFormat` is light: the command modules declare options with it
+    from vllm_pd_doctor.results import Result
 
 
 class OutputFormat(str, Enum):
@@ -58,7 +59,7 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     from vllm_pd_doctor.formats import markdown as md
     from vllm_pd_doctor.formats import table as t
     from vllm_pd_doctor.matrix import BisectReport, MatrixReport
-    from vllm_pd_doctor.model import EnvChange, ReproReport
+    from vllm_pd_doctor.results import EnvChange, ReproReport
     from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult
 
     def table(fn: Callable[[Any], Any]) -> Formatter:

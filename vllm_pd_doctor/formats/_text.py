@@ -15,7 +15,7 @@ from vllm_pd_doctor.matrix import (
     MatrixCell,
     ReleaseRow,
 )
-from vllm_pd_doctor.model import EnvChange, NotAffected, ReproReport
+from vllm_pd_doctor.results import EnvChange, NotAffected, ReproReport
 
 ROW_LABEL = {
     NOT_PUBLISHED: "not a published release",

@@ -21,7 +21,7 @@ from vllm_pd_doctor.checkconfig.types import (
 )
 from vllm_pd_doctor.envs import EnvListing
 from vllm_pd_doctor.matrix import FIRED, BisectReport, MatrixCell, MatrixReport, ReleaseRow
-from vllm_pd_doctor.model import (
+from vllm_pd_doctor.results import (
     SCHEMA_VERSION,
     Assertion,
     ConnectorVerdict,

@@ -16,7 +16,7 @@ from vllm_pd_doctor.formats._text import (
     row_reason,
 )
 from vllm_pd_doctor.matrix import BisectReport, MatrixReport
-from vllm_pd_doctor.model import ConnectorVerdict, EnvChange, ReproReport
+from vllm_pd_doctor.results import ConnectorVerdict, EnvChange, ReproReport
 
 
 def _cell(v: object) -> str:

@@ -26,7 +26,7 @@ from vllm_pd_doctor.formats._text import (
     row_reason,
 )
 from vllm_pd_doctor.matrix import FIRED, NOT_FIRED, BisectReport, MatrixReport
-from vllm_pd_doctor.model import ConnectorVerdict, ReproReport
+from vllm_pd_doctor.results import ConnectorVerdict, ReproReport
 
 TIMELINE_KINDS = ("add_request", "hook_enter", "lookup", "truncate", "scheduled", "assertion", "finished")
 

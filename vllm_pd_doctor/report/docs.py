@@ -6,9 +6,9 @@ from __future__ import annotations
 import shlex
 
 from vllm_pd_doctor.checkconfig.types import CheckReport, ServeConfig, Server, Severity
-from vllm_pd_doctor.model import ReproReport
 from vllm_pd_doctor.report import render
 from vllm_pd_doctor.report.facts import Public
+from vllm_pd_doctor.results import ReproReport
 
 _TITLE = "[Bug]: P/D disaggregation (NIXL): "
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from vllm_pd_doctor.formats import OutputFormat, emit
-from vllm_pd_doctor.model import SCHEMA_VERSION
+from vllm_pd_doctor.results import SCHEMA_VERSION
 
 BUG_TEMPLATE_URL = "https://github.com/vllm-project/vllm/issues/new?template=400-bug-report.yml"
 
