@@ -302,6 +302,31 @@ def test_sparse_huge_log_is_read_within_bounds(tmp_path: Path) -> None:
     assert res.peak_mb < MEM_MB
 
 
+def test_report_on_a_16mb_log_costs_bounded_cpu(tmp_path: Path) -> None:
+    """Triage reads the whole log; the bundle redacts only what it includes (excerpts within a
+    budget), so a 16 MB log full of host names, addresses and tracebacks stays within the CPU
+    bound (redacting it whole cost about 16 s)."""
+    big = tmp_path / "big.log"
+    lines = [
+        f"INFO 11-20 10:00:{i % 60:02d} [nixl_connector.py:{i}] handshake with node-{i}.cluster.local "
+        f"10.0.{i % 250}.{i % 199}:5600 done, /home/alice/m/{i:x}\n"
+        for i in range(2000)
+    ]
+    crash = 'Traceback (most recent call last):\n  File "x.py", line 1, in f\nAssertionError\n'
+    block = "".join(lines) + crash
+    with open(big, "w") as f:
+        for _ in range(16 * 1024 * 1024 // len(block)):
+            f.write(block)
+    assert big.stat().st_size > 15 * 1024 * 1024
+    res = run_bounded(
+        "report", "--no-repro", "-q", "--log", str(big), "-o", str(tmp_path / "b.zip"), cwd=tmp_path
+    )
+    assert res.returncode in (0, 1), res.stderr
+    assert "Traceback" not in res.stderr
+    assert res.cpu_s < CPU_S, f"{res.cpu_s:.1f} s of CPU"
+    assert res.peak_mb < MEM_MB
+
+
 # --- round 2 (issue 21): hostile input answered with exit 2/3 and one line, never 4 ------------
 
 BIG_INT = "9" * 5000
@@ -337,6 +362,8 @@ elif mode == "answer-bigint":
     open(out, "w").write('{"timings": ' + "9" * 5000 + "}")
 elif mode == "answer-list":
     open(out, "w").write("[1, 2]")
+elif mode == "answer-noresults":
+    open(out, "w").write('{"results": []}')
 elif mode == "answer-flood":  # 400 MB on stdout, no answer
     chunk = b"x" * (1 << 20) + b"\n"
     for _ in range(400):
@@ -380,6 +407,13 @@ R2_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
     ("version arabic digits", ["repro", "--vllm", "0.\u0662\u0668.0"], {}, 2, "release version"),
     ("python non-utf8", ["repro", "--python", "{fake}"], {"FAKE_MODE": "probe-nonutf8"}, 2, "--python"),
     ("python deep json", ["repro", "--python", "{fake}"], {"FAKE_MODE": "probe-deep"}, 2, "--python"),
+    (
+        "answer no results",
+        ["repro", "--python", "{fake}"],
+        {"FAKE_MODE": "answer-noresults"},
+        3,
+        "no results",
+    ),
     ("python bigint", ["repro", "--python", "{fake}"], {"FAKE_MODE": "probe-bigint"}, 2, "--python"),
     ("python 400 MB", ["repro", "--python", "{fake}"], {"FAKE_MODE": "probe-flood"}, 3, "no vLLM"),
     ("answer non-utf8", ["repro", "--python", "{fake}"], {"FAKE_MODE": "answer-nonutf8"}, 3, "unreadable"),

@@ -22,7 +22,7 @@ from vllm_pd_doctor.commands._common import (
     progress_printer,
     show,
 )
-from vllm_pd_doctor.errors import BadInput, ExitCode
+from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.scenario import Device, KvRole, MambaCacheMode, Platform
 from vllm_pd_doctor.target import connectors
@@ -333,4 +333,15 @@ def _exit_code(report: ReproReport) -> int:
             f"{unexpected.location}: {unexpected.statement or unexpected.message}"
         )
         return ExitCode.COULD_NOT_RUN
-    return ExitCode.OK if report.any_ran else ExitCode.COULD_NOT_RUN
+    if report.any_ran:
+        return ExitCode.OK
+    if not report.results:
+        raise CouldNotRun(
+            "the repro harness answered, but with no results: no connector ran",
+            hint="rerun with --debug to see the target interpreter's output, or check its vLLM "
+            "with `pd-doctor envs list`",
+        )
+    raise CouldNotRun(
+        "no connector ran (the reasons are above)",
+        hint="rerun with --debug to see the target interpreter's output",
+    )

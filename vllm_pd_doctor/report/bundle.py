@@ -19,14 +19,22 @@ from vllm_pd_doctor.report.collect import Collected, ReproRun
 from vllm_pd_doctor.report.facts import Public
 from vllm_pd_doctor.report.redact import RedactionContext, Redactor, hosts_in, is_secret_name, secret_values
 
-HOST_SCAN = 1_000_000
+HOST_SCAN = 100_000
 """Characters at each end of a log searched for host names given by context (start-up lines
 name the hosts; the crash is at the end)."""
 
+MAX_LOG_HOSTS = 200
+"""Host names taken from the logs into the redactor's known hosts (one regular expression of
+them all: its compile time grows with their number). `SafeText` replaces unknown words anyway."""
+
 TRIAGE_PENDING = "not run (pd-doctor triage reads the logs: issue 16)"
 
-LOG_CAP = 2_000_000
-"""Characters of each log kept in raw/logs/ (the cut is marked)."""
+LOG_CAP = 500_000
+"""Characters of each log kept in raw/logs/ (head and tail, the cut marked): the copy is
+redacted whole (about 1 s per MB), after the cut, so this bounds its cost."""
+
+EXCERPT_CHARS = 200_000
+"""Characters of excerpts kept per log (redacted one by one; the rest are counted as left out)."""
 
 
 @dataclass(frozen=True)
@@ -198,10 +206,13 @@ def _known_hosts(inputs: ReportInputs, g: Gathered) -> tuple[str, ...]:
             texts.append(f"--host {srv.network.partition(':')[2]}")
     if g.config_text is not None and g.config_text.ok:
         texts.append(g.config_text.value[0])
+    from_logs: set[str] = set()
     for _, got in g.logs:  # a host named in a log's start-up or crash, redacted everywhere
         if got.ok:
             log = got.value[0]
-            texts += [log] if len(log) <= 2 * HOST_SCAN else [log[:HOST_SCAN], log[-HOST_SCAN:]]
+            for part in [log] if len(log) <= 2 * HOST_SCAN else [log[:HOST_SCAN], log[-HOST_SCAN:]]:
+                from_logs |= hosts_in(part)
+    hosts.update(sorted(from_logs)[:MAX_LOG_HOSTS])
     texts += [
         f"{k}={v}"
         for k, v in inputs.environ.items()
@@ -239,19 +250,23 @@ def _logs(
             log_docs.append(render.LogDoc(name=name, given_as=given, ok=False, why=pub.text(got.why or "?")))
             continue
         raw, size = got.value
-        # the whole text first: a multi-line secret (a key block) is seen whole, never cut
-        text = red.text(raw)
-        found = logs.find(text)
+        # triage reads the log as written; only what the bundle includes is redacted (the
+        # excerpts, with their real line numbers; a key block cut by an excerpt is still caught
+        # by the redactor's body-line rule), so the cost is the excerpts', not the log's
+        found = logs.find(raw)
         sigs |= {v.cls for v in found.verdicts if v.confidence != "possible"}  # title-worthy
+        kept, omitted = _budget(found.excerpts, EXCERPT_CHARS)
+        cut = 0
         if private:
-            files[f"raw/logs/{name}"] = logs.cap(text, cap)[0]
+            capped, cut = logs.cap(raw, cap)
+            files[f"raw/logs/{name}"] = red.text(capped)
         log_docs.append(
             render.LogDoc(
                 name=name,
                 given_as=given,
                 ok=True,
                 size_bytes=size,
-                cut_chars=logs.cap(text, cap)[1] if private else 0,
+                cut_chars=cut,
                 signatures=tuple((k, n, logs.signature_meaning(k)) for k, n in found.signatures),
                 excerpts=tuple(
                     render.ExcerptDoc(
@@ -259,13 +274,41 @@ def _logs(
                         reasons=e.reasons,
                         first_line=e.first_line,
                         last_line=e.last_line,
-                        text=pub.safe.text("\n".join(e.lines)),
+                        text=pub.text("\n".join(e.lines)),
                     )
-                    for e in found.excerpts
+                    for e in kept
                 ),
+                excerpts_omitted=omitted,
             )
         )
     return tuple(log_docs), sigs
+
+
+def _budget(excerpts: tuple[logs.Excerpt, ...], limit: int) -> tuple[tuple[logs.Excerpt, ...], int]:
+    """At most `limit` characters of excerpts (each is redacted: this bounds the cost): those
+    holding a triage verdict's evidence first, then the others from both ends of the log
+    inward (the first failure and the last crash). Returns them in line order, and how many
+    were left out."""
+
+    def size(e: logs.Excerpt) -> int:
+        return sum(len(x) + 1 for x in e.lines)
+
+    rest = [e for e in excerpts if not (set(e.reasons) - {"dump_input", "context"})]
+    order = [e for e in excerpts if set(e.reasons) - {"dump_input", "context"}]
+    while rest:
+        order.append(rest.pop(0))
+        if rest:
+            order.append(rest.pop())
+    kept: list[logs.Excerpt] = []
+    used = 0
+    for e in order:
+        n = size(e)
+        if used + n > limit and kept:
+            continue
+        kept.append(e)
+        used += n
+    kept.sort(key=lambda e: e.first_line)
+    return tuple(kept), len(excerpts) - len(kept)
 
 
 def _redactor(inputs: ReportInputs, g: Gathered) -> Redactor:

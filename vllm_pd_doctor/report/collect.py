@@ -322,8 +322,9 @@ def repro(python: str, model: Path | None, timeout: float, progress: Callable[[s
 # --- logs ------------------------------------------------------------------------------------
 
 READ_LIMIT = 16 * 1024 * 1024
-"""Bytes of a log read (its head and its tail when it is longer). All of it is redacted before
-anything is cut from it (about 1 s per MB), and the bundle keeps LOG_CAP characters of it."""
+"""Bytes of a log read (its head and its tail when it is longer). Triage reads all of it; the
+bundle redacts only what it includes: the excerpts (bundle.EXCERPT_CHARS per log) and, in a
+private bundle, the copy capped at bundle.LOG_CAP characters."""
 
 
 def read_log(path: Path, what: str | None = None) -> Collected:

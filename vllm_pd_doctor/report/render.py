@@ -64,6 +64,8 @@ class LogDoc:
     signatures: tuple[tuple[str, int, str], ...] = ()
     """(key, lines holding it, what it means)."""
     excerpts: tuple[ExcerptDoc, ...] = ()
+    excerpts_omitted: int = 0
+    """Excerpts left out (over the bundle's per-log excerpt budget)."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,8 @@ def _logs_md(doc: ReportDoc) -> list[str]:
             p.append(f"Lines {e.first_line}-{e.last_line} ({e.kind} excerpt; {why}):\n\n")
             p.append(_fence(e.text))
             p.append("\n")
+        if lg.excerpts_omitted:
+            p.append(f"{lg.excerpts_omitted} more excerpts left out (over the per-log excerpt budget).\n\n")
     return p
 
 
