@@ -174,7 +174,14 @@ def _customizer() -> Any:
     except Exception:
         pass
     custom = getattr(utils, "customize_attention_spec", None)
-    return custom if callable(custom) else (lambda backend, spec: backend.customize_spec(spec))
+    if callable(custom):
+        return custom
+
+    def by_backend(backend: Any, spec: Any) -> Any:  # releases before customize_spec keep the spec
+        own = getattr(backend, "customize_spec", None)
+        return own(spec) if callable(own) else spec
+
+    return by_backend
 
 
 def layer_specs(
