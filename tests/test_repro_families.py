@@ -18,6 +18,7 @@ from vllm_pd_doctor.target import triggers
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "repro" / "models"
 LFM2 = ("lfm2-1.2b", "lfm2-8b-a1b")
+DEFAULT_BLOCK = (*LFM2, "zamba2")  # zamba2: see FAMILIES in test_repro_fidelity.py
 
 
 def _layers_from_specs(doc):
@@ -29,7 +30,7 @@ def _layers_from_specs(doc):
 
 @pytest.mark.vllm
 @pytest.mark.slow
-@pytest.mark.parametrize("family", LFM2)
+@pytest.mark.parametrize("family", DEFAULT_BLOCK)
 def test_lfm2_fires_on_buggy_release(python_buggy, repro_json, family):
     rc, doc, err = repro_json(python_buggy, "--model", str(MODELS / family))
     assert rc == 1, err
@@ -44,7 +45,7 @@ def test_lfm2_fires_on_buggy_release(python_buggy, repro_json, family):
 
 @pytest.mark.vllm
 @pytest.mark.slow
-@pytest.mark.parametrize("family", LFM2)
+@pytest.mark.parametrize("family", DEFAULT_BLOCK)
 def test_lfm2_does_not_fire_on_fixed_release(python_fixed, repro_json, family):
     rc, doc, err = repro_json(python_fixed, "--model", str(MODELS / family))
     assert rc == 0, err

@@ -32,7 +32,12 @@ SCRIPTS = ROOT / "tests" / "target_scripts"
 # no W is pinned here: W is read from the result and checked against vLLM's own invariant (the hybrid
 # alignment makes an attention page hold a Mamba state). Measured figures (requested 16, `align`, 0.28.0)
 # are in the README; e.g. tiny-hybrid 32, granite-4.0-h-tiny 400, nemotron-h 1312 on one machine.
-FAMILIES = ("tiny-hybrid", "granite-4.0-h-tiny", "nemotron-h", "qwen3-next", "falcon-h1", "jamba", "zamba2")
+FAMILIES = ("tiny-hybrid", "granite-4.0-h-tiny", "nemotron-h", "qwen3-next", "falcon-h1", "jamba")
+# Zamba2 is not in this block-16 batch: with a requested block of 16 vLLM's own alignment keeps 16 on
+# this kind of CPU, and the MambaSpec its layers then give has a larger page than the padded page that
+# alignment computed, so vLLM's own get_kv_cache_configs asserts (`page_size_padded >= page_size`): an
+# engine with that flag would not start. Zamba2 at the platform's default block is checked on both
+# releases by tests/test_repro_families.py.
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "uint8": 1}
 
 
