@@ -196,6 +196,7 @@ def normalise(md: str, python: str) -> str:
     md = re.sub(r"^ *\d+\.\d+ ms  ", "<t> ms  ", md, flags=re.M)
     md = re.sub(r'"[^"\n]*/pd-doctor-target-[A-Za-z0-9_]+/', '"<tmp>/pd-doctor-target-<x>/', md)
     md = re.sub(r"\(\d+ bytes, attached as", "(<n> bytes, attached as", md)  # the log names tmp
+    md = re.sub(r"^(\*\*`log \d+ \([^)\n]*\)`\*\*) \(\d+ bytes\)", r"\1 (<n> bytes)", md, flags=re.M)
     # line numbers of pd-doctor's own target modules (they move whenever those files change)
     return re.sub(r'(vllm_pd_doctor_target/[a-z_]+\.py", line )\d+', r"\1<n>", md)
 
