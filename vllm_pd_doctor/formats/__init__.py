@@ -56,6 +56,7 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     from vllm_pd_doctor.envs import EnvListing
     from vllm_pd_doctor.formats import _text
     from vllm_pd_doctor.formats import json as j
+    from vllm_pd_doctor.formats import json_triage as jt
     from vllm_pd_doctor.formats import markdown as md
     from vllm_pd_doctor.formats import table as t
     from vllm_pd_doctor.matrix import BisectReport, MatrixReport
@@ -94,8 +95,8 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
             as_json(j.hotfix_change_obj),
             text(md.hotfix_change_md),
         ),
-        TriageResult: (table(t.triage_table), as_json(j.triage_obj), text(md.triage_md)),
-        FailureCatalogue: (table(t.catalogue_table), as_json(j.catalogue_obj), text(md.catalogue_md)),
+        TriageResult: (table(t.triage_table), as_json(jt.triage_obj), text(md.triage_md)),
+        FailureCatalogue: (table(t.catalogue_table), as_json(jt.catalogue_obj), text(md.catalogue_md)),
     }
     order = (OutputFormat.table, OutputFormat.json, OutputFormat.markdown)
     return {(rt, f): fn for rt, fns in per_type.items() for f, fn in zip(order, fns, strict=True)}

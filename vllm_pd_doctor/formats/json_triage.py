@@ -1,0 +1,75 @@
+"""JSON documents of `pd-doctor triage` (its verdicts and its catalogue), beside `json.py`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_pd_doctor.results import SCHEMA_VERSION
+from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult
+
+
+def triage_obj(r: TriageResult) -> dict[str, Any]:
+    """`pd-doctor triage --format json` (a `vllm_pd_doctor.triage.types.TriageResult`)."""
+
+    def ev(e: Any) -> dict[str, Any] | None:
+        return None if e is None else {"file": e.file, "line": e.line, "text": e.text}
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "verdicts": [
+            {
+                "class": v.cls,
+                "title": v.title,
+                "confidence": v.confidence,
+                "side": v.side,
+                "evidence": [ev(e) for e in v.evidence],
+                "missing": list(v.missing),
+                "fix": v.fix,
+                "references": list(v.references),
+                "next": v.next,
+                "note": v.note,
+            }
+            for v in r.verdicts
+        ],
+        "no_known_cause": not r.verdicts,
+        "informative": [ev(e) for e in r.informative],
+        "inputs": [
+            {
+                "file": i.file,
+                "side": i.side,
+                "lines": i.lines,
+                "bytes": i.bytes,
+                "facts": {
+                    "vllm_version": i.facts.vllm_version,
+                    "architecture": i.facts.architecture,
+                    "kv_role": i.facts.kv_role,
+                    "connector": i.facts.connector,
+                    "prefix_caching": i.facts.prefix_caching,
+                    "hybrid": i.facts.hybrid,
+                },
+                "first_exception": ev(i.first_exception),
+                "last_error": ev(i.last_error),
+            }
+            for i in r.inputs
+        ],
+        "release": r.release,
+        "warnings": list(r.warnings),
+    }
+
+
+def catalogue_obj(c: FailureCatalogue) -> dict[str, Any]:
+    """`pd-doctor triage --list --format json`."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "classes": [
+            {
+                "id": x.id,
+                "title": x.title,
+                "side": x.side,
+                "fix": x.fix,
+                "references": list(x.references),
+                "next": x.next,
+            }
+            for x in c.classes
+        ],
+    }
