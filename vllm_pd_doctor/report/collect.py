@@ -324,7 +324,7 @@ def repro(python: str, model: Path | None, timeout: float, progress: Callable[[s
 READ_LIMIT = 16 * 1024 * 1024
 """Bytes of a log read (its head and its tail when it is longer). Triage reads all of it; the
 bundle redacts only what it includes: the excerpts (bundle.EXCERPT_CHARS per log) and, in a
-private bundle, the copy capped at bundle.LOG_CAP characters."""
+private bundle, the copy capped at gather.LOG_CAP characters."""
 
 
 def read_log(path: Path, what: str | None = None) -> Collected:
