@@ -11,7 +11,6 @@ import pytest
 
 from vllm_pd_doctor.checkconfig import parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
-from vllm_pd_doctor.checkconfig.model_info import load_model
 from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
 from vllm_pd_doctor.checkconfig.rules.device import launch_device
 from vllm_pd_doctor.checkconfig.types import (
@@ -25,6 +24,7 @@ from vllm_pd_doctor.checkconfig.types import (
     Verdict,
     VllmSource,
 )
+from vllm_pd_doctor.knowledge.model_info import load_model
 
 MODELS = Path(__file__).parent / "fixtures" / "check_config" / "models"
 KTC_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'

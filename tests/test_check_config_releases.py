@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from vllm_pd_doctor.checkconfig import image_release, parse, rules
+from vllm_pd_doctor.checkconfig import parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
 from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
 from vllm_pd_doctor.checkconfig.types import Server, VllmSource
+from vllm_pd_doctor.knowledge import image_release
 
 KTC_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
 KTC_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from vllm_pd_doctor import envs, inprocess
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
+from vllm_pd_doctor.knowledge import connectors
+from vllm_pd_doctor.knowledge.releases import version_key
 from vllm_pd_doctor.progress import Progress, phase, quiet
-from vllm_pd_doctor.releases import version_key
 from vllm_pd_doctor.results import ConnectorVerdict, Frame, ReproReport, Result
-from vllm_pd_doctor.target import connectors
 
 # Cell states
 FIRED = "fired"
@@ -344,7 +344,7 @@ def run_bisect(
     bad: str,
     candidates: Sequence[str],
     *,
-    connector: str = "nixl",
+    connector: str = connectors.DEFAULT_KEY,
     timeout: float = 600.0,
     only_cached: bool = False,
     releases_source: str | None = None,

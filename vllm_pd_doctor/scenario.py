@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.target import connectors
+from vllm_pd_doctor.knowledge import connectors
 
 
 class KvRole(str, Enum):

@@ -9,7 +9,6 @@ the local prefix-cache lookup (read from its source). Any condition that is know
 from __future__ import annotations
 
 from vllm_pd_doctor import advice
-from vllm_pd_doctor.checkconfig.inspect_vllm import sites_for
 from vllm_pd_doctor.checkconfig.rules.context import (
     PRODUCING,
     ConnectorEntry,
@@ -28,6 +27,7 @@ from vllm_pd_doctor.checkconfig.types import (
     SideExposure,
     Verdict,
 )
+from vllm_pd_doctor.knowledge.inspect_vllm import sites_for
 
 K = ReasonKind
 _NO = {

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from vllm_pd_doctor.checkconfig.facts import ModelInfo, NixlInfo, VllmSource
 from vllm_pd_doctor.checkconfig.launch import Server
+from vllm_pd_doctor.knowledge.facts import ModelInfo, NixlInfo, VllmSource
 from vllm_pd_doctor.results import Result
 
 

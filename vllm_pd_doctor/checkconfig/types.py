@@ -7,14 +7,6 @@ servers), `facts.py` (what was read about the target: model, vLLM source, NIXL),
 
 from __future__ import annotations
 
-from vllm_pd_doctor.checkconfig.facts import (
-    ConvLayoutOverride,
-    ModelInfo,
-    NixlInfo,
-    SourceFact,
-    TruncationSite,
-    VllmSource,
-)
 from vllm_pd_doctor.checkconfig.launch import LaunchCommand, ServeConfig, Server, image_parts
 from vllm_pd_doctor.checkconfig.results import (
     CheckReport,
@@ -30,6 +22,14 @@ from vllm_pd_doctor.checkconfig.results import (
     Severity,
     SideExposure,
     Verdict,
+)
+from vllm_pd_doctor.knowledge.facts import (
+    ConvLayoutOverride,
+    ModelInfo,
+    NixlInfo,
+    SourceFact,
+    TruncationSite,
+    VllmSource,
 )
 
 __all__ = [

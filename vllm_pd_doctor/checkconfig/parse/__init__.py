@@ -7,7 +7,7 @@ manifests, docker compose) into a LaunchCommand per vLLM server (any number: xPy
 
 Modules: shellwords (tokens, expansion), shellparse (command tree), shell (symbolic run),
 wrappers (srun, docker run, dynamo.vllm ...), manifests (YAML/JSON formats), bounded (size and
-alias caps), flags (the flag table, from the installed vLLM by `ast`), args (ServeConfig),
+alias caps), args (ServeConfig; the flag table is `knowledge.serve_flags`),
 loader (roles, names, vLLM's own --config).
 """
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from vllm_pd_doctor.checkconfig.parse.args import parse_args
-from vllm_pd_doctor.checkconfig.parse.flags import BUILTIN, FLAGS, SHORT, FlagTable, for_python
 from vllm_pd_doctor.checkconfig.parse.loader import (
     ROLES,
     launch_from_command,
@@ -24,6 +23,7 @@ from vllm_pd_doctor.checkconfig.parse.loader import (
     parse_config_text,
 )
 from vllm_pd_doctor.checkconfig.types import LaunchCommand, ServeConfig
+from vllm_pd_doctor.knowledge.serve_flags import BUILTIN, FLAGS, SHORT, FlagTable, for_python
 
 
 def parse_launch(cmd: LaunchCommand, *, table: FlagTable = BUILTIN) -> ServeConfig:

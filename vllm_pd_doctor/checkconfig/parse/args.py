@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse.flags import BOOL, BUILTIN, INT, JSON, FlagTable
 from vllm_pd_doctor.checkconfig.parse.shellwords import unresolved_names
 from vllm_pd_doctor.checkconfig.types import ServeConfig
 from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.knowledge.serve_flags import BOOL, BUILTIN, INT, JSON, FlagTable
 
 _MODEL_JSON = ("kv-transfer-config", "speculative-config")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor import jsoncache
-from vllm_pd_doctor.checkconfig.types import (
+from vllm_pd_doctor.knowledge.facts import (
     ConvLayoutOverride,
     SourceFact,
     TruncationSite,

@@ -1,5 +1,6 @@
-"""What `check-config` reads about the target: the model's config.json, the installed vLLM's
-source and the NIXL packages (frozen dataclasses)."""
+"""What the readers of knowledge/ return about a target: the model's config.json, the installed
+vLLM's source and the NIXL packages (frozen dataclasses; check-config, triage, report and hotfix
+read them)."""
 
 from __future__ import annotations
 
