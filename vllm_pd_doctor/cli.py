@@ -1,10 +1,17 @@
-"""The `pd-doctor` command line: parses, dispatches to commands/*, nothing else."""
+"""The `pd-doctor` command line: parses, dispatches to commands/*, nothing else.
+
+Subcommands come from `COMMANDS`, a `{name: module}` table (as vLLM's own CLI keeps its command
+modules): a module of `commands/` is imported when its command runs, or when `--help` lists them
+all, and adds its command(s) through `register(app)`. Adding a subcommand is one line there and
+its module.
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from enum import Enum
 from typing import Any
@@ -12,9 +19,21 @@ from typing import Any
 import typer
 
 from vllm_pd_doctor import __version__, procs, safeio
-from vllm_pd_doctor.commands import check_config, envs, hotfix, matrix, report, repro, triage
 from vllm_pd_doctor.errors import debug_enabled, report_error
 from vllm_pd_doctor.sanitize import line
+
+COMMANDS: dict[str, str] = {
+    "repro": "repro",
+    "check-config": "check_config",
+    "report": "report",
+    "matrix": "matrix",
+    "bisect": "matrix",
+    "triage": "triage",
+    "envs": "envs",
+    "hotfix": "hotfix",
+}
+"""Subcommand -> its module in `vllm_pd_doctor.commands` (whose `register(app)` adds it), in the
+order `--help` lists them."""
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 not reproduced / nothing found, 1 reproduced / error-level finding, "
@@ -48,8 +67,42 @@ def _main(
     """pd-doctor: P/D disaggregation doctor for vLLM."""
 
 
-for _module in (repro, check_config, report, matrix, envs, hotfix, triage):
-    _module.register(app)
+class _LazyCommands(Mapping[str, Any]):
+    """The root group's subcommands (click's `Group.commands`): the names are `COMMANDS`; a
+    command is built, from its module's `register`, the first time it is looked up."""
+
+    def __init__(self, table: Mapping[str, str]):
+        self._table = dict(table)
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in self._table:
+                raise KeyError(name)
+            self._built.update(_build(self._table[name]))
+        return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+def _build(module_name: str) -> dict[str, Any]:
+    """The click commands one command module registers, by name (help metavars set)."""
+    module = importlib.import_module(f"vllm_pd_doctor.commands.{module_name}")
+    sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="markdown")
+    sub.callback()(_no_options)  # always a group, however many commands the module adds
+    module.register(sub)
+    commands = dict(typer.main.get_command(sub).commands)  # type: ignore[attr-defined]
+    for cmd in commands.values():
+        _metavars(cmd)
+    return commands
+
+
+def _no_options() -> None:
+    """(the callback of the throwaway app a command module registers into)"""
 
 
 # click's exceptions, wherever this typer keeps them (typer >= 0.17 vendors click as typer._click)
@@ -132,7 +185,7 @@ def _light_coercion(p: Any) -> None:
         p._runtime_param = _LightCoercion(lambda: build_runtime_param(p.type_descriptor))
 
 
-def _metavars(cmd: Any) -> None:
+def _metavars(cmd: Any, *, recurse: bool = True) -> None:
     """Real metavars in --help, where a command gave none (typer prints `<bool>`, `<str>`): none
     for a flag, the choices for a choice, else the option's name (`--run-dir` -> RUN_DIR)."""
     ctx = cmd.context_class(cmd, help_option_names=["-h", "--help"])
@@ -150,15 +203,17 @@ def _metavars(cmd: Any) -> None:
         elif not getattr(getattr(p, "type_descriptor", None), "is_choice", False):
             long = max(p.opts, key=len).lstrip("-")
             p.metavar = long.upper().replace("-", "_") + ("..." if getattr(p, "multiple", False) else "")
-    for sub in getattr(cmd, "commands", {}).values():
-        _metavars(sub)
+    if recurse:
+        for sub in getattr(cmd, "commands", {}).values():
+            _metavars(sub)
 
 
 def command() -> Any:
     """The click command `main` runs: typer's, with the error boundary and tidy help."""
     cmd = typer.main.get_command(app)
+    cmd.commands = _LazyCommands(COMMANDS)  # type: ignore[attr-defined]
     cmd.invoke = _guarded(cmd.invoke)  # type: ignore[method-assign,assignment]
-    _metavars(cmd)
+    _metavars(cmd, recurse=False)  # (each subcommand's when it is built)
     return cmd
 
 

@@ -40,7 +40,8 @@ empty range, no published release named), 3 nothing could run.
 Example: `pd-doctor matrix --vllm {examples.OLDER}..{examples.FIXED} --format markdown`
 """
 
-BISECT_HELP = """Find the first release where a connector's verdict changes (default: {default}).
+_DEFAULT = connectors.DEFAULT_KEY
+BISECT_HELP = f"""Find the first release where a connector's verdict changes (default: {_DEFAULT}).
 
 Tests --good and --bad, then bisects the published releases between them, testing releases
 whose environment is already cached first and provisioning as few environments as possible.
