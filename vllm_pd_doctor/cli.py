@@ -11,12 +11,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import suppress
 from enum import Enum
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from vllm_pd_doctor import __version__, procs, safeio
 from vllm_pd_doctor.errors import debug_enabled, report_error
@@ -35,12 +36,51 @@ COMMANDS: dict[str, str] = {
 """Subcommand -> its module in `vllm_pd_doctor.commands` (whose `register(app)` adds it), in the
 order `--help` lists them."""
 
+
+class _LazyCommands(MutableMapping[str, Any]):
+    """The root group's subcommands (click's `Group.commands`): the names are `COMMANDS`; a
+    command is built, from its module's `register`, the first time it is looked up."""
+
+    def __init__(self, table: Mapping[str, str], built: Mapping[str, Any]):
+        self._table = dict(table)
+        self._built = dict(built)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in self._table:
+                raise KeyError(name)
+            self._built.update(_build(self._table[name]))
+        return self._built[name]
+
+    def __setitem__(self, name: str, cmd: Any) -> None:
+        self._built[name] = cmd
+
+    def __delitem__(self, name: str) -> None:
+        self._table.pop(name, None)
+        del self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**dict.fromkeys(self._table), **dict.fromkeys(self._built)})
+
+    def __len__(self) -> int:
+        return len({*self._table, *self._built})
+
+
+class _LazyGroup(TyperGroup):
+    """The root group (typer's, through `typer.Typer(cls=...)`) with `COMMANDS` as its commands."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.commands = _LazyCommands(COMMANDS, self.commands)
+
+
 EXIT_CODES_HELP = (
     "Exit codes: 0 not reproduced / nothing found, 1 reproduced / error-level finding, "
     "2 bad input, 3 could not run, 4 internal error, 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM."
 )
 
 app = typer.Typer(
+    cls=_LazyGroup,
     name="pd-doctor",
     help="Diagnose and reproduce vLLM prefill/decode (P/D) disaggregation failures over the NIXL "
     "KV connector, starting with the P-side N-1 truncation crash (vLLM #53514).\n\n" + EXIT_CODES_HELP,
@@ -65,28 +105,6 @@ def _main(
     ),
 ) -> None:
     """pd-doctor: P/D disaggregation doctor for vLLM."""
-
-
-class _LazyCommands(Mapping[str, Any]):
-    """The root group's subcommands (click's `Group.commands`): the names are `COMMANDS`; a
-    command is built, from its module's `register`, the first time it is looked up."""
-
-    def __init__(self, table: Mapping[str, str]):
-        self._table = dict(table)
-        self._built: dict[str, Any] = {}
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in self._built:
-            if name not in self._table:
-                raise KeyError(name)
-            self._built.update(_build(self._table[name]))
-        return self._built[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._table)
-
-    def __len__(self) -> int:
-        return len(self._table)
 
 
 def _build(module_name: str) -> dict[str, Any]:
@@ -211,7 +229,6 @@ def _metavars(cmd: Any, *, recurse: bool = True) -> None:
 def command() -> Any:
     """The click command `main` runs: typer's, with the error boundary and tidy help."""
     cmd = typer.main.get_command(app)
-    cmd.commands = _LazyCommands(COMMANDS)  # type: ignore[attr-defined]
     cmd.invoke = _guarded(cmd.invoke)  # type: ignore[method-assign,assignment]
     _metavars(cmd, recurse=False)  # (each subcommand's when it is built)
     return cmd
