@@ -28,6 +28,7 @@ _JSON_STRING = re.compile(
 """A log line inside a JSON document: a message-like key's string, or a Loki `[ns, line]` pair."""
 _JSON_DOC = re.compile(r'\s*(?:\{\s*"|\[\s*[\[{"\]])')
 """How a JSON document (not a line of text in brackets) starts."""
+_LINE_KEYS = ("message", "msg", "log", "line", "@message", "textPayload", "text")
 _HTML = ("&quot;", "&gt;", "&lt;", "&#39;", "&#34;", "&amp;")
 
 
@@ -58,10 +59,13 @@ def sniff(head: bytes) -> Dialect:
 
 
 def _json_line(line: str) -> bool:
+    """A JSON-lines log: its first line is one object with the message at its top level (a
+    one-line JSON document holds its events deeper)."""
     try:
-        return isinstance(json.loads(line), dict)
+        doc = json.loads(line)
     except ValueError:
         return False
+    return isinstance(doc, dict) and any(isinstance(doc.get(k), str) for k in _LINE_KEYS)
 
 
 def _csv_header(first: str) -> tuple[str, int] | None:
