@@ -43,7 +43,8 @@ MAX_LINE = 1 << 16
 _K8S_PREFIX = re.compile(r"^\[pod/([^/\]\s]+)/([^\]\s]+)\]\s")
 _ISO_TS = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+")
 _COMPOSE = re.compile(r"^([A-Za-z0-9][\w.-]*)\s+\|\s")
-_PROC = re.compile(r"^\(([A-Za-z]\w*(?: pid=\d+)?|pid=\d+)(?:, ip=[\d.]+)?\)\s*")
+_PROC = re.compile(r"^\(([A-Za-z]\w*(?: pid=\d+)?|pid=\d+)(?:, ip=[\d.]+)?\)[ \t]?")
+"""A process label and its one separator (a raw frame or statement behind it keeps its indent)."""
 _VLLM_NOTS = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\[([^\]]*)\]\s?")
 _NIXL_PY = re.compile(r"^(\d{4})-(\d\d)-(\d\d) (\d\d:\d\d:\d\d) NIXL (\w+)\s+(\S+:\d+)\s")
 _LMCACHE = re.compile(r"^\[(\d{4})-(\d\d)-(\d\d) (\d\d:\d\d:\d\d),\d+\] LMCache (\w+): ")

@@ -90,9 +90,15 @@ def _wrap_width(lines: list[str]) -> int | None:
     width = max(lens)
     at = lens.count(width)
     nonempty = sum(1 for x in lens if x)
-    if 60 <= width <= 400 and at >= 3 and at * 20 >= nonempty:
-        return width
-    return None
+    if not (60 <= width <= 400 and at >= 3 and at * 20 >= nonempty):
+        return None
+    # lines of one length that each start a record are a uniform log, not a wrapped one
+    cont = sum(
+        1
+        for i in range(len(lines) - 1)
+        if lens[i] == width and lines[i + 1].strip() and not _new_record(lines[i + 1], lines[i])
+    )
+    return width if cont * 3 >= at else None
 
 
 def physical(first: bytes, stream: BinaryIO) -> Iterator[tuple[int, int, str]]:
