@@ -273,11 +273,13 @@ def _logical(
     tail = tuple(t.decode("utf-8", errors="replace") for t in triggers)
     head = tuple(t.decode("utf-8", errors="replace") for t in head_triggers) or tail
     last = 0
+    after_frame = False
     for lineno, offset, text in lines:
         last = max(last, lineno)
         words = head if offset < head_bytes else tail
-        if text and any(w in text for w in words):
+        if text and (after_frame or any(w in text for w in words)):
             yield lineno, learner.feed(clean(text))
+        after_frame = 'File "' in text or "File &quot;" in text
     yield last, ""
 
 
@@ -317,9 +319,12 @@ def _plain(
 
 
 def _scan(buf: bytes, end: int, base: int, triggers: tuple[bytes, ...]) -> Iterator[tuple[int, str]]:
+    """The lines of `buf[:end]` that hold a trigger; a traceback frame brings the line after it
+    (the statement that raised, which holds no trigger of its own)."""
     spans: dict[int, int] = {}
     find, rfind = buf.find, buf.rfind
     for t in triggers:
+        follow = t.startswith(b"File ")
         i = find(t, 0, end)
         while i >= 0:
             start = rfind(b"\n", 0, i) + 1
@@ -327,6 +332,9 @@ def _scan(buf: bytes, end: int, base: int, triggers: tuple[bytes, ...]) -> Itera
             if stop < 0:
                 stop = end
             spans[start] = stop
+            if follow and stop + 1 < end:
+                after = find(b"\n", stop + 1, end)
+                spans[stop + 1] = end if after < 0 else after
             i = find(t, stop, end)
     counted = 0
     counted_to = 0
