@@ -82,8 +82,11 @@ t0, c0 = time.perf_counter(), time.process_time()
 from vllm_pd_doctor import triage
 r = triage.triage([triage.LogInput(sys.argv[1])])
 dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+i = r.inputs[0]
 print(json.dumps({"seconds": dt, "cpu": cpu, "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                  "verdicts": [v.cls for v in r.verdicts], "lines": r.inputs[0].lines}))
+                  "verdicts": [v.cls for v in r.verdicts], "lines": i.lines,
+                  "first_exception": i.first_exception and i.first_exception.text,
+                  "last_error": i.last_error and i.last_error.text}))
 """
 
 
@@ -119,6 +122,7 @@ def main() -> int:
     print(f"  CPU time {res['cpu']:.1f} s = {cpu_mbs:.0f} MB/s of CPU (the machine may be shared)")
     print(f"peak RSS: {rss:.0f} MB")
     print(f"verdicts: {', '.join(res['verdicts'])}")
+    print(f"located: first exception {res['first_exception']!r}, last ERROR {res['last_error']!r}")
     ok = max(mbs, cpu_mbs) >= 50 and rss <= 200
     load = os.getloadavg()[0]
     print(
