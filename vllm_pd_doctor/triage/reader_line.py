@@ -74,7 +74,7 @@ def outer_prefix(prefix: str) -> str:
 
 def procs(prefix: str) -> str | None:
     """The innermost process label in a prefix (`EngineCore_DP0`), or None."""
-    found = PROC_LABEL.findall(prefix)
+    found: list[tuple[str, str]] = PROC_LABEL.findall(prefix)
     if not found:
         return None
     a, b = found[-1]
