@@ -158,3 +158,27 @@ def test_long_prefixed_log_streams_in_bounded_memory():
     got = list(candidate_lines(io.BytesIO(data), triggers(), head_triggers(), HEAD_BYTES))
     assert got[-1] == (n + tail.count(b"\n"), "")
     assert [ln for ln, _ in got[:-1]][-1] == n + 6
+
+
+def test_python_logging_prefix_and_a_cut_exception_line():
+    """olmocr#260: vLLM's traceback inside another program's logging prefix, cut mid-word: the
+    prefix is learned from the frames and the (cut) exception line is located."""
+    path = FIX / "olmocr-260-python-logging.log"
+    i = triage.triage([triage.LogInput(str(path))]).inputs[0]
+    assert i.first_exception is not None
+    assert (i.first_exception.text, i.first_exception.line) == ("RuntimeError: Engine core ini", 5)
+    stmt = [r.msg for r in _records(path) if "raise RuntimeError" in r.msg]
+    assert stmt == ['    raise RuntimeError("Engine core initialization failed. "']
+
+
+def test_a_plain_log_keeps_its_raw_lines_whole(tmp_path: Path):
+    """No collector prefix on the records: nothing is learned, and a raw line (UCX's own) keeps
+    every word (the learned prefix is never guessed from the raw lines themselves)."""
+    p = tmp_path / "p.log"
+    p.write_text(
+        "(EngineCore_DP0 pid=311) INFO 08-25 10:12:01 [model.py:563] Resolved architecture: X\n"
+        "(EngineCore_DP0 pid=311) ERROR 08-25 10:14:40 [core.py:1098] EngineCore encountered a fatal error.\n"
+        "ucx_utils.cpp:43 UCX ERROR tcp_ep send(110) failed: Input/output error\n"
+    )
+    msgs = [r.msg for r in _records(p)]
+    assert msgs[-1] == "ucx_utils.cpp:43 UCX ERROR tcp_ep send(110) failed: Input/output error"

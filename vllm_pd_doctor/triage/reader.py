@@ -113,10 +113,10 @@ def normalise(raw: str, file: str, line: int) -> Record:
             proc=procs(prefix) if prefix else None,
             side=side_of(outer_prefix(prefix)) if prefix else None,
         )
-    return _wrapped(s, file, line, level, ts)
+    return _headerless(s, file, line, level, ts)
 
 
-def _wrapped(s: str, file: str, line: int, level: str | None, ts: str | None) -> Record:
+def _headerless(s: str, file: str, line: int, level: str | None, ts: str | None) -> Record:
     """A line with no vLLM header: known wrappers, then the other writers' formats, then a
     traceback after an unknown prefix."""
     src: str | None = None
