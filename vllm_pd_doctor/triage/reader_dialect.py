@@ -143,7 +143,12 @@ def unwrapped(first: bytes, stream: BinaryIO, width: int) -> Iterator[tuple[int,
     last_len = 0
     for lineno, off, text in physical(first, stream):
         body = text.rstrip("\r")
-        if pending is not None and last_len == width and not _new_record(body, pending[2]):
+        if (
+            pending is not None
+            and last_len == width
+            and len(pending[2]) < MAX_LINE
+            and not _new_record(body, pending[2])
+        ):
             pending = (pending[0], pending[1], pending[2] + body)
         else:
             if pending is not None:
@@ -155,8 +160,8 @@ def unwrapped(first: bytes, stream: BinaryIO, width: int) -> Iterator[tuple[int,
 
 
 def csv_lines(first: bytes, stream: BinaryIO, delim: str, col: int) -> Iterator[tuple[int, int, str]]:
-    """The message column of every row (a multi-line message gives one line per line)."""
-    csv.field_size_limit(MAX_LINE * 4)
+    """The message column of every row (a multi-line message gives one line per line). A field
+    over the csv module's limit (128 KiB) is skipped, not held."""
     offsets: list[int] = [0]
 
     def feed() -> Iterable[str]:
