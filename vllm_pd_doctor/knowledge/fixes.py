@@ -26,7 +26,6 @@ N1_FIRST_AFFECTED = "0.20.0"
 class Fix:
     """An upstream fix pd-doctor advises by release."""
 
-    issue: str
     what: str
     release: str
     """A release that has it."""
@@ -35,14 +34,35 @@ class Fix:
     refs: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class OpenIssue:
+    """An upstream failure no release fixes yet."""
+
+    ref: str
+    what: str
+    open_through: str
+    """The newest release known to have it."""
+
+
 CPU_CONV_LAYOUT = Fix(
-    "vllm#54387",
     "vLLM's CPU platform keeps an explicit VLLM_SSM_CONV_STATE_LAYOUT",
     "0.32.0",
     first=False,
-    refs=("vllm/platforms/cpu.py",),
+    refs=("vllm/platforms/cpu.py", "vllm#54387"),
 )
-FIXES: tuple[Fix, ...] = (CPU_CONV_LAYOUT,)
+NIXL_EVICTS_REPLACED_PEERS = Fix(
+    "the NIXL connector evicts a restarted peer's stale endpoints (triage's stale-UCX class)",
+    "0.31.0",
+    first=True,
+)
+FIXES: tuple[Fix, ...] = (CPU_CONV_LAYOUT, NIXL_EVICTS_REPLACED_PEERS)
+
+ABORT_RACE = OpenIssue(
+    "vllm#46240",
+    "a KV transfer finishing for a request the scheduler freed (`assert req_id in self.requests`)",
+    "0.33.0",
+)
+OPEN: tuple[OpenIssue, ...] = (ABORT_RACE,)
 
 
 def _pr(ref: str) -> str:

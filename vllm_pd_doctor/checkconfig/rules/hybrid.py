@@ -101,7 +101,7 @@ def _missing_layout(ctx: Context, s: Server, asserts: SourceFact | None) -> Find
     "start for a hybrid model)",
     fix="on CPU hosts, use a vLLM release that keeps an explicit layout "
     f"({fixes.known_good(fixes.CPU_CONV_LAYOUT)}), or a CPU without the feature it tests",
-    refs=(*fixes.CPU_CONV_LAYOUT.refs, fixes.CPU_CONV_LAYOUT.issue),
+    refs=fixes.CPU_CONV_LAYOUT.refs,
 )
 def cpu_conv_layout_override(ctx: Context) -> Iterator[Finding]:
     """Only for servers whose launch runs on vLLM's CPU platform (image, --device, env)."""
