@@ -106,4 +106,6 @@ def from_source(vllm_dir: Path, version: str) -> ReleaseMetrics:
     """An installed release's facts, read now (status --python)."""
     from vllm_pd_doctor.knowledge.metrics_source import read_metrics, read_nixl_wire
 
-    return ReleaseMetrics(version, f"installed vllm at {vllm_dir}", read_metrics(vllm_dir), read_nixl_wire(vllm_dir))
+    return ReleaseMetrics(
+        version, f"installed vllm at {vllm_dir}", read_metrics(vllm_dir), read_nixl_wire(vllm_dir)
+    )

@@ -77,7 +77,10 @@ def parse_metrics(text: str) -> tuple[dict[Sample, float], dict[str, dict[str, s
                 continue
             if s.name.endswith("_created"):
                 continue
-            key: Sample = (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in SHARED_LABELS)))
+            key: Sample = (
+                s.name,
+                tuple(sorted((k, v) for k, v in s.labels.items() if k not in SHARED_LABELS)),
+            )
             samples[key] = samples.get(key, 0.0) + float(s.value)
     return samples, info
 
@@ -112,7 +115,9 @@ def read(c: httpx.Client, base: str, *, metrics_only: bool = False) -> Scrape:
         sc.error = _why(exc)
         return sc
     if r.status_code in (401, 403):
-        sc.error = f"/metrics answered HTTP {r.status_code} (set PD_DOCTOR_STATUS_TOKEN for a secured endpoint)"
+        sc.error = (
+            f"/metrics answered HTTP {r.status_code} (set PD_DOCTOR_STATUS_TOKEN for a secured endpoint)"
+        )
         return sc
     if r.status_code != 200 or len(r.content) > MAX_METRICS_BYTES:
         sc.error = f"/metrics answered HTTP {r.status_code}"
@@ -130,9 +135,7 @@ def read(c: httpx.Client, base: str, *, metrics_only: bool = False) -> Scrape:
 
 def total(sc: Scrape, name: str, **labels: str) -> float | None:
     """The sum of `name`'s samples whose labels include `labels`; None when it has none."""
-    found = [
-        v for (n, lab), v in sc.samples.items() if n == name and set(labels.items()) <= set(lab)
-    ]
+    found = [v for (n, lab), v in sc.samples.items() if n == name and set(labels.items()) <= set(lab)]
     return sum(found) if found else None
 
 

@@ -122,7 +122,10 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def probe(host: str, port: int, timeout_s: float = 3.0) -> tuple[Handshake | None, str | None, list[bytes]]:
+ProbeAnswer = tuple[Handshake | None, str | None, list[bytes]]
+
+
+def probe(host: str, port: int, timeout_s: float = 3.0) -> ProbeAnswer:
     """(handshake, None, frames) or (None, why, frames); never raises."""
     frames: list[bytes] = []
     try:
