@@ -126,7 +126,8 @@ def gather(
         w = Window(e.role, a, b, _release(a, python_vllm))
         if e.side and sp is not None:
             w.side_address = f"{e.side[0]}:{e.side[1]}"
-            w.handshake, w.side_error, _ = sp
+            w.handshake, w.side_error, frames = sp
+            w.side_frames = tuple(frames)
         windows.append(w)
     return windows
 

@@ -23,6 +23,8 @@ class Window:
     handshake: Handshake | None = None
     side_address: str | None = None
     side_error: str | None = None
+    side_frames: tuple[bytes, ...] = ()
+    """The side channel's raw reply (kept for recording fixtures)."""
 
     @property
     def label(self) -> str:
