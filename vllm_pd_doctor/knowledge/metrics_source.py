@@ -56,25 +56,38 @@ def metrics_in(path: Path, rel: str) -> list[dict[str, Any]]:
         tree = ast.parse(text)
     except SyntaxError:
         return []
+    # `name = "vllm:cache_config_info"` then `_gauge_cls(name=name, ...)`: the variable's values
+    assigned: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            v = node.value.value
+            if isinstance(v, str) and v.startswith("vllm:"):
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        assigned.setdefault(t.id, []).append(v)
     out = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         kw = {k.arg: k.value for k in node.keywords if k.arg}
         name = kw.get("name")
-        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+            values = [name.value]
+        elif isinstance(name, ast.Name):
+            values = assigned.get(name.id, [])
+        else:
             continue
-        if not name.value.startswith("vllm:"):
-            continue
-        out.append(
-            {
-                "name": name.value,
-                "type": _kind(node.func),
-                "labels": sorted(set(_strings(kw.get("labelnames")))),
-                "file": rel,
-                "line": node.lineno,
-            }
-        )
+        for value in values:
+            if value.startswith("vllm:"):
+                out.append(
+                    {
+                        "name": value,
+                        "type": _kind(node.func),
+                        "labels": sorted(set(_strings(kw.get("labelnames")))),
+                        "file": rel,
+                        "line": node.lineno,
+                    }
+                )
     return out
 
 

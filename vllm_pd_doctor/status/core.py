@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.knowledge import metrics as km
 from vllm_pd_doctor.status import compare, findings, scrape, sidechannel
@@ -94,6 +96,15 @@ def _probe_side(e: Endpoint, timeout: float) -> sidechannel.ProbeAnswer | None:
     return sidechannel.probe(host, port, timeout_s=timeout)
 
 
+def _read_again(c: httpx.Client, e: Endpoint) -> scrape.Scrape:
+    """The second reading; one more try after a failure (a busy engine), never more."""
+    sc = scrape.read(c, e.url, metrics_only=True)
+    if sc.error:
+        time.sleep(0.5)
+        sc = scrape.read(c, e.url, metrics_only=True)
+    return sc
+
+
 def gather(
     endpoints: list[Endpoint],
     interval: float,
@@ -112,16 +123,19 @@ def gather(
                 "; ".join(f"{e.role} {e.url}: {s.error}" for e, s in down),
                 hint="check the URL (scheme, host, port) and that the engine is a running vLLM server",
             )
-        sides = list(pool.map(lambda e: _probe_side(e, min(timeout, 3.0)), endpoints))
+        sides = list(pool.map(lambda e: _probe_side(e, timeout), endpoints))
         rest = interval - (time.monotonic() - t0)
         if rest > 0:
             time.sleep(rest)
-        second = list(pool.map(lambda e: scrape.read(c, e.url, metrics_only=True), endpoints))
+        second = list(pool.map(lambda e: _read_again(c, e), endpoints))
+    gone = [(e, b) for e, b in zip(endpoints, second, strict=True) if b.error]
+    if gone:
+        raise CouldNotRun(
+            "; ".join(f"{e.role} {e.url}: stopped answering during the window: {b.error}" for e, b in gone),
+            hint="the engine died or hangs: read its log (`pd-doctor triage`)",
+        )
     windows = []
     for e, a, b, sp in zip(endpoints, first, second, sides, strict=True):
-        if b.error:  # died during the window: keep the first reading as both (no delta), say so
-            progress(f"{e.role} {e.url}: second reading failed: {b.error}")
-            b = a
         b.version, b.models, b.model_root, b.health = a.version, a.models, a.model_root, a.health
         w = Window(e.role, a, b, _release(a, python_vllm))
         if e.side and sp is not None:
@@ -210,8 +224,6 @@ def _notes(windows: list[Window]) -> list[str]:
                 f"({', '.join(km.known_releases())}); metrics are read as present, absent ones as absent "
                 "(give --python for this release's own list)"
             )
-        if w.after is w.before:
-            out.append(f"{w.label}: only one reading (the second failed): no deltas")
     return out
 
 
