@@ -364,3 +364,34 @@ def test_index_matches_the_installed_release_sources(python_buggy: str, python_f
         assert read_metrics(vllm_dir) == rel.metrics, version
         assert read_nixl_wire(vllm_dir) == rel.nixl_wire, version
         assert km.from_source(vllm_dir, version).metrics == rel.metrics
+
+
+def test_transfer_libraries_are_imported_lazily() -> None:
+    code = (
+        "import sys, json\n"
+        "from vllm_pd_doctor.status import core, findings, compare\n"
+        "mods = ('zmq', 'msgpack', 'prometheus_client', 'vllm', 'torch')\n"
+        "print(json.dumps([m for m in mods if m in sys.modules]))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == []
+
+
+def test_watch_redraws_until_ctrl_c() -> None:
+    import signal
+
+    with recorded_pair("a-healthy-traffic") as args:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vllm_pd_doctor", "status", *args, "--interval", "0.5", "--watch"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={"PATH": "/usr/bin:/bin", "COLUMNS": "120", "NO_COLOR": "1"},
+        )
+        time.sleep(4)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    assert out.count("healthy: no finding") >= 1 and "Traceback" not in err
