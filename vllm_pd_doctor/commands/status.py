@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -162,22 +162,22 @@ def _vllm_dir(python: Path) -> Path:
 
 
 def _watch(endpoints: list[Endpoint], interval: float, timeout: float, vllm_dir: Path | None) -> int:
-    """Re-read every --interval and redraw the table in place (rich Live) until Ctrl-C."""
+    """Re-read every --interval until Ctrl-C: redrawn in place on a terminal (rich Live), one
+    report after another otherwise (a pipe, a file)."""
     from rich.live import Live
     from rich.text import Text
 
-    from vllm_pd_doctor.commands._common import stdout_width
+    from vllm_pd_doctor.commands._common import out, stdout_color, stdout_width
     from vllm_pd_doctor.formats import emit
     from vllm_pd_doctor.status import core as c
 
-    code = ExitCode.OK
+    def one() -> str:
+        report = c.run_status(endpoints, interval, timeout=timeout, python_vllm=vllm_dir)
+        return emit(report, OutputFormat.table, width=stdout_width(), color=stdout_color())
+
+    if not sys.stdout.isatty():
+        while True:
+            out(one() + "\n")
     with Live(Text("reading..."), refresh_per_second=2, screen=False) as live:
         while True:
-            t0 = time.monotonic()
-            report = c.run_status(endpoints, interval, timeout=timeout, python_vllm=vllm_dir)
-            code = ExitCode.FOUND if report.errors else ExitCode.OK
-            live.update(Text.from_ansi(emit(report, OutputFormat.table, width=stdout_width(), color=True)))
-            rest = interval - (time.monotonic() - t0)
-            if rest > 0:
-                time.sleep(rest)
-    return code  # pragma: no cover - ended by Ctrl-C
+            live.update(Text.from_ansi(one()))
