@@ -3,13 +3,17 @@ the release + model's exposure to vLLM #53514 (read from that release's source w
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_pd_doctor.status.types import Comparison, Evidence, Finding
 from vllm_pd_doctor.status.window import Window
+
+if TYPE_CHECKING:
+    from vllm_pd_doctor.checkconfig.facts import TruncationSite
 
 FIELDS = ("compatibility_hash", "block_size", "kv_cache_layout", "attn_backend_name", "dcp_size", "pcp_size")
 
@@ -98,7 +102,7 @@ def handshake_findings(p: Window, d: Window, rows: list[Comparison]) -> Iterable
             continue
         yield Finding(
             id=fid,
-            severity="error" if fld == "kv_cache_layout" else "warning",
+            severity="warning",
             title=f"prefill and decode differ in {fld.split(' ')[0]}: {c.prefill} vs {c.decode}",
             evidence=(Evidence(label, f"side channel: {fld}", f"{c.prefill} vs {c.decode}"),),
             triage_class=cls,
@@ -140,6 +144,24 @@ def _hybrid(model_root: str | None) -> str | bool | None:
     return info.hybrid_evidence if info.hybrid else False
 
 
+@functools.cache
+def late_sites(src: Path) -> tuple[TruncationSite, ...]:
+    """The NIXL connector's truncation calls that run after the prefix-cache lookup (the source read
+    with `ast`, as check-config does; cached: `gather` reads it while it waits for the interval)."""
+    from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites, sites_for
+    from vllm_pd_doctor.target.connectors import LATE_HOOK
+
+    return tuple(s for s in sites_for("nixl", find_sites(src)) if s.caller == LATE_HOOK)
+
+
+def prepare(version: str | None, python_vllm: Path | None) -> None:
+    """Read what `exposure_53514` will need (called during the scrape interval)."""
+    if version:
+        src = _local_vllm(version, python_vllm)
+        if src is not None:
+            late_sites(src)
+
+
 def exposure_53514(p: Window, python_vllm: Path | None) -> Iterable[Finding]:
     """The prefill's release + model against #53514: the release's NIXL connector truncates after the
     prefix-cache lookup (read from its source, as check-config does) and the model has state layers."""
@@ -159,10 +181,7 @@ def exposure_53514(p: Window, python_vllm: Path | None) -> Iterable[Finding]:
             next=f"pd-doctor check-config --vllm {version.split('+')[0]} --model {model or 'MODEL'}",
         )
         return
-    from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites, sites_for
-    from vllm_pd_doctor.target.connectors import LATE_HOOK
-
-    late = [s for s in sites_for("nixl", find_sites(src)) if s.caller == LATE_HOOK]
+    late = late_sites(src)
     if not late:
         return
     hybrid = _hybrid(p.after.model_root)

@@ -124,6 +124,9 @@ def gather(
                 hint="check the URL (scheme, host, port) and that the engine is a running vLLM server",
             )
         sides = list(pool.map(lambda e: _probe_side(e, timeout), endpoints))
+        for e, sc in zip(endpoints, first, strict=True):
+            if e.role == "prefill":
+                compare.prepare(sc.version, python_vllm)
         rest = interval - (time.monotonic() - t0)
         if rest > 0:
             time.sleep(rest)
