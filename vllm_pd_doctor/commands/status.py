@@ -22,6 +22,7 @@ from vllm_pd_doctor.formats import OutputFormat
 
 if TYPE_CHECKING:
     from vllm_pd_doctor.status.core import Endpoint
+    from vllm_pd_doctor.status.types import StatusReport
 
 HELP = """Is this running P/D deployment healthy? Read-only, from its metrics and NIXL side channels.
 
@@ -107,7 +108,7 @@ def status(
         vllm_dir = _vllm_dir(python) if python is not None else None
         progress = progress_printer(not quiet)
         if watch:
-            return _watch(endpoints, interval, timeout, vllm_dir)
+            return _watch(endpoints, interval, timeout, vllm_dir, fmt)
         report = core.run_status(
             endpoints, interval, timeout=timeout, python_vllm=vllm_dir, progress=progress
         )
@@ -161,23 +162,25 @@ def _vllm_dir(python: Path) -> Path:
     return Path(interp.vllm_path)
 
 
-def _watch(endpoints: list[Endpoint], interval: float, timeout: float, vllm_dir: Path | None) -> int:
+def _watch(
+    endpoints: list[Endpoint], interval: float, timeout: float, vllm_dir: Path | None, fmt: OutputFormat
+) -> int:
     """Re-read every --interval until Ctrl-C: redrawn in place on a terminal (rich Live), one
-    report after another otherwise (a pipe, a file)."""
+    report after another in --format otherwise (a pipe, a file)."""
     from rich.live import Live
     from rich.text import Text
 
-    from vllm_pd_doctor.commands._common import out, stdout_color, stdout_width
+    from vllm_pd_doctor.commands._common import stdout_color, stdout_width
     from vllm_pd_doctor.formats import emit
     from vllm_pd_doctor.status import core as c
 
-    def one() -> str:
-        report = c.run_status(endpoints, interval, timeout=timeout, python_vllm=vllm_dir)
-        return emit(report, OutputFormat.table, width=stdout_width(), color=stdout_color())
+    def one() -> StatusReport:
+        return c.run_status(endpoints, interval, timeout=timeout, python_vllm=vllm_dir)
 
     if not sys.stdout.isatty():
         while True:
-            out(one() + "\n")
+            show(one(), fmt)
     with Live(Text("reading..."), refresh_per_second=2, screen=False) as live:
         while True:
-            live.update(Text.from_ansi(one()))
+            table = emit(one(), OutputFormat.table, width=stdout_width(), color=stdout_color())
+            live.update(Text.from_ansi(table))
