@@ -415,3 +415,18 @@ def test_watch_redraws_until_ctrl_c() -> None:
         reader.join(5)
     assert proc.returncode == 130, err
     assert "".join(got).count("healthy: no finding") >= 2 and "Traceback" not in err  # redrawn
+
+
+@pytest.mark.vllm
+def test_python_reads_its_own_release_only(python_buggy: str) -> None:
+    """--python 0.28.0: the 0.28.0 prefill's metric list is read from that source now; the 0.32.0
+    decode keeps the index's 0.32.0 list (never another release's)."""
+    with recorded_pair("b-version-block-mismatch") as args:
+        r = run_cli(*args, "--interval", "0.5", "--format", "json", "--python", python_buggy)
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    by = {e["role"]: e for e in doc["engines"]}
+    assert "installed vllm at" in by["prefill"]["metrics_from"] and "0.28.0" in by["prefill"]["metrics_from"]
+    assert by["decode"]["metrics_from"].startswith("vLLM 0.32.0") and not by["decode"]["not_exposed"]
+    assert "vllm:nixl_num_notifications_after_expiry" in by["prefill"]["not_exposed"]
+    assert "exposed-53514" in {f["id"] for f in doc["findings"]}

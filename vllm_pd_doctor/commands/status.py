@@ -98,24 +98,35 @@ def status(
     debug: DebugOpt = False,
 ) -> None:
     def body() -> int:
-        from vllm_pd_doctor.status import core
-
         if not 0 < interval <= 3600 or not 0 < timeout <= 600:
             raise BadInput("--interval must be in (0, 3600] and --timeout in (0, 600] seconds")
         endpoints = _endpoints(
             prefill_url, decode_url, prefill_side, decode_side, config, prefill_cmd, decode_cmd, python
         )
-        vllm_dir = _vllm_dir(python) if python is not None else None
-        progress = progress_printer(not quiet)
-        if watch:
-            return _watch(endpoints, interval, timeout, vllm_dir, fmt)
-        report = core.run_status(
-            endpoints, interval, timeout=timeout, python_vllm=vllm_dir, progress=progress
-        )
-        show(report, fmt)
-        return ExitCode.FOUND if report.errors else ExitCode.OK
+        return _run(endpoints, interval, timeout, python, watch=watch, fmt=fmt, quiet=quiet)
 
     run(body, debug=debug)
+
+
+def _run(
+    endpoints: list[Endpoint],
+    interval: float,
+    timeout: float,
+    python: Path | None,
+    *,
+    watch: bool,
+    fmt: OutputFormat,
+    quiet: bool,
+) -> int:
+    from vllm_pd_doctor.status import core
+
+    vllm_dir = _vllm_dir(python) if python is not None else None
+    if watch:
+        return _watch(endpoints, interval, timeout, vllm_dir, fmt)
+    progress = progress_printer(not quiet)
+    report = core.run_status(endpoints, interval, timeout=timeout, python_vllm=vllm_dir, progress=progress)
+    show(report, fmt)
+    return ExitCode.FOUND if report.errors else ExitCode.OK
 
 
 def _endpoints(

