@@ -430,3 +430,21 @@ def test_python_reads_its_own_release_only(python_buggy: str) -> None:
     assert by["decode"]["metrics_from"].startswith("vLLM 0.32.0") and not by["decode"]["not_exposed"]
     assert "vllm:nixl_num_notifications_after_expiry" in by["prefill"]["not_exposed"]
     assert "exposed-53514" in {f["id"] for f in doc["findings"]}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_public_snapshot_names_no_host_path_or_hash(case: str) -> None:
+    from vllm_pd_doctor.status.public import snapshot
+
+    wins, eps, _ = record.replay(FIX / case)
+    r = core.judge(wins, eps, interval=4, elapsed=4)
+    text = json.dumps(snapshot(r))
+    assert (
+        "127.0.0.1" not in text and "http" not in text and "/root" not in text and "tiny-hybrid" not in text
+    )
+    for e in r.engines:
+        if e.handshake and e.handshake.compatibility_hash:
+            assert e.handshake.compatibility_hash[:12] not in text
+        if e.handshake and "engine_id" in e.handshake.metadata:
+            assert str(e.handshake.metadata["engine_id"]) not in text
+    assert {f["id"] for f in snapshot(r)["findings"]} == {f.id for f in r.findings}
