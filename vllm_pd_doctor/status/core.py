@@ -228,6 +228,11 @@ def _engine(w: Window) -> EngineStatus:
 
 def _notes(windows: list[Window]) -> list[str]:
     out = []
+    if not any(w.side_address for w in windows):
+        out.append(
+            "no NIXL side channel given: handshakes not compared (--prefill-side-channel / "
+            "--decode-side-channel HOST:PORT, or the launch's VLLM_NIXL_SIDE_CHANNEL_PORT)"
+        )
     for w in windows:
         if w.release is None:
             out.append(
