@@ -448,3 +448,20 @@ def test_public_snapshot_names_no_host_path_or_hash(case: str) -> None:
         if e.handshake and "engine_id" in e.handshake.metadata:
             assert str(e.handshake.metadata["engine_id"]) not in text
     assert {f["id"] for f in snapshot(r)["findings"]} == {f.id for f in r.findings}
+
+
+def test_preemptions_with_remote_kv_and_saturation_thresholds() -> None:
+    wins, eps, _ = record.replay(FIX / "a-healthy-traffic")
+    d = next(w for w in wins if w.role == "decode")
+    p = next(w for w in wins if w.role == "prefill")
+    pre = ("vllm:num_preemptions_total", ())
+    d.before.samples[pre], d.after.samples[pre] = 0.0, 10.0  # 10 in ~4 s: > 1/s too
+    p.after.samples[("vllm:kv_cache_usage_perc", ())] = 0.93  # llm-d: > 0.90
+    p.after.samples[("vllm:num_requests_waiting", ())] = 150.0  # llm-d: prefill waiting > 100
+    r = core.judge(wins, eps, interval=4, elapsed=4)
+    got = [f for f in r.findings if f.id in ("preemptions-with-remote-kv", "saturation")]
+    titles = " | ".join(f.title for f in got)
+    assert "preemption(s) on the decode engine while it loads remote KV" in titles
+    assert "KV cache 93% used" in titles and "150 requests waiting" in titles and "preemptions/s" in titles
+    assert all(f.severity == "warning" for f in got) and r.errors == 0
+    assert all("llm-d" in " ".join(f.references) for f in got if f.id == "saturation")
