@@ -465,3 +465,10 @@ def test_preemptions_with_remote_kv_and_saturation_thresholds() -> None:
     assert "KV cache 93% used" in titles and "150 requests waiting" in titles and "preemptions/s" in titles
     assert all(f.severity == "warning" for f in got) and r.errors == 0
     assert all("llm-d" in " ".join(f.references) for f in got if f.id == "saturation")
+
+
+def test_health_not_200_is_an_error() -> None:
+    wins, eps, _ = record.replay(FIX / "a-healthy-idle")
+    wins[0].after.health = 503
+    f = next(f for f in core.judge(wins, eps, interval=4, elapsed=4).findings if f.id == "engine-unhealthy")
+    assert f.severity == "error" and "503" in f.title

@@ -256,3 +256,21 @@ def _sat(w: Window, what: str, ev: list[Evidence]) -> Finding:
         next="pd-doctor status --watch",
         references=(LLMD,),
     )
+
+
+@check
+def unhealthy(prefill: list[Window], decode: list[Window]) -> Iterable[Finding]:
+    """/health not 200 while /metrics answers: the API server is up, its engine core is not."""
+    for w in [*prefill, *decode]:
+        if w.after.health is None or w.after.health == 200:
+            continue
+        yield Finding(
+            id="engine-unhealthy",
+            severity="error",
+            title=f"the {w.role} engine's /health answers HTTP {w.after.health}: its engine core is "
+            "dead or stuck",
+            evidence=(Evidence(w.label, "/health", f"HTTP {w.after.health}"),),
+            triage_class=None,
+            fix="read the engine's log for the fatal error (EngineDeadError and what came before it)",
+            next=f"pd-doctor triage --{w.role}-log {w.role}.log",
+        )
