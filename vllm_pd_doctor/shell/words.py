@@ -1,7 +1,7 @@
 """Shell words: a quote-aware tokenizer (shlex's quoting rules, plus `$(...)`, `${...}`, arrays
 and heredocs).
 
-The tokenizer keeps each word as written (quotes included), so the expander (shellexpand) can tell
+The tokenizer keeps each word as written (quotes included), so the expander (`expand`) can tell
 `'$X'` from `"$X"` from `$X`. What the file cannot tell expands to its own text (`${NAME}`,
 `$(cmd)`); `unresolved_names` finds those again.
 """

@@ -1,6 +1,6 @@
 """Shell text -> a small command tree (simple commands, pipelines, if/for/while/case, functions).
 
-Built on `shellwords.tokenize` (shlex quoting rules plus `$(...)`, `${...}`, arrays, heredocs).
+Built on `words.tokenize` (shlex quoting rules plus `$(...)`, `${...}`, arrays, heredocs).
 Not bashlex: bashlex 0.18 rejects what vLLM's own P/D scripts hold (`[[ ]]`, `$(( ))`, arrays,
 `case`, C-style `for`, `$(...)` nested in quotes) and drops the double quotes inside
 `'{"kv_role": ...}'` from its words.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vllm_pd_doctor.checkconfig.parse.shellwords import Tok, is_redirect, tokenize
+from vllm_pd_doctor.shell.words import Tok, is_redirect, tokenize
 
 
 @dataclass
