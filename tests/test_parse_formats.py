@@ -21,7 +21,6 @@ NOT_IN_CORPUS = {
     "pd-doctor-mapping": "pd-doctor's own format (tests/fixtures/check_config/multihost_nixl.yaml)",
     "docker-compose": "pending a public P/D compose file (tests/test_check_config_parse.py reads one)",
     "vllm-config-yaml": "pending a public vLLM --config file (tests/test_check_config_parse.py reads one)",
-    "markdown-page": "pending a public page of yaml blocks (tests/test_check_config_parse.py reads one)",
 }
 
 

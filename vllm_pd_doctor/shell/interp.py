@@ -15,7 +15,7 @@ import re
 from collections.abc import Collection, Mapping
 
 from vllm_pd_doctor.shell.builtins import QUIET, output, test
-from vllm_pd_doctor.shell.expand import Scope, expand
+from vllm_pd_doctor.shell.expand import Scope, expand, expand_dquoted
 from vllm_pd_doctor.shell.syntax import (
     AndOr,
     Case,
@@ -34,7 +34,9 @@ MAX_ITER = 16
 MAX_STEPS = 20000
 MAX_DEPTH = 40
 MAX_VALUE = 256 * 1024
-"""Longest variable value (characters): `A=$A$A` repeated doubles it every line."""
+"""Longest variable value (characters): `A=$A$A` repeated doubles it every line; also per file."""
+MAX_FILES = 64
+"""Most files one script may write (`cat > F <<EOF`)."""
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=(.*)$", re.S)
 _DECL = {"export", "declare", "typeset", "local", "readonly"}
 
@@ -63,6 +65,12 @@ class Interp:
         self.allexport = False
         self.funcs: dict[str, list[Node]] = {}
         self.ran: list[list[str]] = []
+        self.files: dict[str, str] = {}
+        """What the script wrote to files (`cat > F <<EOF`, `tee F`, `echo ... >> F`), by path."""
+        self.stdin: str | None = None
+        """The standard input of the command `external` is called for (a heredoc, a pipe)."""
+        self._pipe_in: str | None = None
+        self._last_out: str | None = None
         self.steps = 0
         self.depth = 0
         self.capture: list[list[str]] = []
@@ -121,6 +129,11 @@ class Interp:
         if isinstance(n, AndOr):
             st = self._node(n.parts[0])
             for join, part in zip(n.joins, n.parts[1:], strict=False):
+                if join in ("|", "|&"):
+                    self._pipe_in, self._last_out = self._last_out, None
+                    st = self._node(part)
+                    self._pipe_in = None
+                    continue
                 if join == "&&" and st is False:
                     continue
                 if join == "||" and st is not False:
@@ -207,6 +220,7 @@ class Interp:
         return name, value
 
     def _simple(self, n: Simple) -> bool | None:
+        self._last_out = None
         words = n.words
         here: str | None = None
         if "<<<" in words:
@@ -243,10 +257,8 @@ class Interp:
             return self._call(cmd, argv[1:])
         if cmd == "false":
             return False
-        if cmd in ("echo", "printf", "seq", "basename", "dirname"):
-            if self.capture:
-                self.capture[-1].append(output(argv))
-            return True
+        if cmd in ("echo", "printf", "seq", "basename", "dirname", "cat", "tee"):
+            return self._output(n, argv)
         if cmd == "eval":
             self._nested(" ".join(argv[1:]))
             return True
@@ -272,7 +284,59 @@ class Interp:
             if cmd not in QUIET:
                 self.cap_ok[-1] = False
             return True
-        return self.external(argv, prefix, " ".join(words))
+        self.stdin = self._stdin(n)
+        try:
+            return self.external(argv, prefix, " ".join(words))
+        finally:
+            self.stdin = None
+
+    def _stdin(self, n: Simple) -> str | None:
+        """The command's standard input: its heredoc (expanded unless the delimiter was quoted),
+        else what the command before `|` wrote."""
+        if n.heredoc is not None:
+            body = n.heredoc[1:]
+            return body if n.heredoc.startswith("'") else expand_dquoted(body, self.sc)
+        got, self._pipe_in = self._pipe_in, None
+        return got
+
+    def _output(self, n: Simple, argv: list[str]) -> bool:
+        """echo, printf, seq, basename, dirname, cat and tee: their output goes to the files they
+        write, to the command substitution being captured, or to the next command of a pipe."""
+        stdin = self._stdin(n)
+        names = [a for a in argv[1:] if not a.startswith("-")]
+        out: str | None
+        if argv[0] == "cat":
+            parts = [self.files.get(f) for f in names] if names else [stdin]
+            out = None if any(p is None for p in parts) else "".join(p or "" for p in parts)
+        elif argv[0] == "tee":
+            out = stdin
+            for f in names:
+                self._write(f, out, append="-a" in argv or "--append" in argv)
+        else:
+            out = output(argv)
+        for op, target in n.writes:
+            self._write(expand(target, self.sc, split=False)[0], out, append=op == ">>")
+        if n.writes:
+            return True
+        if self.capture:
+            if out is None:
+                self.cap_ok[-1] = False
+            else:
+                self.capture[-1].append(out)
+        else:
+            self._last_out = out
+        return True
+
+    def _write(self, path: str, text: str | None, *, append: bool) -> None:
+        if text is None:  # what the file holds is not known
+            self.files.pop(path, None)
+            return
+        value = (self.files.get(path, "") if append else "") + text
+        if len(value) > MAX_VALUE or (path not in self.files and len(self.files) >= MAX_FILES):
+            raise LimitReached(
+                f"the files the script writes grow past {MAX_VALUE // 1024} KiB or {MAX_FILES}"
+            )
+        self.files[path] = value
 
     def _read(self, argv: list[str], prefix: dict[str, str], here: str | None) -> None:
         """`read -a NAME <<< "$X"` (split on IFS) and `read NAME <<< ...`; else nothing."""

@@ -214,6 +214,12 @@ class _Reader:
             raw = inline
         elif self.i < len(args):
             raw = args[self.i]
+            if self._is_flag(raw):
+                raise BadInput(
+                    f"{what}: --{name} has no value (the next word is the flag {raw.split('=')[0]}): "
+                    "an empty template value or variable",
+                    hint=f"give --{name} its value (--set VAR=VALUE for a variable the file leaves empty)",
+                )
             self.i += 1
         else:
             raise BadInput(f"{what}: --{name} needs a value")
@@ -226,6 +232,14 @@ class _Reader:
             _set_dotted(self.dotted.setdefault(base, {}), parts, _dotted_value(raw))
             return
         self.values[base] = _typed(what, base, kind, raw)
+
+    def _is_flag(self, word: str) -> bool:
+        """A word that is one of vLLM's flags (`--data-parallel-size`), not a value."""
+        if not word.startswith("--") or len(word) < 3 or _is_number(word):
+            return False
+        base = word[2:].split("=", 1)[0].split(".", 1)[0].replace("_", "-")
+        base = self.table.aliases.get(base, base)
+        return self.table.kind(base[3:] if base.startswith("no-") else base) is not None
 
     def _bool_flag(self, base: str, negated: bool, eq: str, inline: str) -> None:
         if negated:

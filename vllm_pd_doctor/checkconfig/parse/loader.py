@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from vllm_pd_doctor.checkconfig.parse import bounded, manifests, paste, roles
+from vllm_pd_doctor.checkconfig.parse import bounded, manifests, paste, placeholders, roles
 from vllm_pd_doctor.checkconfig.parse.formats import FORMATS
 from vllm_pd_doctor.checkconfig.parse.formats.shell import prepare
 from vllm_pd_doctor.checkconfig.parse.registry import Source, walk
@@ -74,6 +74,7 @@ def _parse_config_text(
             f"{label}: no launch command found (neither text with `vllm serve` lines "
             "nor YAML/JSON with prefill:/decode: or containers)"
         )
+    placeholders.check(found, label)
     for f in found:
         merge_vllm_config(f, base)
     return tuple(roles.assign(found, label))
@@ -100,6 +101,7 @@ def launch_from_command(
     except LimitReached as exc:
         raise BadInput(f"{what}: not read: {exc} (a bound of pd-doctor's symbolic run)") from None
     f = it.found[0] if it.found else _bare(text, what, variables or {})
+    placeholders.check([f], what)
     merge_vllm_config(f, Path.cwd())
     return LaunchCommand(
         role=role,

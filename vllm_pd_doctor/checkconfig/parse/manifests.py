@@ -289,8 +289,10 @@ def _start(
         return run_argv(cmd + args, env, variables, network=net, evidence=ev, launcher=launcher)
     if len(args) == 1 and " " in args[0].strip():  # a shell line run by the image's sh -c
         return run_argv(["sh", "-c", args[0]], env, variables, network=net, evidence=ev, launcher=launcher)
-    if args and args[0].rsplit("/", 1)[-1] in ("vllm", "python", "python3", "sh", "bash"):
-        return run_argv(args, env, variables, network=net, evidence=ev, launcher=launcher)
+    if args and not args[0].startswith("-"):  # an argv the image runs (a shim's too): if it starts vLLM
+        got = run_argv(args, env, variables, network=net, evidence=ev, launcher=launcher)
+        if got or args[0].rsplit("/", 1)[-1] in ("vllm", "python", "python3", "sh", "bash"):
+            return got
     if args and ("vllm" in image.lower() or any(a.startswith("--kv-transfer-config") for a in args)):
         return [Found(args, env, f"{kind} > image entrypoint (vllm serve)", network=net, network_evidence=ev)]
     return []

@@ -53,6 +53,8 @@ class Interp(ShellInterp):
         self.role_hint: str | None = None
         self.comment_hint: str | None = None
         self.ctx: list[_Ctx] = [_Ctx()]
+        self.applied: list[tuple[str, str]] = []
+        """(where, text) of each manifest `kubectl apply -f` sends (a file the script wrote, `-`)."""
 
     def run_text(self, text: str) -> None:
         """Run script text; a pasted function that is never called is read when nothing else starts
@@ -71,6 +73,8 @@ class Interp(ShellInterp):
             return True
         if cmd == "__pdd_role":
             self.role_hint = argv[1] if len(argv) > 1 and argv[1] != "-" else None
+            return True
+        if self._kubectl_apply(argv):
             return True
         for port, role in proxy_ports(argv):
             self.proxy_roles.setdefault(port, role)
@@ -116,6 +120,29 @@ class Interp(ShellInterp):
             got.notes.append("comment-role:" + self.comment_hint)
         self.comment_hint = None
         self.found.append(got)
+
+    def _kubectl_apply(self, argv: list[str]) -> bool:
+        """`kubectl|oc apply|create|replace -f X`: X (`-`: the standard input, else a file the
+        script wrote) is remembered as a manifest that is deployed."""
+        if argv[0].rsplit("/", 1)[-1] not in ("kubectl", "oc") or not {"apply", "create", "replace"} & set(
+            argv[1:3]
+        ):
+            return False
+        for k, a in enumerate(argv):
+            name, eq, val = a.partition("=")
+            if name in ("-f", "--filename"):
+                target = val if eq else (argv[k + 1] if k + 1 < len(argv) else "")
+                text = self.stdin if target == "-" else self.files.get(target)
+                if text is not None:
+                    self.applied.append(("standard input" if target == "-" else target, text))
+        return True
+
+    def manifests(self) -> list[tuple[str, str]]:
+        """(where, text) of the manifests the script deploys: what `kubectl apply` sends, else every
+        YAML/JSON file it writes."""
+        if self.applied:
+            return list(self.applied)
+        return [(p, t) for p, t in self.files.items() if p.lower().endswith((".yaml", ".yml", ".json"))]
 
     def _stops(self, argv: list[str]) -> bool:
         """A command that stops servers this phase started (kill, pkill, docker stop ...)."""

@@ -296,7 +296,28 @@ def _start(argv: list[str], i: int, at: _At) -> Found | Script | None:
         return None
     if exe.startswith("python") or exe == "uvx":
         return _python(argv, i, at)
-    return None
+    return _shim(argv, i, at)
+
+
+def _shim(argv: list[str], i: int, at: _At) -> Found | Script | None:
+    """A command pd-doctor does not know whose arguments, after its own options, start vLLM with
+    arguments (`vendor_entrypoint.sh vllm serve M ...`, `tini -- vllm serve M`, `/opt/run.sh
+    python3 -m vllm.entrypoints.openai.api_server ...`): a launcher that execs its argv, whatever
+    its name."""
+    exe = argv[i].rsplit("/", 1)[-1]
+    j = i + 1
+    while j < len(argv) and argv[j].startswith("-"):  # the shim's own options (`tini --`)
+        j += 1
+    if j >= len(argv) or not _is_exe(argv[j]):
+        return None
+    got = unwrap(
+        argv[j:],
+        at.env,
+        launcher=at.launcher + f"{exe} > ",
+        network=at.network,
+        network_evidence=at.network_evidence,
+    )
+    return got if isinstance(got, Script) or (got is not None and got.args) else None
 
 
 def _found(args: list[str], at: _At, how: str) -> Found:

@@ -70,12 +70,10 @@ def _service(name: str, svc: dict[str, Any], image: str, src: Source) -> list[Fo
     ev = "compose network_mode: host" if host_net else f"compose service {name}: own network namespace"
     if entry:
         return run_argv(entry + cmd, env, src.variables, network=net, evidence=ev, launcher="compose > ")
-    if (
-        cmd
-        and not cmd[0].startswith("-")
-        and ("vllm" in cmd[0] or "python" in cmd[0] or cmd[0] in ("sh", "bash"))
-    ):
-        return run_argv(cmd, env, src.variables, network=net, evidence=ev, launcher="compose > ")
+    if cmd and not cmd[0].startswith("-"):  # a command (a shim's too) that starts vLLM
+        got = run_argv(cmd, env, src.variables, network=net, evidence=ev, launcher="compose > ")
+        if got or "vllm" in cmd[0] or "python" in cmd[0] or cmd[0] in ("sh", "bash"):
+            return got
     if "vllm" in image.lower() and (cmd or svc.get("command") is not None):
         launcher = f"compose > {image} (image entrypoint vllm serve)"
         return [Found(cmd, env, launcher, network=net, network_evidence=ev)]

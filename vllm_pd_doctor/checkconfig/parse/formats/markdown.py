@@ -1,7 +1,8 @@
-"""A Markdown page with ```yaml blocks (a manifest, a values file, a Serve config): the blocks'
-mappings are read by the document formats, as one file of documents. A page that also has shell
-blocks is read as shell text first (its commands win); a page whose yaml blocks hold no server is
-handed on to the shell format."""
+"""A Markdown page: a runbook or guide whose shell blocks start the servers or write and apply
+their manifests (`cat > F <<EOF`, `tee F <<'EOF'`, `... | kubectl apply -f -`: read as the files
+they write), and ```yaml blocks (a manifest, a values file, a Serve config) whose mappings are read
+by the document formats as one file of documents. The shell blocks win; a page whose blocks hold
+no server is handed on to the shell format."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from vllm_pd_doctor.errors import BadInput
 
 
 def sniff(src: Source) -> bool:
-    return src.given_docs is None and shell.YAML_FENCE.search(src.text) is not None
+    return src.given_docs is None and (
+        shell.YAML_FENCE.search(src.text) is not None or shell.FENCE.search(src.text) is not None
+    )
 
 
 def read(src: Source) -> list[Found] | None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 import textwrap
+from dataclasses import replace
+from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse import paste
+from vllm_pd_doctor.checkconfig.parse import bounded, paste
 from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.manifests import role_from_name
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
+from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source, walk
 from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
 from vllm_pd_doctor.errors import BadInput
 from vllm_pd_doctor.shell.words import ShellSyntaxError
@@ -54,7 +56,30 @@ def read(src: Source) -> list[Found] | None:
         )
     for f in it.found:
         f.notes += [f"proxy-role:{port}:{role}" for port, role in it.proxy_roles.items()]
-    return it.found if it.found or it.proxy_roles else None
+    found = it.found + _deployed(it, src)
+    return found if found or it.proxy_roles else None
+
+
+def _deployed(it: Interp, src: Source) -> list[Found]:
+    """The servers in the manifests the text writes with heredocs (`cat > F <<EOF`, `tee F`) or
+    pipes into `kubectl apply -f -`, read by the document formats as the files they are."""
+    from vllm_pd_doctor.checkconfig.parse.formats import DOCUMENT_FORMATS
+
+    docs: list[Any] = []
+    for where, text in it.manifests():
+        try:
+            docs += [d for d in bounded.load_yaml_all(text, f"{src.label} ({where})") if isinstance(d, dict)]
+        except BadInput:
+            continue
+    if not docs:
+        return []
+    try:
+        hit = walk(replace(src, given_docs=tuple(docs)), DOCUMENT_FORMATS)
+    except BadInput:
+        if it.applied:
+            raise  # what the text deploys is broken: say so
+        return []  # a file the text writes (a values file, a config) is not a deployment
+    return hit[1] if hit else []
 
 
 FORMAT = DeploymentFormat("shell-script", sniff, read)
@@ -62,11 +87,16 @@ FORMAT = DeploymentFormat("shell-script", sniff, read)
 
 def prepare(text: str) -> str:
     """What people paste: Markdown code fences, `$ ` prompts, `> ` continuation prompts;
-    labels (`prefill:`) and comments naming a role become hints for the next server."""
+    labels (`prefill:`) and comments naming a role become hints for the next server (never inside
+    a heredoc: a manifest's `prefill:` key stays a key)."""
     text = paste.normalise(text)
     blocks = [textwrap.dedent(m.group(2)) for m in FENCE.finditer(text)]
     if blocks:
         text = "\n".join(blocks)
+    return "".join(body if inside else _hints(body) for inside, body in _heredoc_split(text))
+
+
+def _hints(text: str) -> str:
     text = _PROMPT_CONT.sub(lambda m: m.group(1), text)
     text = _PROMPT.sub(lambda m: m.group(1), text)
     text = _LABEL.sub(lambda m: f"{m.group(1)}__pdd_role {m.group(2).lower()}; ", text)
@@ -76,6 +106,32 @@ def prepare(text: str) -> str:
         return f"{m.group(1)}__pdd_comment {r}" if r else m.group(0)
 
     return _COMMENT.sub(comment, text)
+
+
+_HEREDOC = re.compile(r"<<-?[ \t]*(['\"]?)\\?([A-Za-z_][\w.-]*)\1")
+
+
+def _heredoc_split(text: str) -> list[tuple[bool, str]]:
+    """The text in pieces, (inside a heredoc body, piece), in order."""
+    out: list[tuple[bool, str]] = []
+    lines = text.splitlines(keepends=True)
+    k = 0
+    shell: list[str] = []
+    while k < len(lines):
+        line = lines[k]
+        shell.append(line)
+        k += 1
+        delims = [m.group(2) for m in _HEREDOC.finditer(line) if "<<<" not in line[m.start() : m.start() + 3]]
+        for delim in delims:
+            body: list[str] = []
+            while k < len(lines) and lines[k].strip() != delim:
+                body.append(lines[k])
+                k += 1
+            out += [(False, "".join(shell)), (True, "".join(body))]
+            shell = [lines[k]] if k < len(lines) else []
+            k += 1
+    out.append((False, "".join(shell)))
+    return out
 
 
 def _module_named(text: str) -> str:
