@@ -44,14 +44,13 @@ def test_operators_comments_and_continuations():
     assert sum(t.kind == "nl" for t in toks) == 1
 
 
-def test_heredoc_body_is_not_read_as_commands():
-    assert _words("cat > f.yaml <<'EOF'\nvllm serve inside\nEOF\necho after") == [
-        "cat",
-        "f.yaml",
-        "EOF",
-        "echo",
-        "after",
-    ]
+def test_heredoc_body_is_one_token_not_commands():
+    toks = tokenize("cat > f.yaml <<'EOF'\nvllm serve inside\nEOF\necho after")
+    assert [t.text for t in toks if t.kind == "w"] == ["cat", "f.yaml", "echo", "after"]
+    assert [t.text for t in toks if t.kind == "hd"] == ["'vllm serve inside\n"]  # quoted: no expansion
+    (n, _) = parse_script("cat <<-EOF | run -f -\n\tkind: X\nEOF\necho after")
+    assert isinstance(n, AndOr) and isinstance(n.parts[0], Simple)
+    assert n.parts[0].heredoc == '"kind: X\n'  # <<- strips the leading tabs
 
 
 def test_unclosed_quote_is_located():
@@ -181,6 +180,29 @@ def test_uncalled_functions_only_on_request():
     assert it.ran == []
     it.run_uncalled()
     assert it.ran == [["run", "inside"]]
+
+
+def test_heredocs_write_files_and_feed_pipes():
+    it = Interp({"V": "1.3"})
+    it.run_text(
+        "cat <<EOF > a.yaml\nimage: rt:$V\nEOF\n"
+        "tee b.yaml <<'EOF' | run -f -\nlit: $V\nEOF\n"
+        "echo more >> a.yaml\n"
+    )
+    assert it.files == {"a.yaml": "image: rt:1.3\nmore\n", "b.yaml": "lit: $V\n"}
+    assert it.ran == [["run", "-f", "-"]]
+
+
+def test_external_commands_get_their_stdin():
+    seen: list[str | None] = []
+
+    class Spy(Interp):
+        def external(self, argv: list[str], prefix: dict[str, str], raw: str) -> bool | None:
+            seen.append(self.stdin)
+            return None
+
+    Spy({}).run_text("cat <<EOF | kubectl apply -f -\nkind: Pod\nEOF\nrun2 <<< x")
+    assert seen == ["kind: Pod\n", None]
 
 
 def test_bounds_are_reported():
