@@ -121,11 +121,20 @@ def test_lookalikes_are_not_placeholders(command: str):
 
 
 def test_an_empty_template_value_is_named_not_typed():
-    text = "PORT=\nvllm serve org/m --port $PORT --data-parallel-size 2"
+    """`--port $PORT` with PORT empty: the variable is named (bash would shift `--data-parallel-size`
+    into --port's value); an empty value with no name to give is said to be missing."""
     with pytest.raises(BadInput) as ei:
-        parse.parse_command(text, role="prefill")
+        parse.parse_command("PORT=\nvllm serve org/m --port $PORT --data-parallel-size 2", role="prefill")
+    assert (
+        "$PORT is not set in the file" in ei.value.message
+        and ei.value.hint == "give its value: --set PORT=VALUE"
+    )
+    with pytest.raises(BadInput) as ei:
+        parse.parse_command("vllm serve org/m --port --data-parallel-size 2", role="prefill")
     assert "--port has no value (the next word is the flag --data-parallel-size)" in ei.value.message
     assert "expected an integer" not in ei.value.message
+    # an empty variable after a switch is dropped as bash does
+    assert parse.parse_command("E=\nvllm serve org/m --enforce-eager $E --port 1", role="prefill").port == 1
 
 
 def test_set_dashdash_values_never_take_the_model_slot():

@@ -38,6 +38,7 @@ MAX_VALUE = 256 * 1024
 MAX_FILES = 64
 """Most files one script may write (`cat > F <<EOF`)."""
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=(.*)$", re.S)
+_BARE_VAR = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
 _DECL = {"export", "declare", "typeset", "local", "readonly"}
 
 
@@ -233,7 +234,7 @@ class Interp:
         if words[k : k + 1] == ["[["]:
             argv = [expand(w, self.sc, split=False)[0] for w in words[k:]]
         else:
-            argv = [f for w in words[k:] for f in expand(w, self.sc)]
+            argv = self._fields(words[k:])
         if not argv:
             for a in words[:k]:
                 self._assign(a)
@@ -289,6 +290,23 @@ class Interp:
             return self.external(argv, prefix, " ".join(words))
         finally:
             self.stdin = None
+
+    def _fields(self, words: list[str]) -> list[str]:
+        """The command's fields; a bare `$NAME` that expands to nothing stays `${NAME}` where
+        `keep_empty` says its absence would shift the arguments (a flag's missing value)."""
+        out: list[str] = []
+        for w in words:
+            fields = expand(w, self.sc)
+            m = _BARE_VAR.fullmatch(w) if not fields else None
+            if m and self.keep_empty(out):
+                fields = ["${" + (m.group(1) or m.group(2)) + "}"]
+            out.extend(fields)
+        return out
+
+    def keep_empty(self, before: list[str]) -> bool:
+        """Whether an empty variable after the fields `before` is kept as its name (default: no,
+        as bash drops it)."""
+        return False
 
     def _stdin(self, n: Simple) -> str | None:
         """The command's standard input: its heredoc (expanded unless the delimiter was quoted),

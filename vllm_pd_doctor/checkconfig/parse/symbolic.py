@@ -10,6 +10,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
+from vllm_pd_doctor.checkconfig.parse.flags import BUILTIN, INT, JSON
 from vllm_pd_doctor.checkconfig.parse.wrappers import Found, Script, unwrap
 from vllm_pd_doctor.shell.builtins import QUIET
 from vllm_pd_doctor.shell.interp import Interp as ShellInterp
@@ -62,6 +63,14 @@ class Interp(ShellInterp):
         super().run_text(text)
         if not self.found:
             self.run_uncalled()
+
+    def keep_empty(self, before: list[str]) -> bool:
+        """An empty `$PORT` after `--port` (a flag that takes a typed value) stays `${PORT}`, so the
+        arguments are not shifted and the missing value is named with a `--set PORT=...` hint."""
+        if not before or not before[-1].startswith("--") or "=" in before[-1]:
+            return False
+        name = before[-1][2:].replace("_", "-")
+        return BUILTIN.kind(BUILTIN.aliases.get(name, name)) in (INT, JSON)
 
     def reached(self) -> int:
         return len(self.found)
