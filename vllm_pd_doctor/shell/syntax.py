@@ -1,6 +1,6 @@
 """Shell text -> a small command tree (simple commands, pipelines, if/for/while/case, functions).
 
-Built on `shellwords.tokenize` (shlex quoting rules plus `$(...)`, `${...}`, arrays, heredocs).
+Built on `words.tokenize` (shlex quoting rules plus `$(...)`, `${...}`, arrays, heredocs).
 Not bashlex: bashlex 0.18 rejects what vLLM's own P/D scripts hold (`[[ ]]`, `$(( ))`, arrays,
 `case`, C-style `for`, `$(...)` nested in quotes) and drops the double quotes inside
 `'{"kv_role": ...}'` from its words.
@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vllm_pd_doctor.checkconfig.parse.shellwords import Tok, is_redirect, tokenize
+from vllm_pd_doctor.shell.words import Tok, is_redirect, tokenize
 
 
 @dataclass
 class Simple:
     words: list[str]
     bg: bool = False
+    heredoc: str | None = None
+    """The body of its `<<` heredoc as the tokenizer gives it (first character: quoting)."""
+    writes: list[tuple[str, str]] = field(default_factory=list)
+    """Its output redirections: (`>` or `>>`, the target word as written)."""
 
 
 @dataclass
@@ -189,6 +193,8 @@ class _Parser:
                 self.i += 1
             return Group(body)
         words: list[str] = []
+        heredoc: str | None = None
+        writes: list[tuple[str, str]] = []
         while (x := self.peek()) is not None:
             if x.kind == "w":
                 if not words and x.text in stops:
@@ -197,10 +203,14 @@ class _Parser:
                 self.i += 1
             elif x.kind == "op" and is_redirect(x.text):
                 self.i += 1
-                if (y := self.peek()) is not None and y.kind == "w":
+                if (y := self.peek()) is not None and y.kind in ("w", "hd"):
                     self.i += 1
-                    if x.text == "<<<":
+                    if y.kind == "hd":
+                        heredoc = y.text
+                    elif x.text == "<<<":
                         words.extend(["<<<", y.text])
+                    elif x.text in (">", ">|", "&>", ">>", "&>>"):
+                        writes.append((">>" if x.text.endswith(">>") else ">", y.text))
             else:
                 break
         if (
@@ -212,7 +222,7 @@ class _Parser:
         ):
             self.i += 2
             return self._func_body(words[0])
-        return Simple(words) if words else None
+        return Simple(words, heredoc=heredoc, writes=writes) if words else None
 
     def _func_body(self, name: str) -> Func:
         self.skip_seps()

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vllm_pd_doctor.checkconfig.parse.shellwords import UNRESOLVED_RE, balanced_end, dquote_end
+from vllm_pd_doctor.shell.words import UNRESOLVED_RE, balanced_end, dquote_end
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -29,7 +29,7 @@ class Scope:
     unresolved: set[str] = field(default_factory=set)
 
     def get(self, name: str) -> str | None:
-        if name.isdigit():
+        if name.isascii() and name.isdigit():
             k = int(name)
             if k == 0:
                 return "script"
@@ -190,7 +190,7 @@ def _dollar(s: str, i: int, sc: Scope) -> tuple[str | None, int]:
             sc.unresolved.add(m.group(0))
             return "${" + m.group(0) + "}", m.end()
         return v, m.end()
-    if nx.isdigit() or nx in "#@*?$!-":
+    if (nx.isascii() and nx.isdigit()) or nx in "#@*?$!-":
         v = sc.get(nx)
         return (v if v is not None else ""), i + 2
     return "$", i + 1

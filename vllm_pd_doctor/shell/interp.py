@@ -1,5 +1,6 @@
 """Run a shell script symbolically: variables, exports, functions, loops and `eval` are followed,
-nothing is executed. Every command that starts a vLLM server (through any wrapper) is recorded.
+nothing is executed. Every command that is not a shell builtin goes to `Interp.external`, which a
+subclass overrides (check-config's records each vLLM server it starts); the default records argv.
 
 What cannot be known from the file stays as its own text (`${PORT}`, `$(hostname -i)`), for the
 argument parser to name with a `--set VAR=value` hint. `if` conditions are evaluated when they can
@@ -12,11 +13,10 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
 
-from vllm_pd_doctor.checkconfig.parse.shellbuiltins import QUIET, output, proxy_ports, test
-from vllm_pd_doctor.checkconfig.parse.shellexpand import Scope, expand
-from vllm_pd_doctor.checkconfig.parse.shellparse import (
+from vllm_pd_doctor.shell.builtins import QUIET, output, test
+from vllm_pd_doctor.shell.expand import Scope, expand, expand_dquoted
+from vllm_pd_doctor.shell.syntax import (
     AndOr,
     Case,
     For,
@@ -28,18 +28,17 @@ from vllm_pd_doctor.checkconfig.parse.shellparse import (
     While,
     parse_script,
 )
-from vllm_pd_doctor.checkconfig.parse.shellwords import ShellSyntaxError, tokenize
-from vllm_pd_doctor.checkconfig.parse.wrappers import Found, Script, unwrap
+from vllm_pd_doctor.shell.words import ShellSyntaxError, tokenize
 
 MAX_ITER = 16
 MAX_STEPS = 20000
 MAX_DEPTH = 40
 MAX_VALUE = 256 * 1024
-"""Longest variable value (characters): `A=$A$A` repeated doubles it every line."""
-MAX_SERVERS = 128
-"""Most servers one input may start."""
-_KILL = {"kill", "pkill", "killall", "fuser"}
+"""Longest variable value (characters): `A=$A$A` repeated doubles it every line; also per file."""
+MAX_FILES = 64
+"""Most files one script may write (`cat > F <<EOF`)."""
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=(.*)$", re.S)
+_BARE_VAR = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
 _DECL = {"export", "declare", "typeset", "local", "readonly"}
 
 
@@ -51,42 +50,34 @@ class LimitReached(Exception):
     """A bound of the symbolic run (steps, value size, servers): the input is reported, not read."""
 
 
-@dataclass
-class _Ctx:
-    env: dict[str, str] = field(default_factory=dict)
-    launcher: str = ""
-    network: str | None = None
-    network_evidence: str = ""
-    image: str | None = None
-
-
 class Interp:
-    """One script's symbolic run; `found` holds the servers, `proxy_roles` port -> role hints."""
+    """One script's symbolic run; `ran` holds the external commands (argv, expanded) it reached."""
 
     def __init__(self, variables: Mapping[str, str], pinned: Collection[str] = ()) -> None:
-        named = {k: v for k, v in variables.items() if not k.isdigit()}
+        named = {k: v for k, v in variables.items() if not (k.isascii() and k.isdigit())}
         self.pinned = frozenset(pinned)
         """Variables given with --set: the script's own assignments do not change them."""
-        self.phase = 0
         self.called: set[str] = set()
-        self.unresolved_modules: list[str] = []
         self.sc = Scope(vars=named, command_subst=self._subst)
-        nums = sorted((int(k), v) for k, v in variables.items() if k.isdigit() and int(k) > 0)
+        nums = sorted((int(k), v) for k, v in variables.items() if k.isascii() and k.isdigit() and int(k) > 0)
         if nums:
             self.sc.positional = [dict(nums).get(i, "") for i in range(1, nums[-1][0] + 1)]
         self.exported: set[str] = set(named)
         self.allexport = False
         self.funcs: dict[str, list[Node]] = {}
-        self.found: list[Found] = []
-        self.proxy_roles: dict[str, str] = {}
-        self.role_hint: str | None = None
-        self.comment_hint: str | None = None
+        self.ran: list[list[str]] = []
+        self.files: dict[str, str] = {}
+        """What the script wrote to files (`cat > F <<EOF`, `tee F`, `echo ... >> F`), by path."""
+        self.stdin: str | None = None
+        """The standard input of the command `external` is called for (a heredoc, a pipe)."""
+        self._pipe_in: str | None = None
+        self._last_out: str | None = None
         self.steps = 0
         self.depth = 0
         self.capture: list[list[str]] = []
         self.cap_ok: list[bool] = []
-        self.ctx: list[_Ctx] = [_Ctx()]
         self.raw: list[str] = []
+        """Names of the functions being called (outermost first)."""
 
     # --- entry points ----------------------------------------------------------------------
 
@@ -95,11 +86,32 @@ class Interp:
         nodes = parse_script(text)
         try:
             self._list(nodes)
-            if not self.found:  # pasted text shows a function it never calls: read its body
-                for name in [n for n in self.funcs if n not in self.called]:
-                    self._call(name, [])
         except _Stop:
             pass
+
+    def run_uncalled(self) -> None:
+        """Run the bodies of the functions the script defines and never calls (pasted text)."""
+        try:
+            for name in [n for n in self.funcs if n not in self.called]:
+                self._call(name, [])
+        except _Stop:
+            pass
+
+    def external(self, argv: list[str], prefix: dict[str, str], raw: str) -> bool | None:
+        """A command that is not a builtin (argv expanded, `prefix` its `VAR=value` words, `raw`
+        as written): its status, None when it cannot be known. Subclasses decide what it does."""
+        if argv[0] not in QUIET:
+            self.ran.append(argv)
+        return True if argv[0] in QUIET else None
+
+    def reached(self) -> int:
+        """How many commands of interest the run has reached (a `while` body that reaches one more
+        runs once: a restart loop)."""
+        return len(self.ran)
+
+    def exported_env(self) -> dict[str, str]:
+        """The variables a command started now would get in its environment."""
+        return {k: v for k, v in self.sc.vars.items() if k in self.exported or self.allexport}
 
     # --- execution -------------------------------------------------------------------------
 
@@ -118,6 +130,11 @@ class Interp:
         if isinstance(n, AndOr):
             st = self._node(n.parts[0])
             for join, part in zip(n.joins, n.parts[1:], strict=False):
+                if join in ("|", "|&"):
+                    self._pipe_in, self._last_out = self._last_out, None
+                    st = self._node(part)
+                    self._pipe_in = None
+                    continue
                 if join == "&&" and st is False:
                     continue
                 if join == "||" and st is not False:
@@ -161,14 +178,14 @@ class Interp:
     def _while(self, n: While) -> bool | None:
         """While the condition holds (argument parsing: `while [[ $# -gt 0 ]]; do ... shift`), at
         most MAX_ITER times; once when it cannot be known (a wait loop) or when the body starts a
-        server (a restart loop, `while true; do vllm serve ...; done`, keeps one server)."""
-        before = len(self.found)
+        command of interest (a restart loop, `while true; do vllm serve ...; done`, keeps one)."""
+        before = self.reached()
         for _ in range(MAX_ITER):
             cond = self._list(n.cond)
             if cond is False:
                 break
             self._list(n.body)
-            if cond is None or len(self.found) > before:
+            if cond is None or self.reached() > before:
                 break
         return True
 
@@ -204,6 +221,7 @@ class Interp:
         return name, value
 
     def _simple(self, n: Simple) -> bool | None:
+        self._last_out = None
         words = n.words
         here: str | None = None
         if "<<<" in words:
@@ -216,7 +234,7 @@ class Interp:
         if words[k : k + 1] == ["[["]:
             argv = [expand(w, self.sc, split=False)[0] for w in words[k:]]
         else:
-            argv = [f for w in words[k:] for f in expand(w, self.sc)]
+            argv = self._fields(words[k:])
         if not argv:
             for a in words[:k]:
                 self._assign(a)
@@ -240,10 +258,8 @@ class Interp:
             return self._call(cmd, argv[1:])
         if cmd == "false":
             return False
-        if cmd in ("echo", "printf", "seq", "basename", "dirname"):
-            if self.capture:
-                self.capture[-1].append(output(argv))
-            return True
+        if cmd in ("echo", "printf", "seq", "basename", "dirname", "cat", "tee"):
+            return self._output(n, argv)
         if cmd == "eval":
             self._nested(" ".join(argv[1:]))
             return True
@@ -254,7 +270,7 @@ class Interp:
                 self.sc.positional = argv[argv.index("--") + 1 :]
             return True
         if cmd == "shift":
-            k2 = int(argv[1]) if len(argv) > 1 and argv[1].isdigit() else 1
+            k2 = int(argv[1]) if len(argv) > 1 and argv[1].isascii() and argv[1].isdigit() else 1
             self.sc.positional = self.sc.positional[k2:]
             return True
         if cmd == "unset":
@@ -265,81 +281,80 @@ class Interp:
         if cmd == "read":
             self._read(argv, prefix, here)
             return True
-        if cmd == "__pdd_comment":
-            self.comment_hint = argv[1] if len(argv) > 1 else None
-            return True
-        if cmd == "__pdd_role":
-            self.role_hint = argv[1] if len(argv) > 1 and argv[1] != "-" else None
-            return True
         if self.capture:
             if cmd not in QUIET:
                 self.cap_ok[-1] = False
             return True
-        self._proxy_hints(argv)
-        if self._stops(argv):
-            self.phase += 1  # what runs after a kill does not run beside what it killed
-            return True
-        if cmd in QUIET:
-            return True
-        return self._launch(argv, prefix, " ".join(words))
+        self.stdin = self._stdin(n)
+        try:
+            return self.external(argv, prefix, " ".join(words))
+        finally:
+            self.stdin = None
 
-    def _launch(self, argv: list[str], prefix: dict[str, str], raw: str) -> bool | None:
-        env = {k: v for k, v in self.sc.vars.items() if k in self.exported or self.allexport}
-        ctx = self.ctx[-1]
-        env = {**ctx.env, **env, **prefix}
-        got = unwrap(
-            argv, env, launcher=ctx.launcher, network=ctx.network, network_evidence=ctx.network_evidence
-        )
-        if isinstance(got, Script):
-            self.ctx.append(_Ctx(got.env, got.launcher, got.network, got.network_evidence, got.image))
-            saved = self.sc.positional
-            self.sc.positional = got.positional
-            try:
-                self._nested(got.text)
-            finally:
-                self.sc.positional = saved
-                self.ctx.pop()
-            return None
-        if got is None:
-            self._unresolved_module(argv)
-            return None
-        if isinstance(got, Found):
-            if len(self.found) >= MAX_SERVERS:
-                raise LimitReached(f"more than {MAX_SERVERS} servers")
-            got.phase = self.phase
-            got.image = got.image or ctx.image
-            got.raw = " ".join([*self.raw, raw])
-            if self.role_hint:
-                got.role, got.role_source = self.role_hint, "label in the file"
-                self.role_hint = None
-            elif self.comment_hint:
-                got.notes.append("comment-role:" + self.comment_hint)
-            self.comment_hint = None
-            self.found.append(got)
+    def _fields(self, words: list[str]) -> list[str]:
+        """The command's fields; a bare `$NAME` that expands to nothing stays `${NAME}` where
+        `keep_empty` says its absence would shift the arguments (a flag's missing value)."""
+        out: list[str] = []
+        for w in words:
+            fields = expand(w, self.sc)
+            m = _BARE_VAR.fullmatch(w) if not fields else None
+            if m and self.keep_empty(out):
+                fields = ["${" + (m.group(1) or m.group(2)) + "}"]
+            out.extend(fields)
+        return out
+
+    def keep_empty(self, before: list[str]) -> bool:
+        """Whether an empty variable after the fields `before` is kept as its name (default: no,
+        as bash drops it)."""
+        return False
+
+    def _stdin(self, n: Simple) -> str | None:
+        """The command's standard input: its heredoc (expanded unless the delimiter was quoted),
+        else what the command before `|` wrote."""
+        if n.heredoc is not None:
+            body = n.heredoc[1:]
+            return body if n.heredoc.startswith("'") else expand_dquoted(body, self.sc)
+        got, self._pipe_in = self._pipe_in, None
+        return got
+
+    def _output(self, n: Simple, argv: list[str]) -> bool:
+        """echo, printf, seq, basename, dirname, cat and tee: their output goes to the files they
+        write, to the command substitution being captured, or to the next command of a pipe."""
+        stdin = self._stdin(n)
+        names = [a for a in argv[1:] if not a.startswith("-")]
+        out: str | None
+        if argv[0] == "cat":
+            parts = [self.files.get(f) for f in names] if names else [stdin]
+            out = None if any(p is None for p in parts) else "".join(p or "" for p in parts)
+        elif argv[0] == "tee":
+            out = stdin
+            for f in names:
+                self._write(f, out, append="-a" in argv or "--append" in argv)
+        else:
+            out = output(argv)
+        for op, target in n.writes:
+            self._write(expand(target, self.sc, split=False)[0], out, append=op == ">>")
+        if n.writes:
             return True
-        return None
+        if self.capture:
+            if out is None:
+                self.cap_ok[-1] = False
+            else:
+                self.capture[-1].append(out)
+        else:
+            self._last_out = out
+        return True
 
-    def _stops(self, argv: list[str]) -> bool:
-        """A command that stops servers this phase started (kill, pkill, docker stop ...)."""
-        if not any(f.phase == self.phase for f in self.found):
-            return False
-        cmd = argv[0].rsplit("/", 1)[-1]
-        if cmd == "kill":
-            return not ({"-0", "-s0"} & set(argv) or argv[1:3] == ["-s", "0"])  # -0: a liveness check
-        if cmd in ("pkill", "killall"):  # by name: only names that are the engines
-            return any(re.search(r"vllm|python|pt_main_thread|EngineCore", a) for a in argv[1:])
-        if cmd in _KILL:
-            return cmd != "fuser" or "-k" in argv
-        return cmd in ("docker", "podman") and argv[1:2] in (["stop"], ["kill"], ["rm"])
-
-    def _unresolved_module(self, argv: list[str]) -> None:
-        """`python3 -m "$WORKER_MODULE"` with the variable unknown: remembered for the hint."""
-        for k, a in enumerate(argv[:-1]):
-            if a == "-m" and argv[0].rsplit("/", 1)[-1].startswith("python"):
-                m = re.fullmatch(r"\$\{?([A-Za-z_]\w*)\}?", argv[k + 1])
-                if m:
-                    self.unresolved_modules.append(m.group(1))
-                return
+    def _write(self, path: str, text: str | None, *, append: bool) -> None:
+        if text is None:  # what the file holds is not known
+            self.files.pop(path, None)
+            return
+        value = (self.files.get(path, "") if append else "") + text
+        if len(value) > MAX_VALUE or (path not in self.files and len(self.files) >= MAX_FILES):
+            raise LimitReached(
+                f"the files the script writes grow past {MAX_VALUE // 1024} KiB or {MAX_FILES}"
+            )
+        self.files[path] = value
 
     def _read(self, argv: list[str], prefix: dict[str, str], here: str | None) -> None:
         """`read -a NAME <<< "$X"` (split on IFS) and `read NAME <<< ...`; else nothing."""
@@ -400,7 +415,3 @@ class Interp:
         out = self.capture.pop()
         ok = self.cap_ok.pop()
         return "".join(out) if ok else None
-
-    def _proxy_hints(self, argv: list[str]) -> None:
-        for port, role in proxy_ports(argv):
-            self.proxy_roles.setdefault(port, role)

@@ -1,6 +1,6 @@
 """What the symbolic shell run evaluates itself: `echo`/`printf`/`seq` output for command
-substitution, `[ ]` / `[[ ]]` / `test` conditions (None when they cannot be known), the commands
-that start nothing (QUIET) and the ports a P/D proxy command names."""
+substitution, `[ ]` / `[[ ]]` / `test` conditions (None when they cannot be known) and the commands
+that start nothing (QUIET)."""
 
 from __future__ import annotations
 
@@ -49,41 +49,6 @@ QUIET = {
     "curl",
     "tail",
 }
-_PROXY_FLAGS = {
-    "--prefiller-ports": "prefill",
-    "--prefiller-port": "prefill",
-    "--prefill-ports": "prefill",
-    "--decoder-ports": "decode",
-    "--decoder-port": "decode",
-    "--decode-ports": "decode",
-    "--prefill": "prefill",
-    "--decode": "decode",
-    "--prefiller-hosts": "",
-    "--decoder-hosts": "",
-}
-
-
-def proxy_ports(argv: list[str]) -> list[tuple[str, str]]:
-    """(port, role) pairs a P/D proxy command line names (`--prefiller-ports 8100 8101`)."""
-    out: list[tuple[str, str]] = []
-    role = ""
-    for a in argv[1:]:
-        name, eq, val = a.partition("=")
-        if name in _PROXY_FLAGS:
-            role = _PROXY_FLAGS[name]
-            if eq and role:
-                out += [(p, role) for p in _ports(val)]
-            continue
-        if a.startswith("-"):
-            role = ""
-            continue
-        if role:
-            out += [(p, role) for p in _ports(a)]
-    return out
-
-
-def _ports(val: str) -> list[str]:
-    return [m.group(1) for m in re.finditer(r"(?::|^|,)(\d{2,5})\b", val)]
 
 
 def output(argv: list[str]) -> str:

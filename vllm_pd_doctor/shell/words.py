@@ -1,7 +1,7 @@
 """Shell words: a quote-aware tokenizer (shlex's quoting rules, plus `$(...)`, `${...}`, arrays
 and heredocs).
 
-The tokenizer keeps each word as written (quotes included), so the expander (shellexpand) can tell
+The tokenizer keeps each word as written (quotes included), so the expander (`expand`) can tell
 `'$X'` from `"$X"` from `$X`. What the file cannot tell expands to its own text (`${NAME}`,
 `$(cmd)`); `unresolved_names` finds those again.
 """
@@ -36,6 +36,10 @@ OPS = (
 )
 _REDIRECTS = frozenset({"&>>", "&>", "<<<", "<<-", "<<", ">>", ">&", "<&", ">|", ">", "<"})
 _ARRAY_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=$")
+PLACEHOLDER_WORD = re.compile(r"<[A-Za-z][\w .:/-]*[\w.]>(?=[\s\"';|&)/]|$)")
+"""`<model-path>`, `<your model>`, `<path_to_your_model>/Qwen2.5`: written where a value goes, never
+a redirection (`<in >out` does not match: no blank before the `>`, and a blank, `/` or the end
+after it)."""
 UNRESOLVED_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\((.*?)\)")
 
 
@@ -46,7 +50,8 @@ class ShellSyntaxError(ValueError):
 @dataclass(frozen=True)
 class Tok:
     kind: str
-    """w (a word, raw), op (an operator or redirect), nl (end of line)."""
+    """w (a word, raw), op (an operator or redirect), nl (end of line), hd (a heredoc's body, after
+    `<<`/`<<-`: its first character `'` when the delimiter was quoted (no expansion), else `"`)."""
     text: str
 
 
@@ -102,7 +107,8 @@ def dquote_end(s: str, i: int) -> int:
 
 
 def tokenize(text: str) -> list[Tok]:
-    """Split shell text into raw words, operators and line ends (heredoc bodies skipped).
+    """Split shell text into raw words, operators and line ends; a heredoc's body is the token
+    after its `<<` (kind hd), read from the lines after the command.
     A quote left open is reported with its line, column and the text around it."""
     at = [0]
     try:
@@ -121,7 +127,8 @@ def _tokenize(text: str, at: list[int]) -> list[Tok]:
     n = len(s)
     i = 0
     word: list[str] = []
-    heredocs: list[str] = []
+    heredocs: list[tuple[int, str, bool, bool]] = []
+    """(token index, delimiter, quoted, strip leading tabs) of the heredocs of this line."""
 
     def flush() -> None:
         if word:
@@ -145,8 +152,9 @@ def _tokenize(text: str, at: list[int]) -> list[Tok]:
             flush()
             toks.append(Tok("nl", "\n"))
             i += 1
-            for delim in heredocs:
-                i = _skip_heredoc(s, i, delim)
+            for idx, delim, quoted, tabs in heredocs:
+                body, i = _heredoc(s, i, delim, tabs)
+                toks[idx] = Tok("hd", ("'" if quoted else '"') + body)
             heredocs.clear()
             continue
         if c == "#" and not word:
@@ -186,6 +194,10 @@ def _tokenize(text: str, at: list[int]) -> list[Tok]:
             word.append(s[i:j])
             i = j
             continue
+        if c == "<" and (m := PLACEHOLDER_WORD.match(s, i)):
+            word.append(m.group(0))  # `<model-path>`: a placeholder someone forgot, not a redirection
+            i = m.end()
+            continue
         if c in "<>" and word and "".join(word).isdigit():
             word.clear()  # fd number of a redirect (2>&1, 1>log)
         if c in "&|;()<>":
@@ -200,9 +212,10 @@ def _tokenize(text: str, at: list[int]) -> list[Tok]:
                     continue
             toks.append(Tok("op", op))
             if op in ("<<", "<<-"):
-                m = re.match(r"\s*(['\"]?)([^\s'\";&|<>]+)\1", s[i:])
+                m = re.match(r"\s*(['\"]?)\\?([^\s'\";&|<>]+)\1", s[i:])
                 if m:
-                    heredocs.append(m.group(2))
+                    quoted = bool(m.group(1)) or m.group(0).lstrip().startswith("\\")
+                    heredocs.append((len(toks), m.group(2), quoted, op == "<<-"))
                     i += m.end()
                     toks.append(Tok("w", m.group(2)))
             continue
@@ -212,14 +225,17 @@ def _tokenize(text: str, at: list[int]) -> list[Tok]:
     return toks
 
 
-def _skip_heredoc(s: str, i: int, delim: str) -> int:
+def _heredoc(s: str, i: int, delim: str, tabs: bool) -> tuple[str, int]:
+    """(the body of a heredoc starting at s[i], where the text after its delimiter line starts)."""
+    lines: list[str] = []
     while i < len(s):
         j = s.find("\n", i)
         line = s[i:] if j < 0 else s[i:j]
         i = len(s) if j < 0 else j + 1
         if line.strip() == delim:
             break
-    return i
+        lines.append(line.lstrip("\t") if tabs else line)
+    return "".join(x + "\n" for x in lines), i
 
 
 def is_redirect(op: str) -> bool:

@@ -18,22 +18,42 @@ from typing import Any
 
 from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.manifests import env_map, role_from_name
-from vllm_pd_doctor.checkconfig.parse.shell import Interp
+from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
+from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
 
 
-def is_chart_values(d: Mapping[str, Any]) -> bool:
-    if isinstance(d.get("servingEngineSpec"), Mapping):
-        return True
-    return isinstance(d.get("modelArtifacts"), Mapping) and any(
-        isinstance(d.get(r), Mapping) and isinstance(d[r].get("containers"), list)
-        for r in ("prefill", "decode")
+def _prodstack_values(d: Any) -> bool:
+    return isinstance(d, dict) and isinstance(d.get("servingEngineSpec"), Mapping)
+
+
+def _modelservice_values(d: Any) -> bool:
+    return (
+        isinstance(d, dict)
+        and not _prodstack_values(d)
+        and isinstance(d.get("modelArtifacts"), Mapping)
+        and any(
+            isinstance(d.get(r), Mapping) and isinstance(d[r].get("containers"), list)
+            for r in ("prefill", "decode")
+        )
     )
 
 
-def from_values(d: Mapping[str, Any], variables: Mapping[str, str]) -> list[Found]:
-    if isinstance(d.get("servingEngineSpec"), Mapping):
-        return _prodstack(d["servingEngineSpec"])
-    return _modelservice(d, variables)
+def _read_prodstack(src: Source) -> list[Found]:
+    return [f for d in src.docs if _prodstack_values(d) for f in _prodstack(d["servingEngineSpec"])]
+
+
+def _read_modelservice(src: Source) -> list[Found]:
+    return [f for d in src.docs if _modelservice_values(d) for f in _modelservice(d, src.variables)]
+
+
+PRODUCTION_STACK = DeploymentFormat(
+    "production-stack-helm-values", lambda src: any(map(_prodstack_values, src.docs)), _read_prodstack
+)
+MODELSERVICE = DeploymentFormat(
+    "llm-d-modelservice-helm-values",
+    lambda src: any(map(_modelservice_values, src.docs)),
+    _read_modelservice,
+)
 
 
 _PS_FLAGS = (

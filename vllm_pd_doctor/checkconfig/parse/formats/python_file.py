@@ -11,12 +11,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from vllm_pd_doctor.checkconfig.parse.formats.ray_serve import llm_config
 from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.manifests import role_from_name
-from vllm_pd_doctor.checkconfig.parse.platforms import llm_config
-from vllm_pd_doctor.checkconfig.parse.shell import Interp
-from vllm_pd_doctor.checkconfig.parse.shellwords import ShellSyntaxError
+from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
+from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
 from vllm_pd_doctor.checkconfig.parse.wrappers import unwrap
+from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.shell.words import ShellSyntaxError
 
 _FENCE = re.compile(r"^```[ \t]*(?:python|py)[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _MARK = ("LLMConfig(", "build_pd_openai_app", "build_openai_app")
@@ -34,8 +36,22 @@ class _LLM(dict[str, Any]):
     """The keyword arguments of one `LLMConfig(...)` call."""
 
 
-def looks_like(text: str) -> bool:
-    return any(m in text for m in _MARK)
+def sniff(src: Source) -> bool:
+    return src.suffix == ".py" or any(m in src.text for m in _MARK)
+
+
+def read(src: Source) -> list[Found] | None:
+    found = from_python(src.text, src.label)
+    if found is None and src.suffix == ".py":
+        raise BadInput(
+            f"{src.label}: no vLLM server in this Python file (read with ast, not run): neither "
+            "Ray Serve LLMConfig(...) nor a `vllm serve` command list or string",
+            hint="give the launch commands with --prefill-cmd / --decode-cmd",
+        )
+    return found
+
+
+FORMAT = DeploymentFormat("python-file", sniff, read)
 
 
 def _code(text: str) -> str:
