@@ -1,5 +1,6 @@
 """README "Where things live": every row names paths that exist and a registry that is where the
-row says; the kinds issue 27 sized stay at 2 package files or fewer."""
+row says; the kinds issue 27 sized (connector, release, advisory, deployment format, failure class, rule)
+stay at 2 package files or fewer."""
 
 from __future__ import annotations
 
@@ -26,7 +27,12 @@ REGISTRIES: dict[str, tuple[tuple[str, str], ...]] = {
         ("vllm_pd_doctor.knowledge.advisories", "ADVISORIES"),
         ("vllm_pd_doctor.knowledge.advisories", "BAD_NIXL"),
     ),
-    "a deployment format": (("vllm_pd_doctor.checkconfig.parse.loader", "load_config_file"),),
+    "a deployment format (check-config input)": (
+        ("vllm_pd_doctor.checkconfig.parse.formats", "FORMATS"),
+        ("vllm_pd_doctor.checkconfig.parse.registry", "DeploymentFormat"),
+    ),
+    "a `status` finding": (("vllm_pd_doctor.status.findings", "check"),),
+    "a metric status reads": (("vllm_pd_doctor.knowledge.metrics", "USED"),),
     "a P/D failure class (triage)": (
         ("vllm_pd_doctor.triage.entries_engine", "ENGINE_CLASSES"),
         ("vllm_pd_doctor.triage.entries", "CLASSES"),

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "matrix": "matrix",
     "bisect": "matrix",
     "triage": "triage",
+    "status": "status",
     "envs": "envs",
     "hotfix": "hotfix",
 }
