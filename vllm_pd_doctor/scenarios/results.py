@@ -43,7 +43,8 @@ class Outcome:
         text = self.statement or self.message or self.exception or "?"
         if self.how == "exception" and self.exception:
             text = f"{self.exception}: {self.message or self.statement}"
-        return f"{self.how} at {self.location}: {text}"
+        where = f"{self.location} ({self.function})" if self.function else self.location
+        return f"{self.how} at {where}: {text}"
 
 
 @dataclass(frozen=True)
