@@ -60,6 +60,9 @@ def test_parse_scenarios():
     assert srun.parse_scenarios("abort-race, abort-race") == ("abort-race",)
     with pytest.raises(BadInput):
         srun.parse_scenarios("nosuch")
+    with pytest.raises(BadInput, match="not reproduced by this pd-doctor"):
+        srun.parse_scenarios("lease-reaper")
+    assert not set(known.NOT_YET) & set(known.ids())
 
 
 def test_control_failure_is_no_verdict():
