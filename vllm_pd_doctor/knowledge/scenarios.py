@@ -126,14 +126,32 @@ _SCENARIOS: tuple[Scenario, ...] = (
         model_matters=True,
         fixed_upstream=True,
     ),
+    Scenario(
+        id="lease-reaper",
+        title="Expired KV leases stranded behind a heartbeated head entry (P side, NIXL worker)",
+        summary="P holds three finished prefills' blocks under 30 s leases, granted in order; D heartbeats "
+        "the first. Past the other two leases' expiry, the NIXL worker's get_finished must report them "
+        "finished_sending. Releases whose reaper walks the lease dict from its head and stops at the "
+        "first live entry (`if now < expires: break` in get_finished) leave them held for as long as "
+        "the head is heartbeated. vLLM's own worker code runs with a fake clock and a NIXL agent "
+        "stand-in (the worker's __init__ needs the NIXL library).",
+        control="The same three leases with no heartbeat: every lease expires and all are reclaimed.",
+        references=(
+            _gh("thread", 58222),
+            _gh("fix", 50789, "open"),
+            _test(
+                "tests/v1/kv_connector/unit/test_nixl_heartbeat.py",
+                "test_reaper_reclaims_expired_leases_behind_heartbeated_head",
+            ),
+        ),
+        connectors=("nixl",),
+        kv_role="kv_producer",
+    ),
 )
 
 SCENARIOS: dict[str, Scenario] = {s.id: s for s in _SCENARIOS}
 
 NOT_YET: dict[str, str] = {
-    "lease-reaper": "vllm#58222: the reaper is worker-side (NixlConnectorWorker.get_finished in 0.28.0, "
-    "_reap_expired_send_leases from 0.31.0); driving it needs a NIXL worker pd-doctor cannot build "
-    "without the transfer library",
     "preempt-final-step": "PR #48141, replaced by PR #50297 (`requires_kv_delivery`): every release "
     "pd-doctor installs (0.27.1+) already has the fix, so no installed release can show it failing",
     "d-extra-block": "PR #50558 was closed unmerged: no release with a fix to hold against",
