@@ -112,3 +112,19 @@ def test_lease_reaper_strands_on_buggy_reclaims_on_fixed(buggy, fixed):
     for c in (b, f):  # control: no heartbeat, every lease expires and is reclaimed
         assert c["control"]["failed"] is False
         assert c["control"]["observed"]["leases_left"] == {}
+
+
+def test_d_extra_block_fails_on_both_releases(buggy, fixed):
+    """PR #50558 (closed unmerged): D gets one block more than P sent when the proxy appends the token."""
+    for _, doc, _ in (buggy, fixed):
+        c = _cell(doc, "d-extra-block", "nixl")
+        assert c["status"] == "fails", c
+        assert c["recipe"]["how"] == "assertion"
+        assert c["recipe"]["statement"] == "assert num_decode_blocks <= len(prefill_group)"
+        assert c["recipe"]["function"] == "_apply_prefix_caching"
+        obs = c["recipe"]["observed"]
+        assert obs["p_prompt_len"] % obs["block_size"] == 0 and obs["d_prompt_len"] == obs["p_prompt_len"] + 1
+        assert [d - p for d, p in zip(obs["num_d_blocks"], obs["num_p_blocks"], strict=True)] == [1]
+        ctl = c["control"]
+        assert ctl["failed"] is False
+        assert ctl["observed"]["num_d_blocks"] == ctl["observed"]["num_p_blocks"]
