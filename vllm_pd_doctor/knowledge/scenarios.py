@@ -173,10 +173,15 @@ SCENARIOS: dict[str, Scenario] = {s.id: s for s in _SCENARIOS}
 
 NOT_YET: dict[str, str] = {
     "preempt-final-step": "PR #48141, replaced by PR #50297 (`requires_kv_delivery`): every release "
-    "pd-doctor installs (0.27.1+) already has the fix, so no installed release can show it failing",
-    "notify-only-failure": "PR #57570: its ground truth per release is not confirmed in the source yet",
-    "hybrid-group-divergence": "vllm#46453 / PR #48425: its ground truth per release is not confirmed "
-    "in the source yet",
+    "pd-doctor installs (0.27.1+) already has the fix (the scheduler reads requires_kv_delivery), so no "
+    "installed release can show it failing",
+    "notify-only-failure": "PR #57570: the fix is in the NIXL pull worker's start_load_kv (0.32.0 tracks "
+    "a receive only when `meta.awaiting_kvs or any(meta.local_block_ids)`; 0.27.1/0.28.0 track every "
+    "entry), and the failure needs that worker's background handshake to fail, which pd-doctor does "
+    "not drive yet (a handshake executor and a NIXL agent)",
+    "hybrid-group-divergence": "vllm#46453 / PR #48425: every installed release (0.27.1+) already has "
+    "the fix (KVCacheManager.get_computed_blocks_for_connector falls back to the reconciled boundary "
+    "when a group hits deeper than full attention), so no installed release can show it failing",
 }
 """Ids reserved for scenarios not (yet) reproduced, with why: `--scenario` names the reason."""
 
