@@ -33,14 +33,19 @@ class Ctx:
         self.spec = spec
         self.model_dir = str(spec["model_dir"])
         """The model of the scenario running now (the runner sets it per scenario)."""
-        self.setups: dict[tuple[str, str], Setup] = {}
+        self.setups: dict[str, Setup] = {}
+        self._builds: dict[tuple[str, str], dict[Any, Any]] = {}
         self.registry: dict[str, Any] = {}
 
     def setup(self, kv_role: str) -> Setup:
-        key = (kv_role, self.model_dir)
-        if key not in self.setups:
-            self.setups[key] = Setup({**self.spec, "kv_role": kv_role, "model_dir": self.model_dir})
-        return self.setups[key]
+        """The model's Setup (built once per model: its ModelConfig and layers do not depend on
+        the role), with the builds (VllmConfig, KV cache groups) of `kv_role`."""
+        s = self.setups.get(self.model_dir)
+        if s is None:
+            s = self.setups[self.model_dir] = Setup({**self.spec, "model_dir": self.model_dir})
+        s.spec["kv_role"] = kv_role
+        s._built = self._builds.setdefault((self.model_dir, kv_role), {})
+        return s
 
     def scheduler(self, vllm_name: str, kv_role: str, budget: int = 2048) -> tuple[Any, Any]:
         """A fresh real Scheduler (empty prefix cache) and a request factory hashing like it."""

@@ -104,7 +104,7 @@ def _fill(spec: dict[str, Any], out: dict[str, Any]) -> None:
                 continue
             results.append(run_one(ctx, scenario, key, present[key]))
     out["results"] = results
-    out["models"] = {f"{role} {model}": s.facts for (role, model), s in ctx.setups.items()}
+    out["models"] = {model: s.facts for model, s in ctx.setups.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
