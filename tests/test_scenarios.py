@@ -139,3 +139,14 @@ def test_unknown_scenario_is_bad_input(cli):
     proc = cli("repro", "--scenario", "nosuch")
     assert proc.returncode == 2
     assert "--scenario nosuch" in proc.stderr
+
+
+def test_triage_next_steps_name_registered_scenarios():
+    import re
+
+    named = set()
+    for path in (ROOT / "vllm_pd_doctor").rglob("*.py"):
+        named |= set(re.findall(r"repro --scenario ([a-z0-9-]+)", path.read_text()))
+    named.discard("all")
+    assert named, "no next step names a scenario"
+    assert named <= set(known.ids()), named - set(known.ids())
