@@ -31,6 +31,7 @@ REGISTRIES: dict[str, tuple[tuple[str, str], ...]] = {
         ("vllm_pd_doctor.checkconfig.parse.formats", "FORMATS"),
         ("vllm_pd_doctor.checkconfig.parse.registry", "DeploymentFormat"),
     ),
+    "a P/D failure scenario (`repro --scenario`)": (("vllm_pd_doctor.knowledge.scenarios", "SCENARIOS"),),
     "a `status` finding": (("vllm_pd_doctor.status.findings", "check"),),
     "a metric status reads": (("vllm_pd_doctor.knowledge.metrics", "USED"),),
     "a P/D failure class (triage)": (

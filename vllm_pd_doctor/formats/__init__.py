@@ -62,6 +62,13 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     from vllm_pd_doctor.formats import table as t
     from vllm_pd_doctor.matrix import BisectReport, MatrixReport
     from vllm_pd_doctor.results import EnvChange, ReproReport
+    from vllm_pd_doctor.scenarios import formats as sf
+    from vllm_pd_doctor.scenarios.results import (
+        ScenarioBisect,
+        ScenarioCatalogue,
+        ScenarioMatrix,
+        ScenarioReport,
+    )
     from vllm_pd_doctor.status.types import StatusReport
     from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult
 
@@ -99,6 +106,10 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
         ),
         TriageResult: (table(t.triage_table), as_json(jt.triage_obj), text(md.triage_md)),
         FailureCatalogue: (table(t.catalogue_table), as_json(jt.catalogue_obj), text(md.catalogue_md)),
+        ScenarioReport: (table(sf.report_table), as_json(sf.report_obj), text(sf.report_md)),
+        ScenarioMatrix: (table(sf.matrix_table), as_json(sf.matrix_obj), text(sf.matrix_md)),
+        ScenarioCatalogue: (table(sf.catalogue_table), as_json(sf.catalogue_obj), text(sf.catalogue_md)),
+        ScenarioBisect: (text(sf.bisect_text), as_json(sf.bisect_obj), text(sf.bisect_md)),
         StatusReport: (table(st.status_table), as_json(st.status_obj), text(st.status_md)),
     }
     order = (OutputFormat.table, OutputFormat.json, OutputFormat.markdown)
