@@ -171,10 +171,14 @@ def require_vllm(interp: Interpreter) -> None:
 
 
 def target_sources() -> dict[str, Path]:
-    """The target package's files: name -> source (target/*.py, with `SHIPPED_KNOWLEDGE` taken
+    """The target package's files: relative path -> source (target/**.py, with `SHIPPED_KNOWLEDGE` taken
     from knowledge/). Every way the target code leaves the tool (this run's package, the live
     plugin, the hotfix dist, the report's standalone repro) ships these files."""
-    out = {p.name: p for p in sorted(TARGET_DIR.glob("*.py"))}
+    out = {
+        p.relative_to(TARGET_DIR).as_posix(): p
+        for p in sorted(TARGET_DIR.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
     out.update({name: KNOWLEDGE_DIR / name for name in SHIPPED_KNOWLEDGE})
     return out
 
@@ -184,9 +188,10 @@ def target_path() -> Iterator[str]:
     """A private directory that makes the target modules importable as one package."""
     with procs.tempdir("pd-doctor-target-") as tmp:
         pkg = os.path.join(tmp, TARGET_PACKAGE)
-        os.mkdir(pkg)
         for name, src in target_sources().items():
-            os.symlink(src, os.path.join(pkg, name))
+            dest = os.path.join(pkg, name)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            os.symlink(src, dest)
         yield tmp
 
 

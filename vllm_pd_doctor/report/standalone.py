@@ -134,7 +134,7 @@ def files(model: Path | None, opts: Any, version: str | None, pub: Public) -> di
         return {}
     out: dict[str, str] = {}
     for name, src in targetrun.target_sources().items():
-        if name not in SKIP:
+        if name not in SKIP and "/" not in name:  # the harness's own modules (no scenarios/)
             out[f"repro/{targetrun.TARGET_PACKAGE}/{name}"] = src.read_text(encoding="utf-8")
     out["repro/run_repro.py"] = RUNNER % {"spec": json.dumps(spec(opts))}
     out["repro/model/config.json"] = json.dumps(pub.json(cfg), indent=2) + "\n"
