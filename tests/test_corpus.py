@@ -17,8 +17,8 @@ import yaml
 
 from vllm_pd_doctor import hfmodel
 from vllm_pd_doctor.checkconfig import core, parse
-from vllm_pd_doctor.checkconfig.types import CheckReport, Severity
 from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.results.checkconfig import CheckReport, Severity
 
 CORPUS = Path(__file__).parent / "fixtures" / "check_config" / "corpus"
 HF_CACHE = Path(__file__).parent / "fixtures" / "hf-cache"

@@ -16,7 +16,7 @@ from typing import cast
 from vllm_pd_doctor import hfmodel, hotfix, scenario, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.progress import Progress, phase, quiet
-from vllm_pd_doctor.results import (
+from vllm_pd_doctor.results.repro import (
     Assertion,
     ConnectorVerdict,
     Control,

@@ -15,19 +15,18 @@ from vllm_pd_doctor.checkconfig.exposure import probe_candidates
 from vllm_pd_doctor.checkconfig.model_info import load_model
 from vllm_pd_doctor.checkconfig.parse.flags import BUILTIN, FlagTable
 from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
-from vllm_pd_doctor.checkconfig.types import (
+from vllm_pd_doctor.errors import BadInput, PdDoctorError
+from vllm_pd_doctor.results.checkconfig import (
     CheckReport,
     Exposure,
     Inputs,
-    LaunchCommand,
     ModelInfo,
     ModelProblem,
     NixlInfo,
     ProbeResult,
-    Server,
     VllmSource,
 )
-from vllm_pd_doctor.errors import BadInput, PdDoctorError
+from vllm_pd_doctor.results.launch import LaunchCommand, Server
 
 
 def server_from(

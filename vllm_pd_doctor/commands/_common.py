@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # rich and the cores are imported where used: `--help` stays 
     from rich.spinner import Spinner
     from rich.text import Text
 
-    from vllm_pd_doctor.results import Result
+    from vllm_pd_doctor.results.base import Result
 
 
 def _set_debug(value: bool) -> bool:

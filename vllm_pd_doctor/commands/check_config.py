@@ -125,7 +125,7 @@ def check_config(
 
     if list_rules:
         from vllm_pd_doctor.checkconfig.rules import RULES
-        from vllm_pd_doctor.checkconfig.types import RuleCatalogue
+        from vllm_pd_doctor.results.checkconfig import RuleCatalogue
 
         show(RuleCatalogue(RULES), fmt)
         return ExitCode.OK

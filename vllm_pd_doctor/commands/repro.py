@@ -28,7 +28,7 @@ from vllm_pd_doctor.scenario import Device, KvRole, MambaCacheMode, Platform
 from vllm_pd_doctor.target import connectors
 
 if TYPE_CHECKING:
-    from vllm_pd_doctor.results import ReproReport
+    from vllm_pd_doctor.results.repro import ReproReport
 
 HELP = """Reproduce vLLM #53514 (P-side N-1 truncation -> `assert num_new_tokens > 0`).
 

@@ -34,7 +34,7 @@ from vllm_pd_doctor.live.options import (
 from vllm_pd_doctor.live.probe import ProbeResult, run_probe
 from vllm_pd_doctor.live.verdict import build_verdict, notes, write_result
 from vllm_pd_doctor.progress import Progress, phase
-from vllm_pd_doctor.results import ReproReport, VllmInstall
+from vllm_pd_doctor.results.repro import ReproReport, VllmInstall
 
 __all__ = ["LiveOptions", "from_repro_options", "run_live", "run_local", "run_remote"]
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from vllm_pd_doctor.checkconfig.parse.flags import BOOL, BUILTIN, INT, JSON, FlagTable
 from vllm_pd_doctor.checkconfig.parse.shellwords import unresolved_names
-from vllm_pd_doctor.checkconfig.types import ServeConfig
 from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.results.launch import ServeConfig
 
 _MODEL_JSON = ("kv-transfer-config", "speculative-config")
 

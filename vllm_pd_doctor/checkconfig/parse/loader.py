@@ -22,8 +22,8 @@ from vllm_pd_doctor.checkconfig.parse.shell import Interp, LimitReached
 from vllm_pd_doctor.checkconfig.parse.shellexpand import Scope, expand
 from vllm_pd_doctor.checkconfig.parse.shellwords import ShellSyntaxError, tokenize
 from vllm_pd_doctor.checkconfig.parse.wrappers import Found
-from vllm_pd_doctor.checkconfig.types import LaunchCommand
 from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.results.launch import LaunchCommand
 
 ROLES = ("prefill", "decode")
 """Roles of the KV transfer; an encoder instance (E/P/D) has role `encoder`."""

@@ -15,7 +15,7 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     label,
     pair_label,
 )
-from vllm_pd_doctor.checkconfig.types import Finding
+from vllm_pd_doctor.results.checkconfig import Finding
 
 
 @rule(
