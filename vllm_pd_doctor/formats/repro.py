@@ -20,7 +20,14 @@ from vllm_pd_doctor.formats._common import (
     yes_no,
 )
 from vllm_pd_doctor.results.base import SCHEMA_VERSION
-from vllm_pd_doctor.results.repro import Assertion, ConnectorVerdict, Frame, NotAffected, ReproReport
+from vllm_pd_doctor.results.repro import (
+    Assertion,
+    ConnectorVerdict,
+    Frame,
+    NotAffected,
+    ReproReport,
+    Truncation,
+)
 
 # --- plain text shared by the table and Markdown
 
@@ -39,6 +46,36 @@ def not_affected_line(report: ReproReport, na: NotAffected) -> str:
 
 
 TIMELINE_KINDS = ("add_request", "hook_enter", "lookup", "truncate", "scheduled", "assertion", "finished")
+
+
+def _truncation_rows(grid: Table, r: ConnectorVerdict) -> None:
+    """What truncated the prompt, where, and what the hotfix did (rows of the verdict panel)."""
+    t = r.truncation
+    assert t is not None
+    order = (
+        "none"
+        if t.before_lookup is None
+        else (
+            "before the local prefix-cache lookup"
+            if t.before_lookup
+            else "AFTER the local prefix-cache lookup"
+        )
+    )
+    grid.add_row("truncated by", f"{t.hook}  ({order})")
+    if t.call_site is not None:
+        grid.add_row("call site", f"{t.call_site.location}  {t.call_site.code}")
+    if t.statement is not None:
+        grid.add_row("statement", f"{t.statement.location}  {t.statement.code}  [{t.statement.function}]")
+    if r.hotfix_verdict is not None:
+        grid.add_row(
+            "hotfix #53514",
+            r.hotfix_verdict
+            + "".join(
+                f"\n  {p.status} {p.class_name}.{p.hook} -> {p.helper} ({p.helper_at})"
+                for p in r.hotfix or ()
+                if p.applied
+            ),
+        )
 
 
 def verdict_panel(report: ReproReport, r: ConnectorVerdict) -> Panel:
@@ -65,30 +102,7 @@ def verdict_panel(report: ReproReport, r: ConnectorVerdict) -> Panel:
             "assertion",
             f"another {a.kind} at {a.location}: {a.statement or a.message}" if a.fired else "did not fire",
         )
-    order = (
-        "none"
-        if t.before_lookup is None
-        else (
-            "before the local prefix-cache lookup"
-            if t.before_lookup
-            else "AFTER the local prefix-cache lookup"
-        )
-    )
-    grid.add_row("truncated by", f"{t.hook}  ({order})")
-    if t.call_site is not None:
-        grid.add_row("call site", f"{t.call_site.location}  {t.call_site.code}")
-    if t.statement is not None:
-        grid.add_row("statement", f"{t.statement.location}  {t.statement.code}  [{t.statement.function}]")
-    if r.hotfix_verdict is not None:
-        grid.add_row(
-            "hotfix #53514",
-            r.hotfix_verdict
-            + "".join(
-                f"\n  {p.status} {p.class_name}.{p.hook} -> {p.helper} ({p.helper_at})"
-                for p in r.hotfix or ()
-                if p.applied
-            ),
-        )
+    _truncation_rows(grid, r)
     grid.add_row("prompt", f"{r.prompt_len_before} -> {r.prompt_len_after} tokens")
     grid.add_row("local prefix hit", f"{r.hit_tokens} tokens")
     grid.add_row("scheduled", f"{r.scheduled_tokens} tokens")
@@ -237,6 +251,18 @@ def _repro_skeleton(report: ReproReport) -> dict[str, Any]:
     }
 
 
+def _truncation_obj(t: Truncation) -> dict[str, Any]:
+    return {
+        "hook": t.hook,
+        "before_lookup": t.before_lookup,
+        "tokens_removed": t.tokens_removed,
+        "operation": t.operation,
+        "statement": _frame(t.statement),
+        "call_site": _frame(t.call_site),
+        "stack": [f.to_dict() for f in t.stack],
+    }
+
+
 def verdict_to_dict(report: ReproReport, r: ConnectorVerdict) -> dict[str, Any]:
     """One connector's verdict as the documented JSON object."""
     doc = _repro_skeleton(report)
@@ -264,15 +290,7 @@ def verdict_to_dict(report: ReproReport, r: ConnectorVerdict) -> dict[str, Any]:
         {
             "config": dataclasses.asdict(r.config) if r.config else None,
             "assertion": _assertion_obj(r.assertion),
-            "truncation": {
-                "hook": t.hook,
-                "before_lookup": t.before_lookup,
-                "tokens_removed": t.tokens_removed,
-                "operation": t.operation,
-                "statement": _frame(t.statement),
-                "call_site": _frame(t.call_site),
-                "stack": [f.to_dict() for f in t.stack],
-            },
+            "truncation": _truncation_obj(t),
             "prefix_cache": {"hit_tokens": r.hit_tokens},
             "prompt": {"len_before": r.prompt_len_before, "len_after": r.prompt_len_after},
             "scheduled_tokens": r.scheduled_tokens,

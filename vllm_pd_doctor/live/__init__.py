@@ -28,6 +28,7 @@ from vllm_pd_doctor.live.options import (
     CONFIRM_FLAG,
     LiveOptions,
     from_repro_options,
+    from_request,
     is_loopback,
     live_connectors,
 )
@@ -36,7 +37,7 @@ from vllm_pd_doctor.live.verdict import build_verdict, notes, write_result
 from vllm_pd_doctor.progress import Progress, phase
 from vllm_pd_doctor.results.repro import ReproReport, VllmInstall
 
-__all__ = ["LiveOptions", "from_repro_options", "run_live", "run_local", "run_remote"]
+__all__ = ["LiveOptions", "from_repro_options", "from_request", "run_live", "run_local", "run_remote"]
 
 
 def run_live(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
