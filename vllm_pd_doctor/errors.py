@@ -70,8 +70,11 @@ class FieldError(BadInput):
         *,
         value: object = None,
         hint: str | None = None,
+        usual: Mapping[str, str] | None = None,
     ):
         self.fields = (fields,) if isinstance(fields, str) else tuple(fields)
+        self.usual = dict(usual or {})
+        """The usual flag of a field whose name does not spell it (outside a command)."""
         self.value = value
         self.template, self.hint_template = message, hint
         msg, h = self.words({})
@@ -79,7 +82,7 @@ class FieldError(BadInput):
 
     def words(self, flags: Mapping[str, str]) -> tuple[str, str | None]:
         """(message, hint) with each field named by `flags` (else its usual flag)."""
-        named = [flags.get(f) or "--" + f.replace("_", "-") for f in self.fields]
+        named = [flags.get(f) or self.usual.get(f) or "--" + f.replace("_", "-") for f in self.fields]
         fill = {"flag": named[0], "value": self.value}
 
         def fmt(t: str) -> str:
@@ -91,6 +94,11 @@ class FieldError(BadInput):
         """The same refusal worded with a command's flags."""
         msg, h = self.words(flags)
         return BadInput(msg, hint=h, detail=self.detail)
+
+
+def literal(text: object) -> str:
+    """`text` as it reads inside a `FieldError` template (its braces kept, never a placeholder)."""
+    return str(text).replace("{", "{{").replace("}", "}}")
 
 
 class CouldNotRun(PdDoctorError):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import cast
 
 from vllm_pd_doctor import hotfix, scenario, targetrun
-from vllm_pd_doctor.errors import BadInput, CouldNotRun, FieldError
+from vllm_pd_doctor.errors import CouldNotRun, FieldError, literal
 from vllm_pd_doctor.knowledge import models
 from vllm_pd_doctor.progress import Progress, phase, quiet
 from vllm_pd_doctor.results.repro import (
@@ -188,10 +188,14 @@ def _check_json(cfg: Path) -> None:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise BadInput(f"--model {cfg}: not valid JSON ({exc})") from None
+        raise FieldError(
+            "model", "{flag} {value}: not valid JSON (" + literal(exc) + ")", value=cfg
+        ) from None
     if not isinstance(data, dict) or not data.get("architectures"):
-        raise BadInput(
-            f"--model {cfg}: no `architectures` list in this config.json",
+        raise FieldError(
+            "model",
+            "{flag} {value}: no `architectures` list in this config.json",
+            value=cfg,
             hint="give a Hugging Face style config.json (vLLM picks the model class from its architectures)",
         )
 
@@ -278,15 +282,18 @@ def _raise_for(err: wire.Error, opts: ReproOptions, answer: wire.HarnessAnswer) 
     version = answer.get("vllm", {"version": "?", "path": "?"})["version"]
     accepted = answer.get("mamba_cache_modes_accepted")
     if opts.mamba_cache_mode and accepted is not None and opts.mamba_cache_mode not in accepted:
-        raise BadInput(
-            f"--mamba-cache-mode {opts.mamba_cache_mode}: vLLM {version} does not "
-            "accept it with prefix caching",
-            hint=f"use one of: {', '.join(accepted) or 'none'}",
+        raise FieldError(
+            "mamba_cache_mode",
+            "{flag} {value}: vLLM " + literal(version) + " does not accept it with prefix caching",
+            value=opts.mamba_cache_mode,
+            hint=literal(f"use one of: {', '.join(accepted) or 'none'}"),
         )
     if opts.prefix_match_unit and answer.get("prefix_match_unit_supported") is False:
-        raise BadInput(
-            f"--prefix-match-unit {opts.prefix_match_unit}: vLLM {version} has no "
-            "prefix_match_unit (its hash granularity is the block size)"
+        raise FieldError(
+            "prefix_match_unit",
+            "{flag} {value}: vLLM " + literal(version) + " has no "
+            "prefix_match_unit (its hash granularity is the block size)",
+            value=opts.prefix_match_unit,
         )
     if kind == "not_servable":  # vLLM's own rules refuse the combination: nothing to reproduce
         raise CouldNotRun(msg, hint="vLLM itself refuses this model with this connector in this release")
@@ -297,11 +304,19 @@ def _raise_for(err: wire.Error, opts: ReproOptions, answer: wire.HarnessAnswer) 
     if kind == "model_import":  # the model class's module does not import: the config is fine
         raise CouldNotRun(msg, hint=err.get("hint"), detail=err.get("traceback"))
     if kind == "model_unsupported":
-        raise BadInput(f"--model {opts.model or default_model_dir()}: {msg}", hint=err.get("hint"))
+        hint = err.get("hint")
+        raise FieldError(
+            "model",
+            "{flag} {value}: " + literal(msg),
+            value=opts.model or default_model_dir(),
+            hint=None if hint is None else literal(hint),
+        )
     if stage == "build ModelConfig":
-        raise BadInput(
-            f"--model {opts.model or default_model_dir()}: vLLM {version} cannot read "
-            f"this config.json: {msg.split(' failed: ', 1)[-1]}",
+        raise FieldError(
+            "model",
+            "{flag} {value}: vLLM "
+            + literal(f"{version} cannot read this config.json: {msg.split(' failed: ', 1)[-1]}"),
+            value=opts.model or default_model_dir(),
             hint="fix the config.json (vLLM validates it with transformers)",
         )
     if kind == "no_vllm":

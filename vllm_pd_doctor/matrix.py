@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from vllm_pd_doctor import envs, inprocess
-from vllm_pd_doctor.errors import BadInput, PdDoctorError
+from vllm_pd_doctor.errors import BadInput, FieldError, PdDoctorError
 from vllm_pd_doctor.progress import Progress, phase, quiet
 from vllm_pd_doctor.releases import version_key
 from vllm_pd_doctor.results.matrix import (
@@ -108,7 +108,7 @@ class _Runner:
 
     def __init__(self, package: str, *, jobs: int, timeout: float, progress: Progress):
         if jobs < 1:
-            raise BadInput(f"--jobs {jobs}: must be at least 1")
+            raise FieldError("jobs", "{flag} {value}: must be at least 1", value=jobs)
         self.package = package
         self.jobs = jobs
         self.opts = repro_options(timeout)
@@ -266,8 +266,10 @@ def run_bisect(
 ) -> BisectReport:
     """Bisect `candidates` (published releases between good and bad) on `connector` firing."""
     if connector not in connectors.connector_keys():
-        raise BadInput(
-            f"--connector {connector}: unknown connector",
+        raise FieldError(
+            "connector",
+            "{flag} {value}: unknown connector",
+            value=connector,
             hint=f"use one of {', '.join(connectors.connector_keys())}",
         )
     t0 = time.perf_counter()

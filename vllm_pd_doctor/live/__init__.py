@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from vllm_pd_doctor import targetrun
-from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.errors import BadInput, CouldNotRun, FieldError
 from vllm_pd_doctor.live import engines, evidence
 from vllm_pd_doctor.live.client import Client
 from vllm_pd_doctor.live.options import (
@@ -222,9 +222,12 @@ def run_remote(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
         if u and not urllib.parse.urlparse(u).scheme.startswith("http"):
             raise BadInput(f"{u}: not an http(s) URL", hint="e.g. http://10.0.0.5:8000")
     if not is_loopback(lo.prefill_url) and not lo.confirm_remote:
-        raise BadInput(
-            f"--prefill-url {lo.prefill_url}: this probe can kill the prefill engine there (vLLM #53514)",
-            hint=f"add {CONFIRM_FLAG} to run it against a non-local engine",
+        raise FieldError(
+            ("prefill_url", "confirm_remote"),
+            "{flag} {value}: this probe can kill the prefill engine there (vLLM #53514)",
+            value=lo.prefill_url,
+            hint="add {1} to run it against a non-local engine",
+            usual={"confirm_remote": CONFIRM_FLAG},
         )
     p_url = lo.prefill_url.rstrip("/")
     d_url = lo.decode_url.rstrip("/") if lo.decode_url else None

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor import envs, procs, targetrun
-from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.errors import CouldNotRun, FieldError
 from vllm_pd_doctor.hotfix import ENV as HOTFIX_ENV
 from vllm_pd_doctor.hotfix import ISSUE as HOTFIX_ISSUE
 from vllm_pd_doctor.inprocess import repro_dir
@@ -192,8 +192,10 @@ def model_dir(python: str, lo: LiveOptions, progress: Progress) -> tuple[Path, b
     """
     if lo.model is not None:
         if not lo.model.is_dir():
-            raise BadInput(
-                f"--model {lo.model}: not a directory",
+            raise FieldError(
+                "model",
+                "{flag} {value}: not a directory",
+                value=lo.model,
                 hint="give a local Hugging Face model directory (config + weights)",
             )
         if has_weights(lo.model):

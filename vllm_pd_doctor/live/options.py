@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_pd_doctor import scenario
-from vllm_pd_doctor.errors import BadInput, FieldError
+from vllm_pd_doctor.errors import BadInput, FieldError, literal
 from vllm_pd_doctor.knowledge import models
 from vllm_pd_doctor.knowledge.models import families as families
 from vllm_pd_doctor.scenario import DEVICES, ReproRequest
@@ -66,8 +66,11 @@ class LiveOptions:
         """The registry entry of `connector`."""
         c = connectors.get(self.connector)
         if c is None or not c.live:
-            raise BadInput(
-                f"--connector {self.connector}: the live engine cannot serve it", hint=_live_hint()
+            raise FieldError(
+                "connector",
+                "{flag} {value}: the live engine cannot serve it",
+                value=self.connector,
+                hint=_live_hint(),
             )
         return c
 
@@ -98,9 +101,19 @@ def parse_connector(value: str) -> str:
         keys = tuple(c.key for c in served)
     if not served or any(k not in {c.key for c in served} for k in keys):
         labels = ", ".join(c.label for c in served) or "no"
-        raise BadInput(f"--engine live supports the {labels} connector only", hint=_live_hint())
+        raise FieldError(
+            "engine",
+            "{flag} {value} supports the " + literal(labels) + " connector only",
+            value="live",
+            hint=_live_hint(),
+        )
     if len(keys) > 1:
-        raise BadInput("--engine live runs one connector at a time", hint=f"give one of {', '.join(keys)}")
+        raise FieldError(
+            "engine",
+            "{flag} {value} runs one connector at a time",
+            value="live",
+            hint=f"give one of {', '.join(keys)}",
+        )
     return keys[0]
 
 
