@@ -69,6 +69,10 @@ def test_live_engine_takes_a_hugging_face_id(monkeypatch: pytest.MonkeyPatch) ->
     assert d == models.resolve("ibm-granite/granite-4.0-h-tiny").directory
     lo = live_options.from_request(ReproRequest(engine="live", model="ibm-granite/granite-4.0-h-tiny"))
     assert lo.model == d
+    # the tiny model made from it is named after the model, not the cache's snapshot revision
+    from vllm_pd_doctor.live import engines
+
+    assert engines.family_cache_dir(d).name.startswith("granite-4.0-h-tiny-")
 
 
 def test_request_fields_are_the_repro_options() -> None:

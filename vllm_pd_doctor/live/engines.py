@@ -170,8 +170,15 @@ def family_cache_dir(config_dir: Path) -> Path:
     h = hashlib.sha256()
     for f in (config_dir / "config.json", scripts / "make_tiny_model.py", scripts / "shrink_config.py"):
         h.update(f.read_bytes())
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", config_dir.resolve().name).strip("-.") or "model"
-    return envs.home() / "models" / f"{name}-{h.hexdigest()[:12]}"
+    return envs.home() / "models" / f"{model_name(config_dir)}-{h.hexdigest()[:12]}"
+
+
+def model_name(config_dir: Path) -> str:
+    """The model's name from its directory (in a Hugging Face cache snapshot: the repository's)."""
+    d = config_dir.resolve()
+    if d.parent.name == "snapshots" and d.parent.parent.name.startswith("models--"):
+        d = Path(d.parent.parent.name.split("--")[-1])
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", d.name).strip("-.") or "model"
 
 
 def tiny_engine_args(model: Path) -> list[str]:
@@ -201,7 +208,7 @@ def model_dir(python: str, lo: LiveOptions, progress: Progress) -> tuple[Path, b
         if has_weights(lo.model):
             return lo.model, False
         src, out, shrink = lo.model, family_cache_dir(lo.model), True
-        what = f"a tiny {src.name} model (shrunk config, random weights)"
+        what = f"a tiny {model_name(src)} model (shrunk config, random weights)"
     else:
         src, shrink = repro_dir() / "models" / "tiny-hybrid", False
         out = envs.home() / "models" / "tiny-hybrid"
