@@ -1,7 +1,7 @@
 """Pure functions from result types to text: one module per result type, one `emit` for every command.
 
 Each module renders one feature's results in every format: `repro`, `checkconfig`, `triage`,
-`matrix` (matrix and bisect), `envs`, `hotfix` (each with its table, JSON and Markdown functions;
+`matrix` (matrix and bisect), `envs`, `hotfix`, `status` (each with its table, JSON and Markdown functions;
 `_common` holds what they share, `mermaid` repro's sequence diagrams). They import `results/` and
 nothing of a feature. `formatters()` maps (result type, format) to them; a command calls
 `show(result, fmt)` (`emit` to stdout); the report embeds a result's JSON document with `to_dict`.
@@ -20,7 +20,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # `OutputFormat` is light: the command modules declare options with it
-    from vllm_pd_doctor.results import Result
+    from vllm_pd_doctor.results.base import Result
 
 
 class OutputFormat(str, Enum):
@@ -51,13 +51,14 @@ Documenter = Callable[[Any, Options], Any]
 @functools.cache
 def _per_type() -> dict[type, tuple[Formatter, Documenter, Formatter]]:
     """Every result type pd-doctor renders: (table, JSON document, markdown)."""
-    from vllm_pd_doctor.formats import checkconfig, envs, hotfix, matrix, repro, triage
+    from vllm_pd_doctor.formats import checkconfig, envs, hotfix, matrix, repro, status, triage
     from vllm_pd_doctor.formats._common import render
     from vllm_pd_doctor.results import checkconfig as rc
     from vllm_pd_doctor.results import envs as re
     from vllm_pd_doctor.results import hotfix as rh
     from vllm_pd_doctor.results import matrix as rm
     from vllm_pd_doctor.results import repro as rr
+    from vllm_pd_doctor.results import status as rs
     from vllm_pd_doctor.results import triage as rt
 
     def table(fn: Callable[[Any], Any]) -> Formatter:
@@ -105,6 +106,7 @@ def _per_type() -> dict[type, tuple[Formatter, Documenter, Formatter]]:
             doc(triage.catalogue_obj),
             text(triage.catalogue_md),
         ),
+        rs.StatusReport: (table(status.status_table), doc(status.status_obj), text(status.status_md)),
     }
 
 
