@@ -78,8 +78,7 @@ def test_live_engine_takes_a_hugging_face_id(monkeypatch: pytest.MonkeyPatch) ->
 def test_request_fields_are_the_repro_options() -> None:
     """Every `ReproRequest` field is a repro option (declared once, in `repro.OPTIONS`), and the
     engine-only fields are fields."""
-    # `scenario` has one value so far; its option (--scenario) comes with the scenario catalogue
-    assert set(REQUEST_FIELDS) - {"scenario"} <= set(repro.OPTIONS)
+    assert set(REQUEST_FIELDS) <= set(repro.OPTIONS)
     assert set(INPROCESS_ONLY) | set(LIVE_ONLY) <= set(REQUEST_FIELDS)
     assert ReproRequest().scenario == "n1-truncation"
     req = repro.request_of({**{k: d for k, (_a, d) in repro.OPTIONS.items()}, "model": Path("nemotron-h")})

@@ -203,6 +203,18 @@ DeviceOpt = Annotated[
         metavar="cpu|cuda",
     ),
 ]
+ScenarioOpt = Annotated[
+    str,
+    typer.Option(
+        "--scenario",
+        help="Which P/D failure to reproduce: n1-truncation (#53514, the default run), abort-race, "
+        "hybrid-load-failure, a comma list, or all (in-process; --list-scenarios describes each).",
+        metavar="ID[,ID...]|all",
+    ),
+]
+ListScenariosOpt = Annotated[
+    bool, _opt("--list-scenarios", help="List the scenarios with their upstream references and exit.")
+]
 HotfixOpt = Annotated[
     bool,
     _opt(
@@ -240,6 +252,8 @@ OPTIONS: Options = {
     "timeout": (TimeoutOpt, 600.0),
     "quiet": (QuietOpt, False),
     "hotfix": (HotfixOpt, False),
+    "scenario": (ScenarioOpt, "n1-truncation"),
+    "list_scenarios": (ListScenariosOpt, False),
     "debug": (DebugOpt, False),
 }
 FLAGS = flags_of(OPTIONS)
@@ -265,8 +279,15 @@ def request_of(values: Mapping[str, Any]) -> ReproRequest:
 
 
 def _repro(values: dict[str, Any]) -> int:
-    req = request_of(values)
+    from vllm_pd_doctor.scenarios import cli as scenario_cli
+
     progress = progress_printer(not values["quiet"])
+    if values["list_scenarios"]:
+        return scenario_cli.list_scenarios(values["fmt"])
+    req = request_of(values)
+    if scenario_cli.wants_scenarios(req.scenario):
+        with worded(FLAGS):
+            return _scenarios(req, values, progress)
     with worded(FLAGS):
         if req.engine == Engine.live.value:
             report, as_list = _live(req, values, progress)
@@ -274,6 +295,25 @@ def _repro(values: dict[str, Any]) -> int:
             report, as_list = _inprocess(req, values, progress)
     show(report, values["fmt"], as_list=as_list)
     return _exit_code(report)
+
+
+def _scenarios(req: ReproRequest, values: Mapping[str, Any], progress: Reporter) -> int:
+    """Another P/D failure scenario than #53514's default run (`scenarios/`, in-process only)."""
+    from vllm_pd_doctor.scenarios import cli as scenario_cli
+
+    if req.engine == Engine.live.value or req.hotfix:
+        raise BadInput(f"--scenario {req.scenario}: runs on the in-process engine, without --hotfix")
+    py = interpreter(values["python"], values["vllm"], values["package"], progress)
+    return scenario_cli.run(
+        py,
+        req.scenario,
+        connector=req.connector,
+        model=values["model"],
+        block_size=req.block_size,
+        timeout=req.timeout,
+        fmt=values["fmt"],
+        progress=progress,
+    )
 
 
 def _live(req: ReproRequest, target: Mapping[str, Any], progress: Reporter) -> tuple[ReproReport, bool]:

@@ -1,7 +1,8 @@
 """Pure functions from result types to text: one module per result type, one `emit` for every command.
 
 Each module renders one feature's results in every format: `repro`, `checkconfig`, `triage`,
-`matrix` (matrix and bisect), `envs`, `hotfix`, `status` (each with its table, JSON and Markdown functions;
+`matrix` (matrix and bisect), `envs`, `hotfix`, `status`, `scenarios` (each with its table, JSON
+and Markdown functions;
 `_common` holds what they share, `mermaid` repro's sequence diagrams). They import `results/` and
 nothing of a feature. `formatters()` maps (result type, format) to them; a command calls
 `show(result, fmt)` (`emit` to stdout); the report embeds a result's JSON document with `to_dict`.
@@ -51,13 +52,14 @@ Documenter = Callable[[Any, Options], Any]
 @functools.cache
 def _per_type() -> dict[type, tuple[Formatter, Documenter, Formatter]]:
     """Every result type pd-doctor renders: (table, JSON document, markdown)."""
-    from vllm_pd_doctor.formats import checkconfig, envs, hotfix, matrix, repro, status, triage
+    from vllm_pd_doctor.formats import checkconfig, envs, hotfix, matrix, repro, scenarios, status, triage
     from vllm_pd_doctor.formats._common import render
     from vllm_pd_doctor.results import checkconfig as rc
     from vllm_pd_doctor.results import envs as re
     from vllm_pd_doctor.results import hotfix as rh
     from vllm_pd_doctor.results import matrix as rm
     from vllm_pd_doctor.results import repro as rr
+    from vllm_pd_doctor.results import scenarios as rsc
     from vllm_pd_doctor.results import status as rs
     from vllm_pd_doctor.results import triage as rt
 
@@ -105,6 +107,26 @@ def _per_type() -> dict[type, tuple[Formatter, Documenter, Formatter]]:
             table(triage.catalogue_table),
             doc(triage.catalogue_obj),
             text(triage.catalogue_md),
+        ),
+        rsc.ScenarioReport: (
+            table(scenarios.report_table),
+            doc(scenarios.report_obj),
+            text(scenarios.report_md),
+        ),
+        rsc.ScenarioMatrix: (
+            table(scenarios.matrix_table),
+            doc(scenarios.matrix_obj),
+            text(scenarios.matrix_md),
+        ),
+        rsc.ScenarioCatalogue: (
+            table(scenarios.catalogue_table),
+            doc(scenarios.catalogue_obj),
+            text(scenarios.catalogue_md),
+        ),
+        rsc.ScenarioBisect: (
+            text(scenarios.bisect_text),
+            doc(scenarios.bisect_obj),
+            text(scenarios.bisect_md),
         ),
         rs.StatusReport: (table(status.status_table), doc(status.status_obj), text(status.status_md)),
     }
