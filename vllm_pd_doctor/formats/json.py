@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_pd_doctor import advice, hotfix
 from vllm_pd_doctor.checkconfig.types import (
@@ -19,8 +19,6 @@ from vllm_pd_doctor.checkconfig.types import (
     Severity,
     VllmSource,
 )
-from vllm_pd_doctor.envs import EnvListing
-from vllm_pd_doctor.matrix import FIRED, BisectReport, MatrixCell, MatrixReport, ReleaseRow
 from vllm_pd_doctor.results import (
     SCHEMA_VERSION,
     Assertion,
@@ -30,6 +28,10 @@ from vllm_pd_doctor.results import (
     NotAffected,
     ReproReport,
 )
+
+if TYPE_CHECKING:  # only the renderers of these types need them (check-config's JSON does not)
+    from vllm_pd_doctor.envs import EnvListing
+    from vllm_pd_doctor.matrix import BisectReport, MatrixCell, MatrixReport, ReleaseRow
 
 
 def _frame(f: Frame | None) -> dict[str, Any] | None:
@@ -375,6 +377,8 @@ def bisect_obj(b: BisectReport) -> dict[str, Any]:
 
 
 def _side(b: BisectReport, release: str | None) -> dict[str, Any] | None:
+    from vllm_pd_doctor.matrix import FIRED
+
     if release is None:
         return None
     row = b.rows.get(release)
