@@ -27,7 +27,8 @@ def _release_registry(v: VllmSource | None) -> Registry | None:
     if reg.read:
         return reg
     if v.connectors:  # the factory read another way (source cache)
-        return Registry(v.version, tuple(connector_registry.Registered(n, "", n, 0) for n in v.connectors))
+        regs = tuple(connector_registry.Registered(n, "", n, 0) for n in v.connectors)
+        return Registry(v.version, regs, module_path=True)  # (the field is older than the cache)
     return None
 
 
