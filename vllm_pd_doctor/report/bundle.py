@@ -11,7 +11,7 @@ from typing import Any
 
 from vllm_pd_doctor import __version__, safeio
 from vllm_pd_doctor.formats import OutputFormat, emit
-from vllm_pd_doctor.report import collect, docs, facts, logs, render, standalone
+from vllm_pd_doctor.report import collect, docs, facts, identity, logs, render, standalone
 from vllm_pd_doctor.report.collect import Collected, ReproRun
 from vllm_pd_doctor.report.facts import Public
 from vllm_pd_doctor.report.gather import Gathered as Gathered
@@ -91,7 +91,11 @@ def _logs(
     red = pub.red
     for i, (path, got) in enumerate(g.logs, 1):
         name = _safe_name(red.file_name(path.name), used) if private else f"log-{i}"
-        given = pub.text(str(path)) if private else f"log {i} ({pub.text(path.name)})"
+        given = (
+            pub.text(str(path))
+            if private
+            else f"log {i} ({pub.safe.rename.get(path.name) or pub.text(path.name)})"
+        )
         if not got.ok:
             log_docs.append(render.LogDoc(name=name, given_as=given, ok=False, why=pub.text(got.why or "?")))
             continue
@@ -271,6 +275,7 @@ def build(
     red_version = g.interpreter.value.get("vllm_version") if g.interpreter.ok else None
     vllm_dir = g.interpreter.value.get("vllm_path") if g.interpreter.ok else None
     pub = Public(red, facts.safe_flags(vllm_dir))
+    identity.prepare(pub.safe, inputs, g)
     version = pub.text(str(red_version)) if red_version else None
     files: dict[str, str] = {}
     env = _environment(inputs, g, pub)
@@ -284,7 +289,11 @@ def build(
     run: ReproRun | None = g.repro.value if g.repro.ok else None
     repro_sec = _section(g.repro, pub, lambda v: v.report)
     check_sec = _section(g.check_config, pub, lambda v: v)
-    config_name = pub.text(inputs.config.name) if g.config_text is not None and inputs.config else None
+    config_name = (
+        pub.safe.rename.get(inputs.config.name) or pub.text(inputs.config.name)
+        if g.config_text is not None and inputs.config
+        else None
+    )
     log_docs, sigs = _logs(g, pub, inputs.log_cap, files, inputs.private)
     if inputs.private:
         _private_files(inputs, g, red, files)
