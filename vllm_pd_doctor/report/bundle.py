@@ -125,10 +125,12 @@ def _logs(
                         first_line=e.first_line,
                         last_line=e.last_line,
                         text=pub.text("\n".join(e.lines)),
+                        origin=pub.text(e.origin) if e.origin else None,
                     )
                     for e in kept
                 ),
                 excerpts_omitted=omitted,
+                identities=tuple((w, pub.text(v)) for w, v in logs.identities(raw)),
             )
         )
     return tuple(log_docs), sigs

@@ -153,6 +153,8 @@ class Public:
         return s
 
     def placeholder(self, kind: str, value: str) -> str:
+        if kind == "model" and value.rstrip("/") in self.safe.keep:
+            return value  # a public model id (report/identity.py)
         return str(self.red.ph.get(kind, value))
 
     # --- JSON-like values ---------------------------------------------------------------

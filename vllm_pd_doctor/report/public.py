@@ -290,16 +290,15 @@ an editable install): the path from the package on is the package's own public f
 
 
 def _package_tail(p: str) -> str | None:
-    """`vllm/v1/engine/core.py` out of `/app/src/vllm/vllm/v1/engine/core.py` (the last package
+    """`vllm/v1/engine/core.py` out of `/app/src/vllm/vllm/v1/engine/core.py` (the first package
     root followed by a plain Python file path), else None."""
     if not p.endswith(".py") or "\\" in p:
         return None
     parts = p.split("/")
-    for i in range(len(parts) - 2, -1, -1):
-        if parts[i] in _FRAME_ROOTS:
+    for i in range(len(parts) - 1):  # the first root that is not a checkout's folder (vllm/vllm/...)
+        if parts[i] in _FRAME_ROOTS and parts[i + 1] != parts[i]:
             tail = "/".join(parts[i:])
-            if SafeText._plain_path(tail) and len(parts) - i >= 2:
-                return tail
+            return tail if SafeText._plain_path(tail) else None
     return None
 
 
