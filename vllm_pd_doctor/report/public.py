@@ -317,7 +317,7 @@ _NAME_WORDS = frozenset(
     log logs stdout stderr out err output crash error errors debug trace config configs values deploy
     deployment manifest manifests k8s helm chart compose docker script run launch start slurm sbatch
     nixl lmcache mooncake connector kv cache test example bench benchmark repro report bundle yaml yml
-    json sh txt md toml cfg ini env""".split()  # noqa: SIM905
+    json sh txt md toml cfg ini env hybrid dense moe mamba multi""".split()  # noqa: SIM905
 )
 """Words a file name may keep in a public bundle: roles and kinds of files in pd-doctor's and vLLM's
 own vocabulary, none a word machines are named with (node, gpu, worker, rank, pod). A file name is
