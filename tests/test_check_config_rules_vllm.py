@@ -79,3 +79,49 @@ def test_handshake_compat_push_against_pull_on_a_real_release(python_fixed: str)
     found = [f for f in r.findings if f.id == "handshake-compat"]
     assert found and "transfer_mode: prefill pull" in found[0].evidence and "decode push" in found[0].evidence
     assert "metadata.py" in found[0].evidence  # the factor list's own location in the release
+
+
+CORPUS = Path(__file__).parent / "fixtures" / "check_config" / "corpus"
+ENV_FINDINGS = {"nixl-missing", "nixl-import-failed", "nixl-known-bad-version", "nixl-ucx-plugin-missing"}
+"""About the test's interpreter (no NIXL installed), not about the script."""
+REAL = {"n1-truncation"}
+"""A true error: vLLM's run_mamba_prefix_cache_test.sh came with the #53514 fix and is exposed on
+0.28.0 (the bug this tool exists for)."""
+
+
+def _vllm_own_scripts() -> list[tuple[Path, dict[str, str]]]:
+    """Corpus fixtures copied from vllm-project/vllm itself (examples, benchmarks, its NIXL
+    integration tests, its docs), each naming its source beside it, with the variables the
+    sidecar fills in (what the script leaves to its caller)."""
+    import yaml
+
+    out = []
+    for side in sorted(CORPUS.glob("*.expect.yaml")):
+        exp = yaml.safe_load(side.read_text(encoding="utf-8")) or {}
+        if (exp.get("source") or {}).get("repo") == "vllm-project/vllm" and exp.get("parses"):
+            variables = {str(k): str(v) for k, v in (exp.get("variables") or {}).items()}
+            out.append((side.with_name(side.name[: -len(".expect.yaml")]), variables))
+    return out
+
+
+def test_vllms_own_scripts_are_in_the_corpus():
+    names = {p.name for p, _ in _vllm_own_scripts()}
+    assert "vllm_bench_disagg_nixl_epd_benchmark.sh" in names and len(names) >= 8
+
+
+@pytest.mark.parametrize("which", ["python_buggy", "python_fixed"])
+def test_vllms_own_scripts_pass_without_errors(which: str, request: pytest.FixtureRequest, monkeypatch):
+    """vLLM's own P/D example, benchmark and test scripts start on its releases: no error-level
+    finding (the side-channel, host and KVTransferConfig-key rules once raised false ones on the
+    EPD benchmark script: two phases relaunching one slot, engines sharing one host)."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(Path(__file__).parent / "fixtures" / "hf-cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    py = request.getfixturevalue(which)
+    bad = {}
+    for path, variables in _vllm_own_scripts():
+        r = core.check(config=path, python=py, import_nixl=False, variables=variables)
+        errors = [f"{f.id}: {f.evidence}" for f in r.findings if f.severity is Severity.error]
+        errors = [e for e in errors if e.split(":")[0] not in ENV_FINDINGS | REAL]
+        if errors:
+            bad[path.name] = errors
+    assert bad == {}
