@@ -297,8 +297,8 @@ def _package_tail(p: str) -> str | None:
     parts = p.split("/")
     for i in range(len(parts) - 1):  # the first root that is not a checkout's folder (vllm/vllm/...)
         if parts[i] in _FRAME_ROOTS and parts[i + 1] != parts[i]:
-            tail = "/".join(parts[i:])
-            return tail if SafeText._plain_path(tail) else None
+            tail = "/".join(parts[i:])  # package/subpackage/file.py at least: a module of it
+            return tail if len(parts) - i >= 3 and SafeText._plain_path(tail) else None
     return None
 
 
