@@ -13,10 +13,10 @@ from vllm_pd_doctor import cli
 def _names(module: str) -> set[str]:
     app = typer.Typer()
     importlib.import_module(f"vllm_pd_doctor.commands.{module}").register(app)
-    return {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}  # type: ignore[misc]
+    return {str(c.name) for c in app.registered_commands} | {str(g.name) for g in app.registered_groups}
 
 
-def test_commands_map_matches_what_modules_register():
+def test_commands_map_matches_what_modules_register() -> None:
     by_module: dict[str, set[str]] = {}
     for name, module in cli.COMMANDS.items():
         by_module.setdefault(module, set()).add(name)
@@ -26,7 +26,7 @@ def test_commands_map_matches_what_modules_register():
     assert set(full.commands) == set(cli.COMMANDS)
 
 
-def test_one_command_app_has_that_command_and_the_same_help():
+def test_one_command_app_has_that_command_and_the_same_help() -> None:
     one = cli.command("check-config")
     assert set(one.commands) == {"check-config"}
     full = cli.command()
