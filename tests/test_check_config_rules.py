@@ -514,3 +514,5 @@ def test_handshake_compat_names_every_differing_input_and_softens_when_disabled(
         assert said in found[0].evidence, found[0].evidence
     relaxed = (imaged(P0.replace('"kv_role"', off), "prefill", pair[0].image or ""), pair[1])
     assert _sev(ctx(None, None, extra=relaxed), "handshake-compat") == {Severity.warning}
+    unknown = (imaged(P0, "prefill", "acme/prefill-img:abc"), imaged(D0, "decode", "acme/decode-img:abc"))
+    assert _sev(ctx(None, None, extra=unknown), "handshake-compat") == {Severity.warning}

@@ -26,6 +26,8 @@ from vllm_pd_doctor.checkconfig.rules.context import (
 from vllm_pd_doctor.checkconfig.types import Finding, Server, VllmSource
 from vllm_pd_doctor.knowledge import nixl_compat
 
+UNKNOWN = "the vLLM inside"
+"""An image whose tag names no vLLM release: P and D differ only if the releases inside do."""
 LLMD_UPGRADE = "llm-d docs: upgrade P/D by deploying a new InferencePool per vLLM version, never in place"
 
 
@@ -44,7 +46,7 @@ def _release(s: Server) -> Input | None:
     r = image_release.of(s)
     if r is None:
         return None
-    return Input("vllm_version", r.version or f"the vLLM inside {r.image}", f"image {r.image}")
+    return Input("vllm_version", r.version or f"{UNKNOWN} {r.image}", f"image {r.image}")
 
 
 def _opt(factor: str, v: Any, flag: str, default: str) -> Input:
@@ -129,7 +131,15 @@ def handshake_compat(ctx: Context) -> Iterator[Finding]:
         )
         off = [s.name for s in (p, d) if compat_disabled(s.config)[0]]
         ev = f"{pair_label(ctx, p, d)}{said} [{src}]"
-        if off:
+        unsure = all(a.factor == "vllm_version" and UNKNOWN in a.value + b.value for a, b in diff)
+        if unsure:
+            yield finding(
+                "handshake-compat",
+                ev + "; different images whose tags name no vLLM release: the hash differs if the "
+                "releases inside them do (check both with `vllm --version` before the rollout)",
+                severity=W,
+            )
+        elif off:
             yield finding(
                 "handshake-compat",
                 ev + f"; enforce_handshake_compat=false on {', '.join(off)}: the handshake is not "
