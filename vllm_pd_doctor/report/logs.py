@@ -190,7 +190,7 @@ def _short(path: str) -> str:
         if root in parts[:-1]:
             i = len(parts) - 1 - parts[::-1].index(root)
             return "/".join(parts[i:])
-    return parts[-1]
+    return path  # anyone else's file: the public form decides (a placeholder unless a safe path)
 
 
 def _tb_origin(body: list[str]) -> str | None:
