@@ -90,7 +90,7 @@ def _logs(
     sigs: set[str] = set()
     red = pub.red
     for i, (path, got) in enumerate(g.logs, 1):
-        name = _safe_name(red.file_name(path.name), used) if private else f"log-{i}"
+        name = _safe_name(red.file_name(pub.renamed(path.name)), used) if private else f"log-{i}"
         given = (
             pub.text(str(path))
             if private
@@ -229,14 +229,16 @@ def _environment(inputs: ReportInputs, g: Gathered, pub: Public) -> dict[str, An
     return {"interpreter": interp, "nixl": nixl, "ucx": ucx, "collect_env": cenv, "env_vars": tuple(env_vars)}
 
 
-def _private_files(inputs: ReportInputs, g: Gathered, red: Redactor, files: dict[str, str]) -> None:
-    """Verbatim copies (second-line redaction only): the private bundle's raw/."""
+def _private_files(inputs: ReportInputs, g: Gathered, pub: Public, files: dict[str, str]) -> None:
+    """Verbatim copies (second-line redaction only, the inputs' file names in their public
+    form): the private bundle's raw/."""
+    red, rn = pub.red, pub.renamed
     if g.collect_env.ok:
         files["raw/collect_env.txt"] = red.text(str(g.collect_env.value))
     if g.repro.ok:
-        files["raw/repro.json"] = red.json_text(emit(g.repro.value.report, OutputFormat.json))
+        files["raw/repro.json"] = red.json_text(rn(emit(g.repro.value.report, OutputFormat.json)))
     if g.check is not None:
-        files["raw/check-config.json"] = red.json_text(emit(g.check, OutputFormat.json))
+        files["raw/check-config.json"] = red.json_text(rn(emit(g.check, OutputFormat.json)))
     if g.config_text is not None and g.config_text.ok:
         suffix = inputs.config.suffix if inputs.config else ""
         suffix = suffix if suffix[1:].isalnum() and suffix.isascii() else ""  # .yaml, .sh ...
@@ -298,7 +300,7 @@ def build(
     )
     log_docs, sigs = _logs(g, pub, inputs.log_cap, files, inputs.private)
     if inputs.private:
-        _private_files(inputs, g, red, files)
+        _private_files(inputs, g, pub, files)
     files.update(standalone.files(inputs.model, run.options if run else None, version, pub))
     tri = g.triage.value if g.triage.ok else None
     top = pub.text(tri.verdicts[0].title) if tri is not None and tri.verdicts else None

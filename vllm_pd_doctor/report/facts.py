@@ -139,12 +139,12 @@ class Public:
         self.safe = SafeText(self.red.ph, keep_hosts=not self.red.ctx.redact_hosts)
 
     def text(self, s: str) -> str:
-        return self.safe.text(self.red.text(self._renamed(s))) if s else s
+        return self.safe.text(self.red.text(self.renamed(s))) if s else s
 
     def named(self, name: str, value: str) -> str:
-        return self.safe.text(self.red.value(name, self._renamed(value))) if value else value
+        return self.safe.text(self.red.value(name, self.renamed(value))) if value else value
 
-    def _renamed(self, s: str) -> str:
+    def renamed(self, s: str) -> str:
         """The input files' names in their public form, before anything else reads the text (a
         host named only in a log's file name never reaches the redactor as a word)."""
         for raw in sorted(self.safe.rename, key=len, reverse=True):
