@@ -30,10 +30,11 @@ COMMANDS = {
     "envs": "envs",
     "hotfix": "hotfix",
     "triage": "triage",
+    "status": "status",
 }
 """Command name -> the module under `commands/` that registers it (tests/test_cli_help.py checks
 that each module registers exactly these)."""
-_ORDER = ("repro", "check_config", "report", "matrix", "envs", "hotfix", "triage")
+_ORDER = ("repro", "check_config", "report", "matrix", "envs", "hotfix", "triage", "status")
 
 
 def _version(value: bool) -> None:

@@ -96,9 +96,11 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     from vllm_pd_doctor.formats import json as j
     from vllm_pd_doctor.formats import json_triage as jt
     from vllm_pd_doctor.formats import markdown as md
+    from vllm_pd_doctor.formats import status as st
     from vllm_pd_doctor.formats import table as t
     from vllm_pd_doctor.matrix import BisectReport, MatrixReport
     from vllm_pd_doctor.results import EnvChange, ReproReport
+    from vllm_pd_doctor.status.types import StatusReport
     from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult
 
     per_type: dict[type, Triple] = {
@@ -124,6 +126,7 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
         ),
         TriageResult: (_table(t.triage_table), _json(jt.triage_obj), _plain(md.triage_md)),
         FailureCatalogue: (_table(t.catalogue_table), _json(jt.catalogue_obj), _plain(md.catalogue_md)),
+        StatusReport: (_table(st.status_table), _json(st.status_obj), _plain(st.status_md)),
     }
     out = {(rt, f): fn for rt, fns in per_type.items() for f, fn in zip(_ORDER, fns, strict=True)}
     for f in _ORDER:
