@@ -100,6 +100,13 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     from vllm_pd_doctor.formats import table as t
     from vllm_pd_doctor.matrix import BisectReport, MatrixReport
     from vllm_pd_doctor.results import EnvChange, ReproReport
+    from vllm_pd_doctor.scenarios import formats as sf
+    from vllm_pd_doctor.scenarios.results import (
+        ScenarioBisect,
+        ScenarioCatalogue,
+        ScenarioMatrix,
+        ScenarioReport,
+    )
     from vllm_pd_doctor.status.types import StatusReport
     from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult
 
@@ -126,6 +133,10 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
         ),
         TriageResult: (_table(t.triage_table), _json(jt.triage_obj), _plain(md.triage_md)),
         FailureCatalogue: (_table(t.catalogue_table), _json(jt.catalogue_obj), _plain(md.catalogue_md)),
+        ScenarioReport: (_table(sf.report_table), _json(sf.report_obj), _plain(sf.report_md)),
+        ScenarioMatrix: (_table(sf.matrix_table), _json(sf.matrix_obj), _plain(sf.matrix_md)),
+        ScenarioCatalogue: (_table(sf.catalogue_table), _json(sf.catalogue_obj), _plain(sf.catalogue_md)),
+        ScenarioBisect: (_plain(sf.bisect_text), _json(sf.bisect_obj), _plain(sf.bisect_md)),
         StatusReport: (_table(st.status_table), _json(st.status_obj), _plain(st.status_md)),
     }
     out = {(rt, f): fn for rt, fns in per_type.items() for f, fn in zip(_ORDER, fns, strict=True)}
