@@ -11,8 +11,7 @@ import pytest
 from vllm_pd_doctor.errors import BadInput
 from vllm_pd_doctor.formats import OutputFormat, emit
 from vllm_pd_doctor.knowledge import scenarios as known
-from vllm_pd_doctor.scenarios import run as srun
-from vllm_pd_doctor.scenarios.results import (
+from vllm_pd_doctor.results.scenarios import (
     CONTROL_FAILED,
     FAILS,
     HOLDS,
@@ -21,6 +20,7 @@ from vllm_pd_doctor.scenarios.results import (
     ScenarioMatrix,
     ScenarioRow,
 )
+from vllm_pd_doctor.scenarios import run as srun
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "tests" / "fixtures" / "recorded"
