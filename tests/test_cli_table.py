@@ -27,11 +27,7 @@ def test_a_run_imports_only_its_command_module() -> None:
         "import contextlib, io, json, sys\n"
         "from vllm_pd_doctor import cli\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    try:\n"
-        "        args = ['envs', 'list', '--help']\n"
-        "        cli.command().main(args=args, prog_name='pd-doctor', standalone_mode=False)\n"
-        "    except SystemExit:\n"
-        "        pass\n"
+        "    cli._dispatch(['envs', 'list', '--help'])\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('vllm_pd_doctor.commands.'))))\n"
     )
     env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "TERM": "dumb"}

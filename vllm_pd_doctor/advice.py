@@ -2,17 +2,18 @@
 
 check-config's exposure, repro's verdict and the report all take their advice from `fixes`, so
 the three give the same advice for the same finding. The upgrade wording comes from
-`knowledge.fixes` (the connector registry's `fixed_in`); the hotfix wording from `hotfix.advice`.
+`knowledge.fixes` (the connector registry's `fixed_in`); the hotfix wording here too (`hotfix`),
+without loading the hotfix installer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from vllm_pd_doctor import hotfix
+from vllm_pd_doctor.hotfix_env import ENV_SETTING
 from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.knowledge import fixes as n1
-from vllm_pd_doctor.results import ReproReport
+from vllm_pd_doctor.results.repro import ReproReport
 
 WORKAROUND = (
     "or pass --no-enable-prefix-caching to the prefill engine only; trade-off: "
@@ -26,6 +27,20 @@ upgrade = n1.upgrade
 """The upgrade advice for one connector key (the registry's first fixed release)."""
 
 
+def hotfix(python: str | None) -> str:
+    """The alternative to upgrading, with the exact commands (for check-config and report)."""
+    py = python or "/path/to/vllm-env/bin/python"
+    return (
+        f"if upgrading is not possible yet: pd-doctor's opt-in runtime backport of the fix "
+        f"(truncates in on_new_request through the release's own helper). Verify it on this "
+        f"release: `pd-doctor repro --python {py} --hotfix`; install it into the engines' "
+        f"environment: `pd-doctor hotfix install --python {py}`; enable it by starting the "
+        f"prefill engine with `{ENV_SETTING}` in its environment (it logs one line naming "
+        f"what it patched); check: `pd-doctor hotfix status --python {py}`; remove: "
+        f"`pd-doctor hotfix uninstall --python {py}`"
+    )
+
+
 def fixes(keys: Iterable[str], *, late_truncation: bool, python: str | None) -> tuple[str, ...]:
     """The advice for an exposed (or reproduced) deployment: the upgrade per connector key
     (`connectors.DEFAULT_KEY` when none is known), the workaround, and, where the release truncates
@@ -34,7 +49,7 @@ def fixes(keys: Iterable[str], *, late_truncation: bool, python: str | None) -> 
     out = [upgrade(k) for k in known or [connectors.DEFAULT_KEY]]
     out.append(WORKAROUND)
     if late_truncation:
-        out.append(hotfix.advice(python))
+        out.append(hotfix(python))
     return tuple(out)
 
 

@@ -1,9 +1,9 @@
 """The `pd-doctor` command line: parses, dispatches to commands/*, nothing else.
 
 Subcommands come from `COMMANDS`, a `{name: module}` table (as vLLM's own CLI keeps its command
-modules): a module of `commands/` is imported when its command runs, or when `--help` lists them
-all, and adds its command(s) through `register(app)`. Adding a subcommand is one line there and
-its module.
+modules): a run of one command imports and builds that command's module alone (`build_app(only)`);
+`--help` and `cli.app` build them all. A module adds its command(s) through `register(app)`. Adding
+a subcommand is one line there (and in `_ORDER`) and its module.
 """
 
 from __future__ import annotations
@@ -11,19 +11,23 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from enum import Enum
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
 
 from vllm_pd_doctor import __version__, procs, safeio
 from vllm_pd_doctor.errors import debug_enabled, report_error
 from vllm_pd_doctor.sanitize import line
 
-COMMANDS: dict[str, str] = {
+EXIT_CODES_HELP = (
+    "Exit codes: 0 not reproduced / nothing found, 1 reproduced / error-level finding, "
+    "2 bad input, 3 could not run, 4 internal error, 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM."
+)
+
+COMMANDS = {
     "repro": "repro",
     "check-config": "check_config",
     "report": "report",
@@ -34,63 +38,10 @@ COMMANDS: dict[str, str] = {
     "envs": "envs",
     "hotfix": "hotfix",
 }
-"""Subcommand -> its module in `vllm_pd_doctor.commands` (whose `register(app)` adds it), in the
-order `--help` lists them."""
-
-
-class _LazyCommands(MutableMapping[str, Any]):
-    """The root group's subcommands (click's `Group.commands`): the names are `COMMANDS`; a
-    command is built, from its module's `register`, the first time it is looked up."""
-
-    def __init__(self, table: Mapping[str, str], built: Mapping[str, Any]):
-        self._table = dict(table)
-        self._built = dict(built)
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in self._built:
-            if name not in self._table:
-                raise KeyError(name)
-            self._built.update(_build(self._table[name]))
-        return self._built[name]
-
-    def __setitem__(self, name: str, cmd: Any) -> None:
-        self._built[name] = cmd
-
-    def __delitem__(self, name: str) -> None:
-        self._table.pop(name, None)
-        del self._built[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter({**dict.fromkeys(self._table), **dict.fromkeys(self._built)})
-
-    def __len__(self) -> int:
-        return len({*self._table, *self._built})
-
-
-class _LazyGroup(TyperGroup):
-    """The root group (typer's, through `typer.Typer(cls=...)`) with `COMMANDS` as its commands."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.commands = _LazyCommands(COMMANDS, self.commands)
-
-
-EXIT_CODES_HELP = (
-    "Exit codes: 0 not reproduced / nothing found, 1 reproduced / error-level finding, "
-    "2 bad input, 3 could not run, 4 internal error, 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM."
-)
-
-app = typer.Typer(
-    cls=_LazyGroup,
-    name="pd-doctor",
-    help="Diagnose and reproduce vLLM prefill/decode (P/D) disaggregation failures over the NIXL "
-    "KV connector, starting with the P-side N-1 truncation crash (vLLM #53514).\n\n" + EXIT_CODES_HELP,
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+"""Command name -> the module under `commands/` that registers it, in the order `--help` lists
+them (typer lists single commands before groups; tests/test_cli_help.py checks that each module
+registers exactly these, tests/test_cli_table.py the order)."""
+_ORDER = ("repro", "check_config", "report", "matrix", "envs", "hotfix", "triage", "status")
 
 
 def _version(value: bool) -> None:
@@ -99,7 +50,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _main(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print pd-doctor's version and exit."
@@ -108,20 +58,37 @@ def _main(
     """pd-doctor: P/D disaggregation doctor for vLLM."""
 
 
-def _build(module_name: str) -> dict[str, Any]:
-    """The click commands one command module registers, by name (help metavars set)."""
-    module = importlib.import_module(f"vllm_pd_doctor.commands.{module_name}")
-    sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode="markdown")
-    sub.callback()(_no_options)  # always a group, however many commands the module adds
-    module.register(sub)
-    commands = dict(typer.main.get_command(sub).commands)  # type: ignore[attr-defined]
-    for cmd in commands.values():
-        _metavars(cmd)
-    return commands
+def build_app(only: str | None = None) -> typer.Typer:
+    """The typer app with every command, or only the module of command `only` (a run of one
+    command imports and builds that command alone: start-up time)."""
+    new = typer.Typer(
+        name="pd-doctor",
+        help="Diagnose and reproduce vLLM prefill/decode (P/D) disaggregation failures over the NIXL "
+        "KV connector, starting with the P-side N-1 truncation crash (vLLM #53514).\n\n" + EXIT_CODES_HELP,
+        no_args_is_help=True,
+        add_completion=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode="markdown",
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    new.callback()(_main)
+    for name in (COMMANDS[only],) if only in COMMANDS else _ORDER:
+        importlib.import_module(f"vllm_pd_doctor.commands.{name}").register(new)
+    return new
 
 
-def _no_options() -> None:
-    """(the callback of the throwaway app a command module registers into)"""
+def __getattr__(name: str) -> Any:  # `cli.app`: the full app, built on first use
+    if name == "app":
+        globals()["app"] = built = build_app()
+        return built
+    raise AttributeError(name)
+
+
+def _invoked(argv: Sequence[str] | None) -> str | None:
+    """The command a command line runs (its first word that is no option), if it is one."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in args if not a.startswith("-")), None)
+    return first if first in COMMANDS else None
 
 
 # click's exceptions, wherever this typer keeps them (typer >= 0.17 vendors click as typer._click)
@@ -204,7 +171,7 @@ def _light_coercion(p: Any) -> None:
         p._runtime_param = _LightCoercion(lambda: build_runtime_param(p.type_descriptor))
 
 
-def _metavars(cmd: Any, *, recurse: bool = True) -> None:
+def _metavars(cmd: Any) -> None:
     """Real metavars in --help, where a command gave none (typer prints `<bool>`, `<str>`): none
     for a flag, the choices for a choice, else the option's name (`--run-dir` -> RUN_DIR)."""
     ctx = cmd.context_class(cmd, help_option_names=["-h", "--help"])
@@ -222,16 +189,16 @@ def _metavars(cmd: Any, *, recurse: bool = True) -> None:
         elif not getattr(getattr(p, "type_descriptor", None), "is_choice", False):
             long = max(p.opts, key=len).lstrip("-")
             p.metavar = long.upper().replace("-", "_") + ("..." if getattr(p, "multiple", False) else "")
-    if recurse:
-        for sub in getattr(cmd, "commands", {}).values():
-            _metavars(sub)
+    for sub in getattr(cmd, "commands", {}).values():
+        _metavars(sub)
 
 
-def command() -> Any:
-    """The click command `main` runs: typer's, with the error boundary and tidy help."""
-    cmd = typer.main.get_command(app)
+def command(only: str | None = None) -> Any:
+    """The click command `main` runs: typer's, with the error boundary and tidy help (with
+    `only`, a command name: the app of that command alone)."""
+    cmd = typer.main.get_command(build_app(only) if only in COMMANDS else __getattr__("app"))
     cmd.invoke = _guarded(cmd.invoke)  # type: ignore[method-assign,assignment]
-    _metavars(cmd, recurse=False)  # (each subcommand's when it is built)
+    _metavars(cmd)
     return cmd
 
 
@@ -254,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _dispatch(argv: Sequence[str] | None) -> int:
-    command_ = command()
+    command_ = command(_invoked(argv))
     try:
         rc = command_.main(
             args=list(argv) if argv is not None else None, prog_name="pd-doctor", standalone_mode=False

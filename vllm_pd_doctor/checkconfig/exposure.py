@@ -17,17 +17,16 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     connector_key,
     label,
 )
-from vllm_pd_doctor.checkconfig.types import (
+from vllm_pd_doctor.knowledge.inspect_vllm import sites_for
+from vllm_pd_doctor.results.checkconfig import (
     Exposure,
     ProbeResult,
     Reason,
     ReasonKind,
-    ServeConfig,
-    Server,
     SideExposure,
     Verdict,
 )
-from vllm_pd_doctor.knowledge.inspect_vllm import sites_for
+from vllm_pd_doctor.results.launch import ServeConfig, Server
 
 K = ReasonKind
 _NO = {
@@ -112,6 +111,7 @@ def _fixes(verdict: Verdict, sides: list[SideExposure], python: str | None) -> t
         return ()
     keys = [x.connector for x in sides if x.connector]
     late = any(r.kind is ReasonKind.late_truncation for x in sides for r in x.why)
+
     return advice.fixes(keys, late_truncation=late, python=python)
 
 

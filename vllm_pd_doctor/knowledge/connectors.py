@@ -82,6 +82,12 @@ NIXL_PACKAGES = ("nixl-cu12==1.5.1", "nixl==1.5.1")
 both CUDA variants, and newer meta releases ask for a nixl-cu12 that does not exist."""
 DEFAULT_KEY = "nixl"
 """The connector a command uses when none is named (and the one #53514 was filed against)."""
+PUSH_KEY = "nixl-push"
+"""The NIXL connector whose P side pushes the KV blocks to D (NIXL's handshake compares the
+transfer mode: push on one side, pull on the other do not pair)."""
+TRANSFER_PACKAGES = ("nixl", "lmcache", "mooncake")
+"""Python packages of the KV transfer libraries whose source files P/D tracebacks name (a frame's
+file is public from its package on)."""
 
 LAUNCHER_CONNECTORS: dict[str, dict[str, str]] = {
     "dynamo.vllm": {
@@ -127,7 +133,7 @@ register(
 )
 register(
     Connector(
-        key="nixl-push",
+        key=PUSH_KEY,
         label="NIXL (push)",
         vllm_names=("NixlPushConnector",),
         library=NIXL_LIBRARY,

@@ -12,7 +12,7 @@ from vllm_pd_doctor.knowledge.connectors import DEFAULT_KEY
 from vllm_pd_doctor.knowledge.releases import version_key
 from vllm_pd_doctor.matrix import BisectResult, BisectStep, bisect_releases
 from vllm_pd_doctor.progress import Progress, quiet
-from vllm_pd_doctor.scenarios.results import FAILS, HOLDS, ScenarioBisect, ScenarioMatrix, ScenarioRow
+from vllm_pd_doctor.results.scenarios import FAILS, HOLDS, ScenarioBisect, ScenarioMatrix, ScenarioRow
 from vllm_pd_doctor.scenarios.run import run_scenarios
 
 

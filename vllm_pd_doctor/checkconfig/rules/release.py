@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, label
-from vllm_pd_doctor.checkconfig.types import Finding, Verdict
 from vllm_pd_doctor.knowledge import advisories as advisory_facts
 from vllm_pd_doctor.knowledge import connectors
+from vllm_pd_doctor.results.checkconfig import Finding, Verdict
 
 
 @rule(

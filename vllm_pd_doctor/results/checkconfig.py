@@ -1,4 +1,5 @@
-"""What `check-config` answers: the #53514 exposure, the rules' findings, the report
+"""What `check-config` answers: what it read about the target (the model's config.json, the
+installed vLLM's source, the NIXL packages), the #53514 exposure, the rules' findings, the report
 (frozen dataclasses; rendered by `formats/`)."""
 
 from __future__ import annotations
@@ -6,9 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from vllm_pd_doctor.checkconfig.launch import Server
-from vllm_pd_doctor.knowledge.facts import ModelInfo, NixlInfo, VllmSource
-from vllm_pd_doctor.results import Result
+from vllm_pd_doctor.knowledge.facts import ConvLayoutOverride as ConvLayoutOverride
+from vllm_pd_doctor.knowledge.facts import ModelInfo as ModelInfo
+from vllm_pd_doctor.knowledge.facts import NixlInfo as NixlInfo
+from vllm_pd_doctor.knowledge.facts import SourceFact as SourceFact
+from vllm_pd_doctor.knowledge.facts import TruncationSite as TruncationSite
+from vllm_pd_doctor.knowledge.facts import VllmSource as VllmSource
+from vllm_pd_doctor.results.base import Result
+from vllm_pd_doctor.results.launch import Server
+
+# --- what was read about the target: the readers' facts (knowledge/facts.py), re-exported for formats
+
+
+# --- what check-config decided
 
 
 class Severity(str, Enum):
