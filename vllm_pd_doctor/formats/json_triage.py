@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_pd_doctor.results import SCHEMA_VERSION
-from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult
+from vllm_pd_doctor.triage.types import FailureCatalogue, Located, TriageResult, UnknownCause
 
 
 def triage_obj(r: TriageResult) -> dict[str, Any]:
@@ -54,6 +54,45 @@ def triage_obj(r: TriageResult) -> dict[str, Any]:
         ],
         "release": r.release,
         "warnings": list(r.warnings),
+        "unknown": unknown_obj(r.unknown),
+        "located": [{"evidence": ev(ll.evidence), "origin": located_obj(ll.origin)} for ll in r.located],
+    }
+
+
+def located_obj(o: Located | None) -> dict[str, Any] | None:
+    """One origin (`vllm_pd_doctor.triage.types.Located`) as JSON."""
+    if o is None:
+        return None
+    return {
+        "package": o.package,
+        "file": o.file,
+        "function": o.function,
+        "kind": o.kind,
+        "exception": o.exception,
+        "level": o.level,
+        "condition": o.condition,
+        "template": o.template,
+        "line": o.line,
+        "release": o.release,
+        "releases": o.releases,
+        "changed_in": o.changed_in,
+        "change": o.change,
+        "how": o.how,
+        "exact": o.exact,
+    }
+
+
+def unknown_obj(u: UnknownCause | None) -> dict[str, Any] | None:
+    if u is None:
+        return None
+    return {
+        "confidence": u.confidence,
+        "evidence": {"file": u.evidence.file, "line": u.evidence.line, "text": u.evidence.text},
+        "origin": located_obj(u.origin),
+        "side": u.side,
+        "next": u.next,
+        "search": u.search,
+        "note": u.note,
     }
 
 

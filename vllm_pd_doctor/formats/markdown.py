@@ -208,7 +208,7 @@ def env_change_md(c: EnvChange) -> str:
 
 # --- triage (H16) -----------------------------------------------------------------------------
 
-from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult  # noqa: E402
+from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult, UnknownCause  # noqa: E402
 
 
 def triage_md(r: TriageResult) -> str:
@@ -216,6 +216,8 @@ def triage_md(r: TriageResult) -> str:
     out = ["## pd-doctor triage\n\n"]
     for w in r.warnings:
         out.append(f"> **note:** {w}\n\n")
+    if r.unknown is not None:
+        out.append(_unknown_md(r.unknown))
     if not r.verdicts:
         out.append("**No known cause.** The most informative lines:\n\n")
         out.extend(f"- `{e.file}:{e.line}`: `{e.text}`\n" for e in r.informative)
@@ -236,6 +238,24 @@ def triage_md(r: TriageResult) -> str:
             out.extend(f"{e.file}:{e.line}: {e.text}\n" for e in v.evidence)
             out.append("```\n\n")
     out.append("Inputs: " + ", ".join(f"`{i.file}` ({i.side}, {i.lines} lines)" for i in r.inputs) + "\n")
+    return "".join(out)
+
+
+def _unknown_md(u: UnknownCause) -> str:
+    out = [f"**No known class** (confidence: `{u.confidence}`, side: {u.side}).\n\n"]
+    out.append(f"- line: `{u.evidence.file}:{u.evidence.line}`: `{u.evidence.text}`\n")
+    o = u.origin
+    if o is not None:
+        what = o.exception or o.level or ""
+        line = f" line {o.line} of {o.release}" if o.line else ""
+        out.append(
+            f"- origin: `{o.package}/{o.file}:{o.function}` ({o.kind} {what}{line}, located by {o.how})\n"
+        )
+        if o.condition:
+            out.append(f"- condition: `{o.condition}`\n")
+        change = f"; {o.change} in {o.changed_in}" if o.changed_in else "; still in the newest indexed"
+        out.append(f"- releases: {o.releases}{change}\n")
+    out.append(f"- next: `{u.next}`\n- search upstream: `{u.search}`\n\n")
     return "".join(out)
 
 

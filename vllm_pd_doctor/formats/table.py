@@ -319,7 +319,7 @@ def hotfix_status_table(st: hotfix.Status) -> RenderableType:
 
 # --- triage (H16) -----------------------------------------------------------------------------
 
-from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult  # noqa: E402
+from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult, UnknownCause  # noqa: E402
 
 
 def triage_table(r: TriageResult) -> RenderableType:
@@ -327,6 +327,8 @@ def triage_table(r: TriageResult) -> RenderableType:
     parts: list[RenderableType] = []
     for w in r.warnings:
         parts.append(Text(f"note: {w}", style="yellow"))
+    if r.unknown is not None:
+        parts.append(_unknown_panel(r.unknown))
     if not r.verdicts:
         t = Text("No known cause. ", style="bold")
         t.append("The most informative lines:\n" if r.informative else "No exception and no ERROR line.")
@@ -368,6 +370,30 @@ def triage_table(r: TriageResult) -> RenderableType:
         )
     parts.append(inputs)
     return Group(*parts)
+
+
+def _unknown_panel(u: UnknownCause) -> RenderableType:
+    body = Text()
+    body.append(u.confidence, style="yellow")
+    body.append(f"  ({u.side} side)\n")
+    body.append(f"  {u.evidence.file}:{u.evidence.line}: ", style="dim")
+    body.append(f"{u.evidence.text}\n")
+    o = u.origin
+    if o is not None:
+        what = o.exception or o.level or ""
+        line = f" line {o.line} of {o.release}" if o.line else ""
+        body.append("origin: ", style="bold")
+        body.append(f"{o.package}/{o.file}:{o.function} ({o.kind} {what}{line}, by {o.how})\n")
+        if o.condition:
+            body.append("condition: ", style="bold")
+            body.append(f"{o.condition}\n")
+        body.append("releases: ", style="bold")
+        change = f"; {o.change} in {o.changed_in}" if o.changed_in else "; still in the newest indexed"
+        body.append(f"{o.releases}{change}\n")
+    body.append("next: ", style="bold")
+    body.append(f"{u.next}\n")
+    body.append(f"search upstream: {u.search}", style="dim")
+    return Panel(body, title="Where it came from (no known class)", title_align="left")
 
 
 def catalogue_table(c: FailureCatalogue) -> RenderableType:

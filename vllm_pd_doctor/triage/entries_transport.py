@@ -3,8 +3,10 @@ UCX, NIXL packages, Mooncake, telemetry, transfers). See `entries.py`."""
 
 from __future__ import annotations
 
-from vllm_pd_doctor.triage.catalogue import CHECK, NIXL_ENV, FailureClass
+from vllm_pd_doctor.triage.catalogue import CHECK, NIXL_ENV, C, FailureClass
 from vllm_pd_doctor.triage.catalogue import Matcher as M
+
+NIXL_DIR = "distributed/kv_transfer/kv_connector/v1/nixl/"
 
 TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
     FailureClass(
@@ -39,6 +41,7 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
                 "decisive",
                 source_needle="Potentially invalid KV blocks",
             ),
+            C(NIXL_DIR, "_get_new_notifs", "decisive", kind="log", what="ERROR", words="invalid KV blocks"),
             M(
                 "Releasing expired KV blocks",
                 r"Releasing expired KV blocks",
@@ -230,6 +233,14 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
                 "decisive",
                 source_needle="Got kv_transfer_params, but no KVConnector",
             ),
+            C(
+                "v1/engine/core.py",
+                "add_request",
+                "decisive",
+                kind="log",
+                what="WARNING",
+                words="no KVConnector",
+            ),
         ),
         lookalikes="`Creating v1 connector with name: NixlConnector` shows a configured connector.",
         fix="Pass --kv-transfer-config with the same connector to both engines.",
@@ -315,6 +326,13 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
                 r"assert len\(local_block_descs_ids\) == len\(remote_block_descs_ids\)",
                 "likely",
                 source_needle="assert len(local_block_descs_ids) == len(remote_block_descs_ids)",
+            ),
+            C(
+                NIXL_DIR,
+                "_read_blocks|_xfer_blocks",
+                "likely",
+                kind="assert",
+                condition="len(local_block_descs_ids) == len(remote_block_descs_ids)",
             ),
         ),
         lookalikes="`start_load_kv ... Num local_block_ids: 4. Num remote_block_ids: 4.` is a normal load.",
