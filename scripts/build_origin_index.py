@@ -15,6 +15,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -53,7 +54,7 @@ def fetch(project: str, version: str, kind: str = "sdist") -> Path:
     if not pick:
         raise SystemExit(f"PyPI has no {kind} of {project} {version}")
     f = pick[0]
-    dest = CACHE / f["filename"]
+    dest: Path = CACHE / str(f["filename"])
     if dest.exists() and dest.stat().st_size == f["size"]:
         return dest
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -74,7 +75,7 @@ def installed(version: str) -> Path | None:
     return None
 
 
-def add(doc: dict, package: str, release: str, src: Path) -> None:
+def add(doc: dict[str, Any], package: str, release: str, src: Path) -> None:
     t0 = time.perf_counter()
     modules = build.from_dir(src, package) if src.is_dir() else build.from_archive(src, package)
     n = build.add_release(doc, package, release, modules)
@@ -89,7 +90,7 @@ def main() -> int:
     ap.add_argument("--fresh", action="store_true", help="start from an empty index")
     ap.add_argument("--out", type=Path, default=DATA)
     args = ap.parse_args()
-    doc: dict = {} if args.fresh or not args.out.exists() else build.loads(args.out.read_bytes())
+    doc: dict[str, Any] = {} if args.fresh or not args.out.exists() else build.loads(args.out.read_bytes())
     t0 = time.perf_counter()
     for spec in args.dir:
         package, release, path = spec.split("=", 2)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from vllm_pd_doctor.errors import BadInput
 from vllm_pd_doctor.knowledge import origins
-from vllm_pd_doctor.triage.decide import Context, Release, finish, raw_verdicts, unknown_cause
+from vllm_pd_doctor.triage.decide import Context, Release, finish, raw_verdicts, release_note, unknown_cause
 from vllm_pd_doctor.triage.reader import open_binary
 from vllm_pd_doctor.triage.scan import FileScan, scan
 from vllm_pd_doctor.triage.types import Evidence, InputSummary, TriageResult, Verdict
@@ -135,8 +135,7 @@ def _result(scans: list[FileScan], ctx: Context) -> TriageResult:
     )
     informative: tuple[Evidence, ...] = ()
     unknown = unknown_cause(scans) if not verdicts else None
-    if unknown is not None and unknown.note:
-        warnings.append(unknown.note)
+    warnings.extend(n for fs in scans if fs.located and (n := release_note(fs)))
     if not verdicts:
         seen: list[Evidence] = []
         for fs in scans:

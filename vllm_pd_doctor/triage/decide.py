@@ -255,7 +255,7 @@ def unknown_cause(scans: Sequence[FileScan]) -> UnknownCause | None:
         side=side,  # type: ignore[arg-type]
         next=nxt,
         search=_search(loc, ev),
-        note=_release_note(fs),
+        note=release_note(fs),
     )
 
 
@@ -273,7 +273,8 @@ def _search(loc: Located | None, ev: Evidence) -> str:
     return f"repo:{repo} {fn}{quoted}"
 
 
-def _release_note(fs: FileScan) -> str | None:
+def release_note(fs: FileScan) -> str | None:
+    """A log whose vLLM release the origin index lacks says so (its lines were located by message)."""
     from vllm_pd_doctor.knowledge import origins
 
     rel = fs.version or fs.release_hint
@@ -281,7 +282,7 @@ def _release_note(fs: FileScan) -> str | None:
     have = index.releases.get("vllm", ())
     if rel and have and not index.has_release(rel):
         return (
-            f"vLLM {rel} is not in the origin index ({have[0]} - {have[-1]}): lines were located by "
-            "their message; pass --python of that release for its exact statements"
+            f"{fs.file}: vLLM {rel} is not in the origin index ({have[0]} - {have[-1]}): its lines were "
+            "located by their message; pass --python of that release for its exact statements"
         )
     return None

@@ -13,6 +13,7 @@ import functools
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 from vllm_pd_doctor.knowledge.origins import build
 from vllm_pd_doctor.knowledge.origins.index import Lifetime, Origin, OriginIndex, base
@@ -63,7 +64,7 @@ def with_installed(vllm_path: str, version: str) -> OriginIndex:
         cache = envs.home() / "origins" / f"vllm-{release}-{_stamp(root)}.json.gz"
     except OSError:
         return load()
-    doc: dict[str, object] = {}
+    doc: dict[str, Any] = {}
     try:
         doc = build.loads(cache.read_bytes())
     except (OSError, ValueError):
@@ -77,9 +78,8 @@ def with_installed(vllm_path: str, version: str) -> OriginIndex:
             pass  # a cache that cannot be written only means reading the source again
     merged = build.loads(_packaged_doc_bytes()) if _packaged_doc_bytes() else {}
     build.drop_release(merged, "vllm", release)
-    for rel_doc in (doc,):
-        pkg = rel_doc.get("packages", {}).get("vllm")  # type: ignore[union-attr]
-        if pkg:
-            build.add_origins(merged, "vllm", release, pkg)
+    pkg = doc.get("packages", {}).get("vllm")
+    if pkg:
+        build.add_origins(merged, "vllm", release, pkg)
     build.sort_releases(merged)
     return OriginIndex(merged)
