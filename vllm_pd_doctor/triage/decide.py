@@ -265,7 +265,8 @@ def _search(loc: Located | None, ev: Evidence) -> str:
         text = ev.text.split(": ", 1)[-1] if ev.text[:1].isalpha() else ev.text
         return f'repo:vllm-project/vllm "{text[:80].strip()}"'
     words = max((p.strip() for p in (loc.template or "").split("...")), key=len, default="")
-    fn = loc.function.rsplit(".", 1)[-1]
+    parts = loc.function.split(".")
+    fn = parts[-2] if parts[-1].startswith("__") and len(parts) > 1 else parts[-1]  # a class for __init__
     quoted = f' "{words[:80]}"' if len(words) >= 12 else (f' "{loc.condition}"' if loc.condition else "")
     repo = {"vllm": "vllm-project/vllm", "nixl": "ai-dynamo/nixl", "lmcache": "LMCache/LMCache"}.get(
         loc.package, loc.package
