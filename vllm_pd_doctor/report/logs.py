@@ -184,4 +184,14 @@ def public_triage(r: TriageResult, text: Callable[[str], str]) -> TriageResult:
         informative=evs(r.informative),
         warnings=tuple(text(w) for w in r.warnings),
         release=text(r.release) if r.release else None,
+        # the origins are vLLM's source (public); the lines and the search built from one are the log's
+        located=tuple(replace(ll, evidence=evs((ll.evidence,))[0]) for ll in r.located),
+        unknown=None
+        if r.unknown is None
+        else replace(
+            r.unknown,
+            evidence=evs((r.unknown.evidence,))[0],
+            search=text(r.unknown.search),
+            note=opt(r.unknown.note),
+        ),
     )
