@@ -76,7 +76,9 @@ class Locator:
         rel = self.exact_release()
         if frame is not None:
             o = self.index.at(frame.path, frame.line, rel)
-            if o is not None and o.kind != "log":
+            # the release's statement at that line must be this frame's and raise this exception
+            # (a log of another release, read with --python's, points elsewhere)
+            if o is not None and o.kind != "log" and o.what == exc and _same_function(o, frame.function):
                 return o, "frame", True
             if frame.source:
                 o = self.index.statement(frame.source, frame.path, frame.function)
@@ -102,12 +104,16 @@ class Locator:
         if r.src and (m := _SRC.match(r.src)):
             path = m.group(1)
             o = self.index.at(path, int(m.group(2)), rel)
-            if o is not None and o.kind == "log" and _fits(o, r.msg):
+            if o is not None and o.kind == "log" and o.what == _level(r.level) and _fits(o, r.msg):
                 return o, "logger", True
         o = self.index.match(r.msg, _level(r.level), path)
         if o is not None:
             return o, "template", False
         return None
+
+
+def _same_function(o: Origin, function: str) -> bool:
+    return o.function == function or o.function.endswith("." + function)
 
 
 def _level(level: str | None) -> str | None:
