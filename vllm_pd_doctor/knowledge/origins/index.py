@@ -272,10 +272,13 @@ class OriginIndex:
 def _suffix_ok(path: str, package: str, file: str) -> bool:
     """A log's path names this file: relative as vLLM's logger writes it (whole or a tail), elided
     (`distributed/.../v1/x.py`: head and tail fit), or absolute (`.../vllm/<file>`)."""
-    if "..." in path:
+    if "..." in path:  # elided: the tail must fit (as a relative or an absolute path), the head too
         head, _, tail = path.partition("...")
         head, tail = head.strip("/"), tail.strip("/")
-        return (file == tail or file.endswith("/" + tail)) and (not head or file.startswith(head))
+        if not tail:
+            return False
+        tail_ok = file == tail or file.endswith("/" + tail) or _suffix_ok("/" + tail, package, file)
+        return tail_ok and (not head or path.startswith("/") or file.startswith(head))
     if path == file or file.endswith("/" + path):
         return True
     if path.endswith("/" + file):
