@@ -199,3 +199,14 @@ def test_a_logger_location_in_an_indexed_release_is_exact(release: str):
     r = triage.triage_text(log)
     hit = [ll.origin for ll in r.located if ll.origin.how == "logger"]
     assert hit and hit[0].exact and hit[0].line == line and hit[0].release == release
+
+
+def test_a_traceback_cut_before_its_exception_still_names_its_code():
+    """llm-d#394 (stern-prefixed): the excerpt ends at `p_remote_rank = self.tp_rank // tp_ratio` in
+    0.1x's nixl_connector.py; the function lives on in the NIXL worker package (moved since)."""
+    r = triage.triage([triage.LogInput(str(FIX / "llm-d-394-stern-decode.log"))])
+    u = r.unknown
+    assert u is not None and u.origin is not None and u.side == "decode"
+    assert u.origin.kind == "frame" and u.origin.function.endswith("._nixl_handshake")
+    assert "/nixl/" in u.origin.file and u.origin.line == 651 and u.origin.release is None
+    assert "--scenario" in u.next and "_nixl_handshake" in u.search

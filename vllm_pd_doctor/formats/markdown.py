@@ -247,7 +247,7 @@ def _unknown_md(u: UnknownCause) -> str:
     o = u.origin
     if o is not None:
         what = o.exception or o.level or ""
-        line = f" line {o.line} of {o.release}" if o.line else ""
+        line = f" line {o.line}" + (f" of {o.release}" if o.release else "") if o.line else ""
         out.append(
             f"- origin: `{o.package}/{o.file}:{o.function}` ({o.kind} {what}{line}, located by {o.how})\n"
         )

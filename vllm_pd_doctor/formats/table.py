@@ -381,7 +381,7 @@ def _unknown_panel(u: UnknownCause) -> RenderableType:
     o = u.origin
     if o is not None:
         what = o.exception or o.level or ""
-        line = f" line {o.line} of {o.release}" if o.line else ""
+        line = f" line {o.line}" + (f" of {o.release}" if o.release else "") if o.line else ""
         body.append("origin: ", style="bold")
         body.append(f"{o.package}/{o.file}:{o.function} ({o.kind} {what}{line}, by {o.how})\n")
         if o.condition:

@@ -12,6 +12,7 @@ from vllm_pd_doctor.releases import version_key
 from vllm_pd_doctor.target import connectors
 from vllm_pd_doctor.triage.catalogue import FailureClass
 from vllm_pd_doctor.triage.entries import CLASSES
+from vllm_pd_doctor.triage.locate import located
 from vllm_pd_doctor.triage.scan import FileScan, Hit
 from vllm_pd_doctor.triage.types import (
     CONFIDENCE_RANK,
@@ -240,6 +241,8 @@ def unknown_cause(scans: Sequence[FileScan]) -> UnknownCause | None:
             exc = next((ll for ll in fs.located if ll.origin.kind != "log"), None)
             if exc is not None:
                 pick = (fs, exc.evidence, exc.origin)
+        if (pick is None or pick[2] is None) and (frame := _cut_frame(fs)) is not None:
+            pick = frame
     if pick is None:
         return None
     fs, ev, loc = pick
@@ -257,6 +260,18 @@ def unknown_cause(scans: Sequence[FileScan]) -> UnknownCause | None:
         search=_search(loc, ev),
         note=release_note(fs),
     )
+
+
+def _cut_frame(fs: FileScan) -> tuple[FileScan, Evidence, Located] | None:
+    """A traceback cut before its exception line (a pasted excerpt): its last frame in vLLM's code."""
+    loc = fs.locator
+    f = loc.indexed_frame if loc is not None else None
+    if loc is None or f is None or fs.last_frame is None:
+        return None
+    o = loc.index.frame(f.path, f.line, f.function, "")
+    if o is None:
+        return None
+    return fs, fs.last_frame, located(loc.index, o, "frame", False, loc.release)
 
 
 def _search(loc: Located | None, ev: Evidence) -> str:

@@ -51,7 +51,7 @@ class Locator:
         msg = r.msg.strip()
         if m := _FRAME.match(r.msg):
             self.frame = _Frame(m.group(1), int(m.group(2)), m.group(3))
-            if self.index.files(self.frame.path):
+            if self.index.in_function(self.frame.path, self.frame.function):
                 self.indexed_frame = self.frame
             self._expect_source = True
             return None
@@ -144,12 +144,13 @@ def located(index: OriginIndex, o: Origin, how: str, exact: bool, release: str |
         file=o.file,
         function=o.function,
         kind=o.kind,
-        exception=o.what if o.kind != "log" else None,
+        exception=(o.what or None) if o.kind != "log" else None,
         level=o.what if o.kind == "log" else None,
         condition=o.condition,
         template=o.text,
         line=o.line_in(rel) if rel else o.spans[-1][1],
-        release=rel or o.spans[-1][0],
+        # a frame's line is the log's own (its release, when the log states one)
+        release=rel or ((base(release) if release else None) if o.kind == "frame" else o.spans[-1][0]),
         releases=span,
         changed_in=life.changed_in,
         change=life.change,

@@ -137,6 +137,8 @@ class FileScan:
     located: list[LocatedLine] = field(default_factory=list)
     release_hint: str | None = None
     """--python's release (the log's own version, when it states one, comes first)."""
+    last_frame: Evidence | None = None
+    """The last traceback frame in vLLM's code (a traceback cut before its exception line ends there)."""
 
     def facts(self) -> LogFacts:
         # hybrid only from what the engine logged about its own KV cache (Mamba page alignment,
@@ -242,7 +244,10 @@ def _locate(fs: FileScan, r: Record) -> Origin | None:
     if loc is None:
         return None
     loc.release = fs.version or fs.release_hint
+    before = loc.indexed_frame
     got = loc.locate(r)
+    if loc.indexed_frame is not None and loc.indexed_frame is not before:
+        fs.last_frame = evidence(r)
     if got is None:
         return None
     o, how, exact = got

@@ -196,15 +196,29 @@ class OriginIndex:
                 return o
         return None
 
+    @cached_property
+    def _by_name(self) -> dict[str, list[Origin]]:
+        """A function's last name -> every statement of every function so named."""
+        out: dict[str, list[Origin]] = defaultdict(list)
+        for o in self.origins:
+            out[o.function.rsplit(".", 1)[-1]].append(o)
+        return out
+
     def in_function(self, path: str, function: str) -> list[Origin]:
         """Every statement of `function` (its last name: tracebacks print `schedule`, the index
-        `Scheduler.schedule`) in the file `path` names."""
-        out = []
-        for pkg, f in self.files(path):
-            for (p, ff, fn), origins in self._by_function.items():
-                if p == pkg and ff == f and (fn == function or fn.endswith("." + function)):
-                    out.extend(origins)
-        return out
+        `Scheduler.schedule`) in the file `path` names; for a file the index does not hold (moved
+        since: 0.1x's `v1/nixl_connector.py` is 0.20's `v1/nixl/worker.py`), in its folder's tree."""
+        named = self._by_name.get(function.rsplit(".", 1)[-1], [])
+        files = set(self.files(path))
+        out = [o for o in named if (o.package, o.file) in files]
+        if out or files:
+            return out
+        where = _package_dir(path, tuple(self.releases))
+        if where is None:
+            return []
+        pkg, folder = where
+        stem = path.rsplit("/", 1)[-1].split("_", 1)[0].removesuffix(".py")  # nixl_connector.py: nixl
+        return [o for o in named if o.package == pkg and o.file.startswith(folder) and stem in o.file]
 
     def match(self, msg: str, what: str | None = None, path: str | None = None) -> Origin | None:
         """The origin whose template the message fits best (most literal characters; then the
@@ -285,6 +299,16 @@ def _suffix_ok(path: str, package: str, file: str) -> bool:
         seg = path[: -len(file) - 1].rsplit("/", 1)[-1]
         return seg == package or seg.startswith(package + "_cu")
     return False
+
+
+def _package_dir(path: str, packages: tuple[str, ...]) -> tuple[str, str] | None:
+    """(package, folder relative to it, ending in `/`) of an absolute frame path."""
+    for pkg in packages:
+        i = path.rfind(f"/{pkg}/")
+        if i >= 0:
+            rel = path[i + len(pkg) + 2 :]
+            return pkg, rel.rsplit("/", 1)[0] + "/" if "/" in rel else ""
+    return None
 
 
 def base(release: str) -> str:
