@@ -48,7 +48,8 @@ def test_statements_hold_templates_conditions_and_functions():
     a = got[("assert", "AssertionError")]
     assert (a.condition, a.template) == ("tp % 2 == 0", f"tp must be even, got {P}")
     assert got[("log", "INFO")].template == "static text"
-    assert len(got) == 4  # a bare `raise` names no exception
+    assert got[("def", "")].function == "Worker.handshake"
+    assert len(got) == 5  # a bare `raise` names no exception
 
 
 def test_packaged_index_covers_the_supported_releases():
@@ -82,7 +83,6 @@ def test_merging_a_release_is_idempotent():
 
 NOT_LOCATABLE = {
     "vllm-27083-side-channel-host.log:2": "vLLM 0.11's `Handshake failed for request`: removed before 0.20",
-    "vllm-41863-keyerror-decode.log:9": "a KeyError in 0.1x's nixl_connector.py done_callback (moved since)",
     "vllm-7632-empty-prompt.log:5": "the V0 engine (vllm/engine/async_llm_engine.py), gone before 0.20",
     "vllm-7632-empty-prompt.log:13": "the V0 scheduler's assertion (vllm/core/scheduler.py)",
     "llm-d-router-157-lmcache.log:1": "the excerpt posts the exception line before its frames",
@@ -120,6 +120,14 @@ def test_every_vllm_error_line_of_the_fixtures_is_located():
     assert missing == []
     stale = [k for k in NOT_LOCATABLE if int(k.split(":")[1]) in located.get(k.split(":")[0], set())]
     assert stale == [], "now located: drop from NOT_LOCATABLE"
+
+
+def test_a_keyerror_is_located_at_its_function_after_a_move():
+    """vllm PR #41863: a KeyError in 0.1x's nixl_connector.py done_callback; the function lives on
+    in the NIXL worker package."""
+    r = triage.triage([triage.LogInput(str(FIX / "vllm-41863-keyerror-decode.log"))])
+    o = next(ll.origin for ll in r.located if ll.origin.exception == "KeyError")
+    assert o.kind == "frame" and o.function.endswith("done_callback") and "/nixl/" in o.file
 
 
 def test_a_traceback_is_located_at_its_statement():

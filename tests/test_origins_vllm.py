@@ -60,6 +60,14 @@ def test_the_index_of_two_releases_holds_every_message_the_catalogue_keys_on(bui
         for m in c.matchers:
             if m.origin != "vllm" or not m.source_needle:
                 continue
+            needle = m.source_needle
+            if needle.startswith("def "):  # a function the entry names: the index holds its statements
+                name = needle[4:].split("(")[0]
+                if not any(o.function.rsplit(".", 1)[-1] == name for o in built.origins):
+                    missing.append(f"{c.id}: {needle}")
+                continue
+            if re.match(r"^\(?[\w, ]+\)? = ", needle):  # an assignment: a statement, no message
+                continue
             checked += 1
             pieces = [
                 p for p in _FIELD.split(m.source_needle.strip('"').removeprefix("assert ")) if p.strip()

@@ -41,7 +41,8 @@ class Statement:
     """One statement that writes a line or raises."""
 
     kind: str
-    """`log`, `raise` or `assert`."""
+    """`log`, `raise`, `assert`, or `def` (the function itself, for frames that raise without a
+    statement of their own: a KeyError from a lookup, a ValueError from an unpack)."""
     what: str
     """The level (`WARNING`) of a log call, the exception type of a raise or assert."""
     function: str
@@ -159,6 +160,9 @@ class _Visitor(ast.NodeVisitor):
 
     def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         self.scope.append(node.name)
+        if not isinstance(node, ast.ClassDef):  # the function itself: a traceback frame's home
+            end = node.end_lineno or node.lineno
+            self.out.append(Statement("def", "", self._func(), node.lineno, end, None, None))
         saved, self.conds = self.conds, []
         self.generic_visit(node)
         self.conds = saved

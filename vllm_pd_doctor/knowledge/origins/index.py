@@ -156,6 +156,8 @@ class OriginIndex:
         if got is None:
             got = defaultdict(dict)
             for o in self.origins:
+                if o.kind == "def":  # its span covers its statements' lines
+                    continue
                 for r, a, b in o.spans:
                     if r == release:
                         d = got[(o.package, o.file)]
