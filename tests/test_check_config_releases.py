@@ -61,6 +61,11 @@ def test_only_vllm_images_name_a_vllm_release() -> None:
     assert image_release.of(server(P, "prefill", "vllm/vllm-openai:v0.25.0")).version == "0.25.0"  # type: ignore[union-attr]
     llmd = image_release.of(server(P, "prefill", "ghcr.io/llm-d/llm-d-cuda:v0.8.1"))
     assert llmd is not None and llmd.version is None and llmd.product == "llm-d-cuda"
+    # Dynamo's runtime image is tagged with Dynamo's release (public: ai-dynamo/dynamo deploy/*.yaml)
+    dyn = image_release.of(server(P, "prefill", "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.0"))
+    assert dyn is not None and dyn.version is None and dyn.product == "vllm-runtime"
+    rocm = image_release.of(server(P, "prefill", "rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909"))
+    assert rocm is not None and rocm.product == "vllm"  # a vLLM build (its tag names no plain version)
 
 
 V028 = VllmSource(python="/envs/0.28/bin/python", version="0.28.0", path="/envs/0.28/vllm")

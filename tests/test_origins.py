@@ -217,4 +217,16 @@ def test_a_traceback_cut_before_its_exception_still_names_its_code():
     assert u is not None and u.origin is not None and u.side == "decode"
     assert u.origin.kind == "frame" and u.origin.function.endswith("._nixl_handshake")
     assert "/nixl/" in u.origin.file and u.origin.line == 651 and u.origin.release is None
-    assert "--scenario" in u.next and "_nixl_handshake" in u.search
+    assert "_nixl_handshake" in u.search  # no repro scenario drives the handshake: the report next
+    assert u.next.startswith("pd-doctor report")
+
+
+def test_every_mapped_scenario_is_registered():
+    from vllm_pd_doctor.knowledge import origin_scenarios, scenarios
+
+    assert set(origin_scenarios.SCENARIOS.values()) <= set(scenarios.ids())
+    s = origin_scenarios.scenario_for("Scheduler._update_from_kv_xfer_finished")
+    assert s is not None and s.id == "abort-race"
+    ix = origins.load()
+    names = {o.function.rsplit(".", 1)[-1] for o in ix.origins}
+    assert set(origin_scenarios.SCENARIOS) <= names, "a mapped function no indexed release has"

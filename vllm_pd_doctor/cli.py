@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from vllm_pd_doctor import __version__, procs, safeio
-from vllm_pd_doctor.commands import check_config, envs, hotfix, matrix, report, repro, triage
+from vllm_pd_doctor.commands import check_config, envs, hotfix, matrix, report, repro, status, triage
 from vllm_pd_doctor.errors import debug_enabled, report_error
 from vllm_pd_doctor.sanitize import line
 
@@ -48,7 +48,7 @@ def _main(
     """pd-doctor: P/D disaggregation doctor for vLLM."""
 
 
-for _module in (repro, check_config, report, matrix, envs, hotfix, triage):
+for _module in (repro, check_config, report, matrix, envs, hotfix, triage, status):
     _module.register(app)
 
 

@@ -2,7 +2,8 @@
 
 Only images that are vLLM builds count (the repository's last path component starts with
 `vllm`, e.g. `vllm/vllm-openai`, `vllm-cpu-release-repo`, `rocm/vllm`); a platform image's tag
-(`llm-d-cuda:v0.8.1`) is that platform's release, reported as such and never read as vLLM's.
+(`llm-d-cuda:v0.8.1`, Dynamo's `vllm-runtime:1.3.0`) is that platform's release, reported as such
+and never read as vLLM's (the vLLM inside is then an unknown release: no release rule fires).
 The tag gives the release only; the verdict still comes from that release's code (`--vllm X`).
 """
 
@@ -55,8 +56,16 @@ def of(server: Server) -> ImageRelease | None:
         return None
     repo, tag = _split(image)
     product = repo.rsplit("/", 1)[-1]
-    version = tag_version(tag) if product.lower().startswith("vllm") else None
+    version = tag_version(tag) if _vllm_build(product) else None
     return ImageRelease(server=server.name, image=image, version=version, product=product)
+
+
+def _vllm_build(product: str) -> bool:
+    """A vLLM build: its name starts with `vllm` and is not a platform's runtime image (a
+    `*-runtime` image, such as NVIDIA Dynamo's `nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.0`, is
+    tagged with the platform's release, which is not vLLM's: its vLLM release is unknown)."""
+    p = product.lower()
+    return p.startswith("vllm") and not p.endswith("-runtime")
 
 
 def releases(servers: tuple[Server, ...]) -> list[ImageRelease]:

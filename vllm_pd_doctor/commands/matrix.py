@@ -75,6 +75,17 @@ TimeoutOpt = Annotated[
 ]
 
 
+ScenarioOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scenario",
+        help="Run these P/D scenarios instead of #53514's repro: an id (pd-doctor repro "
+        "--list-scenarios), a comma list, or all.",
+        metavar="ID[,ID...]|all",
+    ),
+]
+
+
 def register(app: typer.Typer) -> None:
     app.command("matrix", help=MATRIX_HELP)(matrix)
     app.command("bisect", help=BISECT_HELP)(bisect)
@@ -135,6 +146,7 @@ def matrix(
     fmt: FormatOpt = OutputFormat.table,
     timeout: TimeoutOpt = 600.0,
     quiet: QuietOpt = False,
+    scenario: ScenarioOpt = None,
     debug: DebugOpt = False,
 ) -> int:
     from vllm_pd_doctor import releases as rel
@@ -147,6 +159,10 @@ def matrix(
         raise BadInput(f"--jobs {jobs}: must be at least 1")
     releases, unknown, source = _releases(vllm, pkg)
     progress(f"matrix over {len(releases)} release(s) of {pkg}: {', '.join(releases)}")
+    if scenario is not None:
+        from vllm_pd_doctor.scenarios import cli as scenario_cli
+
+        return scenario_cli.matrix(pkg, releases, scenario, fmt=fmt, timeout=timeout, progress=progress)
     report = run_matrix(
         pkg,
         releases,
@@ -201,6 +217,7 @@ def bisect(
     fmt: FormatOpt = OutputFormat.table,
     timeout: TimeoutOpt = 600.0,
     quiet: QuietOpt = False,
+    scenario: ScenarioOpt = None,
     debug: DebugOpt = False,
 ) -> int:
     from vllm_pd_doctor import envs as envs_mod
@@ -231,6 +248,13 @@ def bisect(
                 f"--only-cached: no cached environment for {', '.join(missing)}",
                 hint=f"pd-doctor envs create {' '.join(missing)}",
             )
+    if scenario is not None:
+        from vllm_pd_doctor.scenarios import cli as scenario_cli
+
+        cands = tuple(v for v in candidates if not only_cached or envs_mod.find(pkg, v) is not None)
+        return scenario_cli.bisect(
+            pkg, scenario, cands, connector=connector, fmt=fmt, timeout=timeout, progress=progress
+        )
     report = run_bisect(
         pkg,
         good,

@@ -208,6 +208,18 @@ DeviceOpt = Annotated[
         metavar="cpu|cuda",
     ),
 ]
+ScenarioOpt = Annotated[
+    str,
+    typer.Option(
+        "--scenario",
+        help="Which P/D failure to reproduce: n1-truncation (#53514, the default run), abort-race, "
+        "hybrid-load-failure, a comma list, or all (in-process; --list-scenarios describes each).",
+        metavar="ID[,ID...]|all",
+    ),
+]
+ListScenariosOpt = Annotated[
+    bool, _opt("--list-scenarios", help="List the scenarios with their upstream references and exit.")
+]
 HotfixOpt = Annotated[
     bool,
     _opt(
@@ -248,11 +260,30 @@ def repro(
     timeout: TimeoutOpt = 600.0,
     quiet: QuietOpt = False,
     hotfix: HotfixOpt = False,
+    scenario_id: ScenarioOpt = "n1-truncation",
+    list_scenarios: ListScenariosOpt = False,
     debug: DebugOpt = False,
 ) -> int:
     from vllm_pd_doctor import inprocess
+    from vllm_pd_doctor.scenarios import cli as scenario_cli
 
     progress = progress_printer(not quiet)
+    if list_scenarios:
+        return scenario_cli.list_scenarios(fmt)
+    if scenario_cli.wants_scenarios(scenario_id):
+        if engine is Engine.live or hotfix:
+            raise BadInput(f"--scenario {scenario_id}: runs on the in-process engine, without --hotfix")
+        py = interpreter(python, vllm, package, progress)
+        return scenario_cli.run(
+            py,
+            scenario_id,
+            connector=connector,
+            model=model,
+            block_size=block_size,
+            timeout=timeout,
+            fmt=fmt,
+            progress=progress,
+        )
     scene: scenario.ScenarioArgs = {
         "connector": connector,
         "block_size": block_size,

@@ -58,9 +58,18 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     from vllm_pd_doctor.formats import json as j
     from vllm_pd_doctor.formats import json_triage as jt
     from vllm_pd_doctor.formats import markdown as md
+    from vllm_pd_doctor.formats import status as st
     from vllm_pd_doctor.formats import table as t
     from vllm_pd_doctor.matrix import BisectReport, MatrixReport
     from vllm_pd_doctor.results import EnvChange, ReproReport
+    from vllm_pd_doctor.scenarios import formats as sf
+    from vllm_pd_doctor.scenarios.results import (
+        ScenarioBisect,
+        ScenarioCatalogue,
+        ScenarioMatrix,
+        ScenarioReport,
+    )
+    from vllm_pd_doctor.status.types import StatusReport
     from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult
 
     def table(fn: Callable[[Any], Any]) -> Formatter:
@@ -97,6 +106,11 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
         ),
         TriageResult: (table(t.triage_table), as_json(jt.triage_obj), text(md.triage_md)),
         FailureCatalogue: (table(t.catalogue_table), as_json(jt.catalogue_obj), text(md.catalogue_md)),
+        ScenarioReport: (table(sf.report_table), as_json(sf.report_obj), text(sf.report_md)),
+        ScenarioMatrix: (table(sf.matrix_table), as_json(sf.matrix_obj), text(sf.matrix_md)),
+        ScenarioCatalogue: (table(sf.catalogue_table), as_json(sf.catalogue_obj), text(sf.catalogue_md)),
+        ScenarioBisect: (text(sf.bisect_text), as_json(sf.bisect_obj), text(sf.bisect_md)),
+        StatusReport: (table(st.status_table), as_json(st.status_obj), text(st.status_md)),
     }
     order = (OutputFormat.table, OutputFormat.json, OutputFormat.markdown)
     return {(rt, f): fn for rt, fns in per_type.items() for f, fn in zip(order, fns, strict=True)}

@@ -65,6 +65,8 @@ def model_facts(model_config: Any) -> dict[str, Any]:
 
 
 def mamba_state(vllm_config: Any, cls: Any) -> tuple[Any, Any]:
+    if not hasattr(cls, "get_mamba_state_shape_from_config"):  # a dense model (repro --scenario)
+        return (), ()
     shapes = cls.get_mamba_state_shape_from_config(vllm_config)
     dtypes = cls.get_mamba_state_dtype_from_config(vllm_config)
     return tuple(tuple(int(d) for d in s) for s in shapes), tuple(dtypes)

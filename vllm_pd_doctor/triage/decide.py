@@ -249,7 +249,7 @@ def unknown_cause(scans: Sequence[FileScan]) -> UnknownCause | None:
     side = fs.file_side if fs.file_side in ("prefill", "decode") else "unknown"
     scenario = scenario_for(loc.function) if loc else None
     if scenario:
-        nxt = f"pd-doctor repro --scenario {scenario} --python PYTHON --model MODEL"
+        nxt = f"{scenario.next_step} --python PYTHON (it drives {loc.function if loc else 'that code'})"
     else:
         nxt = "pd-doctor report --log LOG (attach it upstream with the search below)"
     return UnknownCause(

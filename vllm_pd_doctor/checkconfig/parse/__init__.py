@@ -5,7 +5,7 @@ manifests, docker compose) into a LaunchCommand per vLLM server (any number: xPy
 `parse_launch` reads one LaunchCommand's arguments into a ServeConfig. Every failure is a
 `BadInput` with one clear line.
 
-Modules: shellwords (tokens, expansion), shellparse (command tree), shell (symbolic run),
+Modules: symbolic (the symbolic shell run of `vllm_pd_doctor.shell`, recording servers),
 wrappers (srun, docker run, dynamo.vllm ...), manifests (YAML/JSON formats), bounded (size and
 alias caps), flags (the flag table, from the installed vLLM by `ast`), args (ServeConfig),
 loader (roles, names, vLLM's own --config).

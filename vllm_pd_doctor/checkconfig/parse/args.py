@@ -11,9 +11,9 @@ import json
 from typing import Any
 
 from vllm_pd_doctor.checkconfig.parse.flags import BOOL, BUILTIN, INT, JSON, FlagTable
-from vllm_pd_doctor.checkconfig.parse.shellwords import unresolved_names
 from vllm_pd_doctor.checkconfig.types import ServeConfig
 from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.shell.words import unresolved_names
 
 _MODEL_JSON = ("kv-transfer-config", "speculative-config")
 
@@ -125,100 +125,162 @@ def parse_args(
     table: FlagTable = BUILTIN,
 ) -> ServeConfig:
     """Parse `vllm serve` arguments into a ServeConfig."""
-    values: dict[str, Any] = {}
-    dotted: dict[str, dict[str, Any]] = {}
-    unknown: list[str] = []
-    positional: list[str] = []
-    after_unknown: list[int] = []
-    """Indexes into `positional` of words right after an unknown switch-or-value flag."""
-    i = 0
-    while i < len(args):
-        tok = args[i]
-        i += 1
-        if tok == "--":
-            positional.extend(args[i:])
-            break
-        if not tok.startswith("-") or tok == "-" or _is_number(tok):
-            positional.append(tok)
-            continue
+    r = _Reader(args, what, table)
+    r.read()
+    values = r.values
+    if "config" in values:
+        r.unknown.append(
+            f"--config {values['config']} (vLLM config file not found here: its settings are not checked)"
+        )
+    return _serve_config(
+        values, r.model(), env, role=role, machine=machine, source=source, unknown=r.unknown, args=args
+    )
+
+
+class _Reader:
+    """One pass over the arguments, as vLLM's FlexibleArgumentParser reads them."""
+
+    def __init__(self, args: list[str], what: str, table: FlagTable) -> None:
+        self.args, self.what, self.table = args, what, table
+        self.values: dict[str, Any] = {}
+        self.dotted: dict[str, dict[str, Any]] = {}
+        self.unknown: list[str] = []
+        self.positional: list[str] = []
+        self.after_unknown: list[int] = []
+        """Indexes into `positional` of words right after an unknown switch-or-value flag."""
+        self.i = 0
+
+    def read(self) -> None:
+        args = self.args
+        while self.i < len(args):
+            tok = args[self.i]
+            self.i += 1
+            if tok == "--":
+                self.positional.extend(args[self.i :])
+                break
+            if not tok.startswith("-") or tok == "-" or _is_number(tok):
+                self.positional.append(tok)
+                continue
+            self._flag(tok)
+        for base, tree in self.dotted.items():
+            cur = self.values.get(base)
+            merged = dict(cur) if isinstance(cur, dict) else {}
+            _merge(merged, tree)
+            self.values[base] = merged
+
+    def model(self) -> Any:
+        """vLLM takes one positional (the model): words after unknown flags beyond it were values."""
+        positional, after_unknown = self.positional, self.after_unknown
+        extra = len(positional) - 1
+        drop = set(after_unknown[: max(0, extra)]) if extra > 0 else set()
+        if "model" in self.values and after_unknown:
+            drop = set(after_unknown)
+        positional = [p for k, p in enumerate(positional) if k not in drop]
+        return positional[0] if positional else self.values.get("model")
+
+    def _name(self, tok: str) -> tuple[str, str, str, str, str]:
+        """(canonical flag, flag as written, '=' or '', inline value, dotted sub-key)."""
         if tok.startswith("---"):
             raise BadInput(
-                f"{what}: {tok.split('=')[0]!r} has three dashes: vLLM's parser rejects it "
+                f"{self.what}: {tok.split('=')[0]!r} has three dashes: vLLM's parser rejects it "
                 "(unrecognized arguments)",
                 hint=f"write --{tok.lstrip('-').split('=')[0]}",
             )
         name, eq, inline = tok.lstrip("-").partition("=")
-        base, dot, sub = name.partition(".")
+        base, _, sub = name.partition(".")
         if not tok.startswith("--"):
-            base = table.short(base)
+            base = self.table.short(base)
         else:
             base = base.replace("_", "-")
-            base = table.aliases.get(base, base)
+            base = self.table.aliases.get(base, base)
+        return base, name, eq, inline, sub
+
+    def _flag(self, tok: str) -> None:
+        args, what = self.args, self.what
+        base, name, eq, inline, sub = self._name(tok)
         negated = False
-        if base.startswith("no-") and table.kind(base[3:]) == BOOL:
+        if base.startswith("no-") and self.table.kind(base[3:]) == BOOL:
             base, negated = base[3:], True
-        kind = table.kind(base)
+        kind = self.table.kind(base)
         if kind is None:
-            unknown.append("--" + base if tok.startswith("--") else tok.split("=")[0])
-            if not eq and i < len(args) and not args[i].startswith("-"):
-                after_unknown.append(len(positional))
-            continue
+            self.unknown.append("--" + base if tok.startswith("--") else tok.split("=")[0])
+            if not eq and self.i < len(args) and not args[self.i].startswith("-"):
+                self.after_unknown.append(len(self.positional))
+            return
         if kind == BOOL:
-            if negated:
-                values[base] = False
-            elif eq:
-                values[base] = _bool(what, base, inline)
-            elif i < len(args) and args[i].lower() in ("true", "false"):
-                values[base] = _bool(what, base, args[i])
-                i += 1
-            else:
-                values[base] = True
-            continue
+            self._bool_flag(base, negated, eq, inline)
+            return
         if eq:
             raw = inline
-        elif i < len(args):
-            raw = args[i]
-            i += 1
+        elif self.i < len(args):
+            raw = args[self.i]
+            if self._is_flag(raw):
+                raise BadInput(
+                    f"{what}: --{name} has no value (the next word is the flag {raw.split('=')[0]}): "
+                    "an empty template value or variable",
+                    hint=f"give --{name} its value (--set VAR=VALUE for a variable the file leaves empty)",
+                )
+            self.i += 1
         else:
             raise BadInput(f"{what}: --{name} needs a value")
-        if dot:
+        if "." in name:
             if kind in (INT, BOOL):
                 raise BadInput(f"{what}: --{name}: --{base} takes no dotted sub-keys")
             parts = sub.split(".")
             if any(not p for p in parts):
                 raise BadInput(f"{what}: --{name}: empty key in the dotted form")
-            _set_dotted(dotted.setdefault(base, {}), parts, _dotted_value(raw))
-            continue
-        if kind == INT and raw.startswith("$((") and raw.endswith("))"):
-            values[base] = raw  # arithmetic on what the file cannot tell: left symbolic (unknown)
-        elif kind == INT:
-            values[base] = _int(what, base, raw)
-        elif kind == JSON:
-            v = _json_value(what, base, raw)
-            if base in _MODEL_JSON and not isinstance(v, dict):
-                raise BadInput(
-                    f"--{base}: expected a JSON object, got {type(v).__name__}",
-                    hint='e.g. \'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\'',
-                )
-            values[base] = v
+            _set_dotted(self.dotted.setdefault(base, {}), parts, _dotted_value(raw))
+            return
+        self.values[base] = _typed(what, base, kind, raw)
+
+    def _is_flag(self, word: str) -> bool:
+        """A word that is one of vLLM's flags (`--data-parallel-size`), not a value."""
+        if not word.startswith("--") or len(word) < 3 or _is_number(word):
+            return False
+        base = word[2:].split("=", 1)[0].split(".", 1)[0].replace("_", "-")
+        base = self.table.aliases.get(base, base)
+        return self.table.kind(base[3:] if base.startswith("no-") else base) is not None
+
+    def _bool_flag(self, base: str, negated: bool, eq: str, inline: str) -> None:
+        if negated:
+            self.values[base] = False
+        elif eq:
+            self.values[base] = _bool(self.what, base, inline)
+        elif self.i < len(self.args) and self.args[self.i].lower() in ("true", "false"):
+            self.values[base] = _bool(self.what, base, self.args[self.i])
+            self.i += 1
         else:
-            values[base] = raw
-    for base, tree in dotted.items():
-        cur = values.get(base)
-        merged = dict(cur) if isinstance(cur, dict) else {}
-        _merge(merged, tree)
-        values[base] = merged
-    # vLLM takes one positional (the model): words after unknown flags beyond it were values
-    extra = len(positional) - 1
-    drop = set(after_unknown[: max(0, extra)]) if extra > 0 else set()
-    if "model" in values and after_unknown:
-        drop = set(after_unknown)
-    positional = [p for k, p in enumerate(positional) if k not in drop]
-    model = positional[0] if positional else values.get("model")
-    if "config" in values:
-        unknown.append(
-            f"--config {values['config']} (vLLM config file not found here: its settings are not checked)"
-        )
+            self.values[base] = True
+
+
+def _typed(what: str, base: str, kind: str, raw: str) -> Any:
+    """A flag's value as vLLM's parser types it."""
+    if kind == INT and raw.startswith("$((") and raw.endswith("))"):
+        return raw  # arithmetic on what the file cannot tell: left symbolic (unknown)
+    if kind == INT:
+        return _int(what, base, raw)
+    if kind == JSON:
+        v = _json_value(what, base, raw)
+        if base in _MODEL_JSON and not isinstance(v, dict):
+            raise BadInput(
+                f"--{base}: expected a JSON object, got {type(v).__name__}",
+                hint='e.g. \'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\'',
+            )
+        return v
+    return raw
+
+
+def _serve_config(
+    values: dict[str, Any],
+    model: Any,
+    env: dict[str, str],
+    *,
+    role: str,
+    machine: str | None,
+    source: str,
+    unknown: list[str],
+    args: list[str],
+) -> ServeConfig:
     ktc = values.get("kv-transfer-config")
 
     def geti(key: str, default: int) -> int:

@@ -1,22 +1,19 @@
-"""YAML/JSON inputs -> the vLLM servers they start.
-
-Our own `prefill:`/`decode:` mapping, docker compose `services:`, and Kubernetes-style resources of
-any kind (Pod, Deployment, StatefulSet, LeaderWorkerSet, llm-d, Dynamo DynamoGraphDeployment,
-kthena ModelServing, KServe ...): every container (`command` + `args` + `env`) under them is
-looked at; names on the way (service, role, container) and `subComponentType` give the roles.
+"""What the YAML/JSON formats share: Kubernetes-style resources of any kind (Pod, Deployment,
+StatefulSet, LeaderWorkerSet, llm-d, Dynamo DynamoGraphDeployment, kthena ModelServing, ...) are
+walked and every container (`command` + `args` + `env`) under them is looked at (`walk_docs`);
+names on the way (service, role, container) and `subComponentType` give the roles. Also: env
+lists, vLLM `--config` mappings as flags, the strategic merge controllers apply to templates.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Mapping
 from typing import Any
 
 from vllm_pd_doctor.checkconfig.parse.flags import FLAGS
-from vllm_pd_doctor.checkconfig.parse.shell import Interp
-from vllm_pd_doctor.checkconfig.parse.shellexpand import Scope, expand_dquoted
+from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
 from vllm_pd_doctor.checkconfig.parse.wrappers import Found
 from vllm_pd_doctor.errors import BadInput
 
@@ -43,31 +40,7 @@ def role_from_name(text: str) -> str | None:
     return "prefill" if p and not d else "decode" if d and not p else None
 
 
-def from_docs(docs: list[Any], label: str, variables: Mapping[str, str]) -> list[Found] | None:
-    """The servers in parsed YAML/JSON documents; None when they are not one of our formats."""
-    docs = [d for d in docs if d is not None]
-    if len(docs) == 1 and isinstance(docs[0], dict):
-        d = docs[0]
-        if isinstance(d.get("roles"), dict):
-            d = d["roles"]
-        if any(k in d for k in ROLES) and "kind" not in d and "services" not in d:
-            return _from_mapping(d, label, variables)
-        if isinstance(d.get("services"), dict) and "apiVersion" not in d:
-            return _compose(d["services"], label, variables)
-        if _is_vllm_config(d):
-            return [Found(config_args(d), {}, "vllm serve --config", name="server")]
-    if not docs or not all(isinstance(d, (dict, list)) for d in docs):
-        return None
-    out: list[Found] = []
-    for d in docs:
-        meta = d.get("metadata") if isinstance(d, dict) else None
-        top = str(meta.get("name", "")) if isinstance(meta, dict) else ""
-        kind = str(d.get("kind", "")) if isinstance(d, dict) else ""
-        _walk(d, [top] if top else [], kind or "resource", top, False, out, variables)
-    return out
-
-
-def _is_vllm_config(d: dict[str, Any]) -> bool:
+def is_vllm_config(d: dict[str, Any]) -> bool:
     keys = [str(k).replace("_", "-") for k in d]
     known = sum(1 for k in keys if k in FLAGS)
     return (
@@ -93,33 +66,6 @@ def config_args(cfg: Mapping[str, Any]) -> list[str]:
             out.extend(["--" + k, json.dumps(value)])
         elif value is not None:
             out.extend(["--" + k, str(value)])
-    return out
-
-
-# --- our mapping format ----------------------------------------------------------------------
-
-
-def _from_mapping(doc: dict[str, Any], label: str, variables: Mapping[str, str]) -> list[Found]:
-    out: list[Found] = []
-    for key, entry in doc.items():
-        role = role_from_name(str(key)) if str(key).lower() not in ROLES else str(key).lower()
-        if role is None or entry is None:
-            continue
-        entries = (
-            entry
-            if isinstance(entry, list) and entry and all(isinstance(e, dict) for e in entry)
-            else [entry]
-        )
-        for k, e in enumerate(entries):
-            f = _entry(e, role, f"{label} ({key})", variables)
-            f.role, f.role_source = role, f"{key}: entry"
-            f.name = str(key) if len(entries) == 1 else f"{key}-{k}"
-            out.append(f)
-    if not out:
-        raise BadInput(
-            f"{label}: no prefill: or decode: entry",
-            hint="write prefill: {args: [...], env: {...}} and decode: {...}",
-        )
     return out
 
 
@@ -156,7 +102,7 @@ def _env_value(item: dict[str, Any]) -> str:
     return ""
 
 
-def _run(
+def run_argv(
     argv: list[str],
     env: dict[str, str],
     variables: Mapping[str, str],
@@ -173,139 +119,41 @@ def _run(
     return it.found
 
 
-def _entry(entry: Any, role: str, what: str, variables: Mapping[str, str]) -> Found:
-    if isinstance(entry, str):
-        found = _run_text(entry, variables)
-        if not found:
-            raise BadInput(
-                f"{what}: not a vLLM server command ({entry.strip()[:40]!r})",
-                hint="use `vllm serve MODEL ...` or `python -m "
-                "vllm.entrypoints.openai.api_server --model MODEL ...`",
-            )
-        return found[0]
-    if isinstance(entry, list):
-        entry = {"args": entry}
-    if not isinstance(entry, dict):
-        raise BadInput(
-            f"{what}: expected a command string or a mapping with args/env, got {type(entry).__name__}"
-        )
-    env = env_map(entry.get("env"), what)
-    cmd = entry.get("command", entry.get("cmd"))
-    raw_args = entry.get("args", [])
-    if isinstance(raw_args, str):
-        try:
-            extra = shlex.split(raw_args)
-        except ValueError as exc:
-            raise BadInput(f"{what}: cannot split the arguments ({exc})") from None
-    elif isinstance(raw_args, list):
-        extra = [scalar(a) for a in raw_args]
-    else:
-        raise BadInput(f"{what}: args must be a list or a string")
-    f: Found | None = None
-    if isinstance(cmd, str) and cmd.strip():
-        got = _run_text(cmd, {**variables, **env})
-        f = got[0] if got else None
-        if f is None:
-            raise BadInput(f"{what}: not a vLLM server command ({cmd.strip()[:40]!r})")
-        f.args = f.args + extra
-        f.env = {**f.env, **env}
-    elif isinstance(cmd, list) and cmd:
-        got = _run([scalar(c) for c in cmd] + extra, env, variables)
-        if not got:
-            raise BadInput(f"{what}: not a vLLM server command ({' '.join(map(str, cmd[:3]))!r})")
-        f = got[0]
-    elif extra and (extra[0].rsplit("/", 1)[-1] in ("vllm", "python", "python3")):
-        got = _run(extra, env, variables)
-        if not got:
-            raise BadInput(f"{what}: not a vLLM server command ({' '.join(extra[:3])!r})")
-        f = got[0]
-    else:
-        f = Found(extra[1:] if extra[:1] == ["serve"] else extra, env, "args")
-    if not f.args and "model" not in entry:
-        raise BadInput(f"{what}: empty command (no args)")
-    if entry.get("model") is not None:
-        f.args = [*f.args, "--model", scalar(entry["model"])]
-    host = entry.get("host") or entry.get("node")
-    if host is not None:
-        f.network, f.network_evidence = f"host:{scalar(host)}", "host: entry"
-        f.name = scalar(host)
-    return f
+def merge(base: Any, over: Any) -> Any:
+    """Kubernetes strategic merge as controllers apply it to templates: mappings merge key by key,
+    lists of named entries (containers, env) merge by name, anything else: `over` wins."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = merge(base[k], v) if k in base else v
+        return out
+    if isinstance(base, list) and isinstance(over, list) and _named(base) and _named(over):
+        names = [e["name"] for e in over]
+        merged = [merge(e, over[names.index(e["name"])]) if e["name"] in names else e for e in base]
+        return merged + [e for e in over if e["name"] not in {b["name"] for b in base}]
+    return over
 
 
-def _run_text(text: str, variables: Mapping[str, str]) -> list[Found]:
-    it = Interp(variables)
-    it.run_text(text)
-    return it.found
-
-
-# --- docker compose -------------------------------------------------------------------------
-
-
-def _words(v: Any, what: str) -> list[str]:
-    """compose `command:` / `entrypoint:`: a string is split shell-like (not run by a shell)."""
-    if isinstance(v, str):
-        try:
-            return shlex.split(v)
-        except ValueError as exc:
-            raise BadInput(f"{what}: cannot split ({exc})") from None
-    return [scalar(x) for x in v] if isinstance(v, list) else []
-
-
-def _compose(services: dict[str, Any], label: str, variables: Mapping[str, str]) -> list[Found]:
-    sc = Scope(vars=dict(variables))
-    out: list[Found] = []
-
-    def interp(v: Any) -> Any:
-        if isinstance(v, str):
-            return expand_dquoted(v.replace("$$", "\x00"), sc).replace("\x00", "$")
-        if isinstance(v, list):
-            return [interp(x) for x in v]
-        if isinstance(v, dict):
-            return {k: interp(x) for k, x in v.items()}
-        return v
-
-    for name, svc in services.items():
-        if not isinstance(svc, dict):
-            continue
-        svc = interp(svc)
-        image = str(svc.get("image", ""))
-        env = env_map(svc.get("environment"), f"{label} (service {name})")
-
-        what = f"{label} (service {name})"
-        entry, cmd = _words(svc.get("entrypoint"), what), _words(svc.get("command"), what)
-        host_net = svc.get("network_mode") == "host"
-        net = None if host_net else f"container:{svc.get('container_name') or name}"
-        ev = "compose network_mode: host" if host_net else f"compose service {name}: own network namespace"
-        if entry:
-            found = _run(entry + cmd, env, variables, network=net, evidence=ev, launcher="compose > ")
-        elif (
-            cmd
-            and not cmd[0].startswith("-")
-            and ("vllm" in cmd[0] or "python" in cmd[0] or cmd[0] in ("sh", "bash"))
-        ):
-            found = _run(cmd, env, variables, network=net, evidence=ev, launcher="compose > ")
-        elif "vllm" in image.lower() and (cmd or svc.get("command") is not None):
-            found = [
-                Found(
-                    cmd,
-                    env,
-                    f"compose > {image} (image entrypoint vllm serve)",
-                    network=net,
-                    network_evidence=ev,
-                )
-            ]
-        else:
-            found = []
-        for f in found:
-            f.name, f.image = str(name), image or None
-            r = role_from_name(str(name))
-            if r and f.role is None:
-                f.notes.append(f"name-role:{r}:compose service name {name}")
-            out.append(f)
-    return out
+def _named(items: list[Any]) -> bool:
+    return bool(items) and all(isinstance(e, dict) and "name" in e for e in items)
 
 
 # --- Kubernetes-style resources ---------------------------------------------------------------
+
+
+def walk_docs(docs: list[Any], variables: Mapping[str, str]) -> list[Found] | None:
+    """Every container under these resources that starts vLLM; None when a document is neither a
+    mapping nor a list (not resources)."""
+    docs = [d for d in docs if d is not None]
+    if not docs or not all(isinstance(d, (dict, list)) for d in docs):
+        return None
+    out: list[Found] = []
+    for d in docs:
+        meta = d.get("metadata") if isinstance(d, dict) else None
+        top = str(meta.get("name", "")) if isinstance(meta, dict) else ""
+        kind = str(d.get("kind", "")) if isinstance(d, dict) else ""
+        _walk(d, [top] if top else [], kind or "resource", top, False, out, variables)
+    return out
 
 
 def _walk(
@@ -326,7 +174,7 @@ def _walk(
         return
     host_net = host_net or obj.get("hostNetwork") is True
     cfg = obj.get("config")
-    if isinstance(cfg, dict) and not _is_container(obj) and _is_vllm_config(cfg):
+    if isinstance(cfg, dict) and not _is_container(obj) and is_vllm_config(cfg):
         obj = {**obj, "args": config_args(cfg)}
         obj.pop("config")
     if _is_container(obj):
@@ -382,26 +230,7 @@ def _container(
     st = str(c.get("type", "")).lower()
     if st in ROLES:
         names = [*names, st]
-
-    def sub(s: str) -> str:  # Kubernetes' own $(VAR) references
-        return _K8S_REF.sub(
-            lambda m: (
-                env.get(m.group(1), m.group(0)) if not env.get(m.group(1), "").startswith("<") else m.group(0)
-            ),
-            s,
-        )
-
-    def words(v: Any) -> list[str]:
-        if isinstance(v, str):
-            return [sub(v)]
-        return [sub(scalar(x)) for x in v] if isinstance(v, list) else []
-
-    cmd, args = words(c.get("command")), words(c.get("args"))
-    own: list[str] = []
-    for n in names:
-        if n and n not in _STRUCTURAL and n not in own:
-            own.append(n)
-    path = "/".join(own[:1] + own[1:][-2:]) or kind
+    path = _pod_path(names, kind)
     net = None if host_net else f"pod:{path}"
     ev = (
         "hostNetwork: true (the node's network)"
@@ -409,27 +238,74 @@ def _container(
         else f"Kubernetes {kind} {path}: its own pod network namespace"
     )
     image = str(c.get("image", ""))
-    if cmd:
-        found = _run(cmd + args, env, variables, network=net, evidence=ev, launcher=f"{kind} > ")
-    elif len(args) == 1 and " " in args[0].strip():  # a shell line run by the image's sh -c
-        found = _run(["sh", "-c", args[0]], env, variables, network=net, evidence=ev, launcher=f"{kind} > ")
-    elif args and args[0].rsplit("/", 1)[-1] in ("vllm", "python", "python3", "sh", "bash"):
-        found = _run(args, env, variables, network=net, evidence=ev, launcher=f"{kind} > ")
-    elif args and ("vllm" in image.lower() or any(a.startswith("--kv-transfer-config") for a in args)):
-        found = [
-            Found(args, env, f"{kind} > image entrypoint (vllm serve)", network=net, network_evidence=ev)
-        ]
-    else:
-        found = []
-    for f in found:
+    cmd, args = _k8s_words(c.get("command"), env), _k8s_words(c.get("args"), env)
+    for f in _start(cmd, args, env, image, variables, kind=kind, net=net, ev=ev):
         f.name, f.image = path, image or None
-        st = str((svc or {}).get("subComponentType", "")).lower()
-        if f.role is None and st in ROLES:
-            f.role, f.role_source = st, f"subComponentType: {st}"
-        if f.role is None:
-            for n in reversed(names):
-                r = role_from_name(n)
-                if r:
-                    f.notes.append(f"name-role:{r}:resource name {n}")
-                    break
+        _role_from_names(f, names, svc)
         out.append(f)
+
+
+def _k8s_words(v: Any, env: Mapping[str, str]) -> list[str]:
+    """`command` / `args` with Kubernetes' own $(VAR) references replaced from the env (a value
+    that is a reference to elsewhere, `<fieldRef:...>`, stays a reference)."""
+
+    def sub(s: str) -> str:
+        return _K8S_REF.sub(
+            lambda m: (
+                env.get(m.group(1), m.group(0)) if not env.get(m.group(1), "").startswith("<") else m.group(0)
+            ),
+            s,
+        )
+
+    if isinstance(v, str):
+        return [sub(v)]
+    return [sub(scalar(x)) for x in v] if isinstance(v, list) else []
+
+
+def _pod_path(names: list[str], kind: str) -> str:
+    """The container's name: the resource, then the last two names on the way that are not
+    structural keys (`decode/vllm`)."""
+    own: list[str] = []
+    for n in names:
+        if n and n not in _STRUCTURAL and n not in own:
+            own.append(n)
+    return "/".join(own[:1] + own[1:][-2:]) or kind
+
+
+def _start(
+    cmd: list[str],
+    args: list[str],
+    env: dict[str, str],
+    image: str,
+    variables: Mapping[str, str],
+    *,
+    kind: str,
+    net: str | None,
+    ev: str,
+) -> list[Found]:
+    """The servers a container's command + args start (the image's entrypoint when no command)."""
+    launcher = f"{kind} > "
+    if cmd:
+        return run_argv(cmd + args, env, variables, network=net, evidence=ev, launcher=launcher)
+    if len(args) == 1 and " " in args[0].strip():  # a shell line run by the image's sh -c
+        return run_argv(["sh", "-c", args[0]], env, variables, network=net, evidence=ev, launcher=launcher)
+    if args and not args[0].startswith("-"):  # an argv the image runs (a shim's too): if it starts vLLM
+        got = run_argv(args, env, variables, network=net, evidence=ev, launcher=launcher)
+        if got or args[0].rsplit("/", 1)[-1] in ("vllm", "python", "python3", "sh", "bash"):
+            return got
+    if args and ("vllm" in image.lower() or any(a.startswith("--kv-transfer-config") for a in args)):
+        return [Found(args, env, f"{kind} > image entrypoint (vllm serve)", network=net, network_evidence=ev)]
+    return []
+
+
+def _role_from_names(f: Found, names: list[str], svc: dict[str, Any] | None) -> None:
+    """A Dynamo `subComponentType`, else a hint from the names on the way (the nearest first)."""
+    st = str((svc or {}).get("subComponentType", "")).lower()
+    if f.role is None and st in ROLES:
+        f.role, f.role_source = st, f"subComponentType: {st}"
+    if f.role is None:
+        for n in reversed(names):
+            r = role_from_name(n)
+            if r:
+                f.notes.append(f"name-role:{r}:resource name {n}")
+                break

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from vllm_pd_doctor.checkconfig.parse.dynamo import dynamo
 from vllm_pd_doctor.checkconfig.parse.found import Found, Script
@@ -172,6 +173,16 @@ def _skip_opts(argv: list[str], i: int, value_opts: set[str]) -> int:
     return i
 
 
+@dataclass
+class _At:
+    """What the wrappers so far give the command they run."""
+
+    env: dict[str, str]
+    launcher: str
+    network: str | None
+    network_evidence: str
+
+
 def unwrap(
     argv: list[str],
     env: dict[str, str],
@@ -181,115 +192,156 @@ def unwrap(
     network_evidence: str = "",
 ) -> Found | Script | None:
     """Find the vLLM server in argv; None when it starts none."""
-    env = dict(env)
+    at = _At(dict(env), launcher, network, network_evidence)
     i = 0
     while i < len(argv):
-        a = argv[i]
-        exe = a.rsplit("/", 1)[-1]
-        if exe == "env":
+        nxt = _prefix(argv, i, at)
+        if nxt is None:
+            return _start(argv, i, at)
+        i = nxt
+    return None
+
+
+def _prefix(argv: list[str], i: int, at: _At) -> int | None:
+    """Where the command after the wrapper at argv[i] starts (the wrapper's own settings go to
+    `at`); None when argv[i] is no prefix wrapper."""
+    a = argv[i]
+    exe = a.rsplit("/", 1)[-1]
+    if exe == "env":
+        return _env_cmd(argv, i + 1, at)
+    if _ENV_RE.match(a) and i == 0:
+        k, _, v = a.partition("=")
+        at.env[k] = v
+        return i + 1
+    if exe in _PREFIX:
+        return _skip_opts(argv, i + 1, {"-n", "-o", "-e", "-i", "-c", "-u", "-g"})
+    if exe == "timeout":
+        return _skip_opts(argv, i + 1, _VALUE_OPTS["timeout"]) + 1
+    if exe in ("numactl", "taskset"):
+        at.launcher += exe + " > "
+        return _pinning(argv, i, exe)
+    if exe == "srun":
+        return _srun(argv, i + 1, at)
+    if exe in ("uv", "pixi", "poetry", "conda", "micromamba") and argv[i + 1 : i + 2] == ["run"]:
+        at.launcher += f"{exe} run > "
+        return _skip_opts(argv, i + 2, _VALUE_OPTS["uv"] | {"-n", "--name", "-e"})
+    return None
+
+
+def _env_cmd(argv: list[str], i: int, at: _At) -> int:
+    while i < len(argv) and (argv[i].startswith("-") or _ENV_RE.match(argv[i])):
+        if _ENV_RE.match(argv[i]):
+            k, _, v = argv[i].partition("=")
+            at.env[k] = v
+        elif argv[i] in ("-u", "--unset", "-C", "--chdir", "-S"):
             i += 1
-            while i < len(argv) and (argv[i].startswith("-") or _ENV_RE.match(argv[i])):
-                if _ENV_RE.match(argv[i]):
-                    k, _, v = argv[i].partition("=")
-                    env[k] = v
-                elif argv[i] in ("-u", "--unset", "-C", "--chdir", "-S"):
-                    i += 1
-                i += 1
-            launcher += "env > "
-            continue
-        if _ENV_RE.match(a) and i == 0:
-            k, _, v = a.partition("=")
-            env[k] = v
-            i += 1
-            continue
-        if exe in _PREFIX:
-            i = _skip_opts(argv, i + 1, {"-n", "-o", "-e", "-i", "-c", "-u", "-g"})
-            continue
-        if exe == "timeout":
-            i = _skip_opts(argv, i + 1, _VALUE_OPTS["timeout"]) + 1
-            continue
-        if exe in ("numactl", "taskset"):
-            i = _skip_opts(argv, i + 1, _VALUE_OPTS[exe])
-            if (
-                exe == "taskset"
-                and i < len(argv)
-                and not argv[i - 1].startswith("-c")
-                and re.fullmatch(r"(0x)?[0-9a-fA-F,\-]+", argv[i])
-            ):
-                i += 1  # the mask
-            elif exe == "taskset" and i < len(argv) and re.fullmatch(r"[0-9,\-]+", argv[i]):
-                i += 1
-            launcher += exe + " > "
-            continue
-        if exe == "srun":
-            j = i + 1
-            node = None
-            while j < len(argv) and argv[j].startswith("-") and argv[j] != "--":
-                name, eq, val = argv[j].partition("=")
-                takes = name in _VALUE_OPTS["srun"] and not eq
-                if name in ("-w", "--nodelist"):
-                    node = val if eq else (argv[j + 1] if j + 1 < len(argv) else None)
-                elif name.startswith("-w") and not name.startswith("--") and len(name) > 2:
-                    node = name[2:]
-                j += 2 if takes else 1
-            i = j
-            launcher += "srun > "
-            if node and network is None:
-                network, network_evidence = f"host:{node}", f"srun --nodelist {node}"
-            continue
-        if (
-            exe in ("uv", "pixi", "poetry", "conda", "micromamba")
-            and i + 1 < len(argv)
-            and argv[i + 1] == "run"
-        ):
-            i = _skip_opts(argv, i + 2, _VALUE_OPTS["uv"] | {"-n", "--name", "-e"})
-            launcher += f"{exe} run > "
-            continue
-        if exe in ("sh", "bash", "dash", "zsh"):
-            j = i + 1
-            while j < len(argv) and argv[j].startswith("-") and "c" not in argv[j]:
-                j += 1
-            if j < len(argv) and argv[j].startswith("-") and "c" in argv[j] and j + 1 < len(argv):
-                return Script(
-                    argv[j + 1], argv[j + 3 :], env, launcher + f"{exe} -c > ", network, network_evidence
-                )
-            return None
-        if exe in ("docker", "podman", "nerdctl"):
-            return _docker(argv[i:], env, launcher, network, network_evidence)
-        if exe == "vllm":
-            if i + 1 < len(argv) and argv[i + 1] == "serve":
-                return Found(
-                    argv[i + 2 :],
-                    env,
-                    launcher + "vllm serve",
-                    network=network,
-                    network_evidence=network_evidence,
-                )
-            return None
-        if exe.startswith("python") or exe == "uvx":
-            j = i + 1
-            while j < len(argv) and argv[j].startswith("-") and argv[j] != "-m":
-                j += 2 if argv[j] in ("-W", "-X") else 1
-            if j + 1 < len(argv) and argv[j] == "-m":
-                mod, rest = argv[j + 1], argv[j + 2 :]
-                if mod in API_MODULES:
-                    if mod == "vllm.entrypoints.cli.main":
-                        if rest[:1] != ["serve"]:
-                            return None
-                        rest = rest[1:]
-                    return Found(
-                        rest,
-                        env,
-                        launcher + f"python -m {mod}",
-                        network=network,
-                        network_evidence=network_evidence,
-                    )
-                if mod in ("dynamo.vllm", "dynamo.vllm.unified_main"):
-                    f = dynamo(rest, env, launcher)
-                    f.network, f.network_evidence = network, network_evidence
-                    return f
-            return None
+        i += 1
+    at.launcher += "env > "
+    return i
+
+
+def _pinning(argv: list[str], i: int, exe: str) -> int:
+    """numactl / taskset: past their options (and taskset's mask)."""
+    i = _skip_opts(argv, i + 1, _VALUE_OPTS[exe])
+    if (
+        exe == "taskset"
+        and i < len(argv)
+        and not argv[i - 1].startswith("-c")
+        and re.fullmatch(r"(0x)?[0-9a-fA-F,\-]+", argv[i])
+    ):
+        return i + 1  # the mask
+    if exe == "taskset" and i < len(argv) and re.fullmatch(r"[0-9,\-]+", argv[i]):
+        return i + 1
+    return i
+
+
+def _srun(argv: list[str], j: int, at: _At) -> int:
+    node = None
+    while j < len(argv) and argv[j].startswith("-") and argv[j] != "--":
+        name, eq, val = argv[j].partition("=")
+        takes = name in _VALUE_OPTS["srun"] and not eq
+        if name in ("-w", "--nodelist"):
+            node = val if eq else (argv[j + 1] if j + 1 < len(argv) else None)
+        elif name.startswith("-w") and not name.startswith("--") and len(name) > 2:
+            node = name[2:]
+        j += 2 if takes else 1
+    at.launcher += "srun > "
+    if node and at.network is None:
+        at.network, at.network_evidence = f"host:{node}", f"srun --nodelist {node}"
+    return j
+
+
+def _start(argv: list[str], i: int, at: _At) -> Found | Script | None:
+    """The command at argv[i], past every prefix wrapper: a shell, a container, or vLLM."""
+    exe = argv[i].rsplit("/", 1)[-1]
+    if exe in ("sh", "bash", "dash", "zsh"):
+        j = i + 1
+        while j < len(argv) and argv[j].startswith("-") and "c" not in argv[j]:
+            j += 1
+        if j < len(argv) and argv[j].startswith("-") and "c" in argv[j] and j + 1 < len(argv):
+            return Script(
+                argv[j + 1],
+                argv[j + 3 :],
+                at.env,
+                at.launcher + f"{exe} -c > ",
+                at.network,
+                at.network_evidence,
+            )
         return None
+    if exe in ("docker", "podman", "nerdctl"):
+        return _docker(argv[i:], at.env, at.launcher, at.network, at.network_evidence)
+    if exe == "vllm":
+        if argv[i + 1 : i + 2] == ["serve"]:
+            return _found(argv[i + 2 :], at, "vllm serve")
+        return None
+    if exe.startswith("python") or exe == "uvx":
+        return _python(argv, i, at)
+    return _shim(argv, i, at)
+
+
+def _shim(argv: list[str], i: int, at: _At) -> Found | Script | None:
+    """A command pd-doctor does not know whose arguments, after its own options, start vLLM with
+    arguments (`vendor_entrypoint.sh vllm serve M ...`, `tini -- vllm serve M`, `/opt/run.sh
+    python3 -m vllm.entrypoints.openai.api_server ...`): a launcher that execs its argv, whatever
+    its name."""
+    exe = argv[i].rsplit("/", 1)[-1]
+    j = i + 1
+    while j < len(argv) and argv[j].startswith("-"):  # the shim's own options (`tini --`)
+        j += 1
+    if j >= len(argv) or not _is_exe(argv[j]):
+        return None
+    got = unwrap(
+        argv[j:],
+        at.env,
+        launcher=at.launcher + f"{exe} > ",
+        network=at.network,
+        network_evidence=at.network_evidence,
+    )
+    return got if isinstance(got, Script) or (got is not None and got.args) else None
+
+
+def _found(args: list[str], at: _At, how: str) -> Found:
+    return Found(args, at.env, at.launcher + how, network=at.network, network_evidence=at.network_evidence)
+
+
+def _python(argv: list[str], i: int, at: _At) -> Found | None:
+    """`python -m` one of vLLM's API server modules, or Dynamo's vLLM worker."""
+    j = i + 1
+    while j < len(argv) and argv[j].startswith("-") and argv[j] != "-m":
+        j += 2 if argv[j] in ("-W", "-X") else 1
+    if not (j + 1 < len(argv) and argv[j] == "-m"):
+        return None
+    mod, rest = argv[j + 1], argv[j + 2 :]
+    if mod in API_MODULES:
+        if mod == "vllm.entrypoints.cli.main":
+            if rest[:1] != ["serve"]:
+                return None
+            rest = rest[1:]
+        return _found(rest, at, f"python -m {mod}")
+    if mod in ("dynamo.vllm", "dynamo.vllm.unified_main"):
+        f = dynamo(rest, at.env, at.launcher)
+        f.network, f.network_evidence = at.network, at.network_evidence
+        return f
     return None
 
 

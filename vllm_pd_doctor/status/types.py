@@ -1,0 +1,97 @@
+"""The result of `pd-doctor status`: engines as read, side-channel comparisons, findings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllm_pd_doctor.results import Result
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One observation behind a finding."""
+
+    engine: str
+    """The engine's role and URL (prefill http://..., decode http://...)."""
+    metric: str
+    """The metric (as vLLM names it), or `side channel` / `/version`."""
+    value: str
+    """What was seen: `+0 over 2.0 s (total 384)`, a label, a hash."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something wrong (or worth knowing) about the running deployment."""
+
+    id: str
+    severity: str
+    """error, warning or info (an error makes the exit code 1)."""
+    title: str
+    evidence: tuple[Evidence, ...]
+    triage_class: str | None
+    """The `pd-doctor triage` class this corresponds to (`triage --list`)."""
+    fix: str
+    next: str
+    """The next pd-doctor command to run."""
+    references: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HandshakeView:
+    """An engine's NIXL handshake metadata, as its side channel served it."""
+
+    address: str
+    compatibility_hash: str | None
+    metadata: dict[str, Any]
+    fields: tuple[str, ...]
+    error: str | None = None
+    """Why the side channel could not be read (then the rest is empty)."""
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """One engine as read: health, release, model, what its release exposes."""
+
+    role: str
+    url: str
+    health: int | None
+    version: str | None
+    model: str | None
+    block_size: int | None
+    """From `vllm:cache_config_info` (the effective size, not the flag)."""
+    metrics_from: str | None
+    """Where the list of metrics this release exposes came from (index release or --python)."""
+    not_exposed: tuple[str, ...]
+    """Metrics status reads that this release does not define (not zero: absent)."""
+    handshake: HandshakeView | None
+    key_values: tuple[tuple[str, str], ...] = ()
+    """Figures shown in the table: metric -> `value (delta)`."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One handshake field of prefill vs decode."""
+
+    field: str
+    prefill: str
+    decode: str
+    same: bool
+
+
+@dataclass(frozen=True)
+class StatusReport(Result):
+    """What `pd-doctor status` saw in one window of `interval_s`."""
+
+    engines: tuple[EngineStatus, ...]
+    comparisons: tuple[Comparison, ...]
+    findings: tuple[Finding, ...]
+    interval_s: float
+    elapsed_s: float
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "error")

@@ -1,0 +1,181 @@
+"""What every scenario recipe shares: schedulers per role, D-side requests, steps, outcomes.
+
+Runs INSIDE the target vLLM interpreter (stdlib + vllm only). The scheduler, the connector's
+scheduler half and the KV cache manager are vLLM's own (built by `kvconfig.Setup`); only the model
+step is fabricated (`drive.fabricate_model_output`), and the worker's report of finished or failed
+transfers is the `KVConnectorOutput` vLLM's worker would hand the scheduler. An outcome says what
+vLLM itself did: an assertion or exception raised inside vLLM (its file:line), or an invariant
+observed broken afterwards.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from .. import drive, observe, triggers
+from ..kvconfig import Setup
+
+Outcome = dict[str, Any]
+VLLM_DIR = "/vllm/"
+
+
+class NotApplicable(Exception):
+    """The scenario's code path does not exist here (said why); not a verdict either way."""
+
+
+class Ctx:
+    """One run's Setups (one per KV role, each built once) and the connector names present."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.model_dir = str(spec["model_dir"])
+        """The model of the scenario running now (the runner sets it per scenario)."""
+        self.setups: dict[str, Setup] = {}
+        self._builds: dict[tuple[str, str], dict[Any, Any]] = {}
+        self.registry: dict[str, Any] = {}
+
+    def setup(self, kv_role: str) -> Setup:
+        """The model's Setup (built once per model: its ModelConfig and layers do not depend on
+        the role), with the builds (VllmConfig, KV cache groups) of `kv_role`."""
+        s = self.setups.get(self.model_dir)
+        if s is None:
+            s = self.setups[self.model_dir] = Setup({**self.spec, "model_dir": self.model_dir})
+        s.spec["kv_role"] = kv_role
+        s._built = self._builds.setdefault((self.model_dir, kv_role), {})
+        return s
+
+    def scheduler(self, vllm_name: str, kv_role: str, budget: int = 2048) -> tuple[Any, Any]:
+        """A fresh real Scheduler (empty prefix cache) and a request factory hashing like it."""
+        return self.setup(kv_role).scheduler_factory(vllm_name)(budget)  # type: ignore[no-any-return]
+
+    def vocab(self) -> int:
+        return int(self.setup("kv_consumer").hf_config.get("vocab_size") or 512)
+
+
+def remote_prefill_params(rid: str, num_blocks: int) -> dict[str, Any]:
+    """kv_transfer_params a proxy hands a D-side request (the union of what the connectors read)."""
+    return {
+        "do_remote_prefill": True,
+        "do_remote_decode": False,
+        "remote_engine_id": "pd-doctor-prefill",
+        "remote_block_ids": list(range(num_blocks)),
+        "remote_host": "127.0.0.1",
+        "remote_port": 5600,
+        "remote_handshake_port": 5601,
+        "remote_notify_port": 5602,
+        "remote_bootstrap_addr": "127.0.0.1:8998",
+        "remote_request_id": rid,
+        "transfer_id": rid,
+        "tp_size": 1,
+    }
+
+
+def kv_output(**sets: Any) -> Any:
+    """vLLM's KVConnectorOutput with those of the given fields this release has."""
+    cls = drive.import_first("import KVConnectorOutput", [("vllm.v1.outputs", "KVConnectorOutput")])
+    return drive.construct("build KVConnectorOutput", cls, **sets)
+
+
+def has_field(cls_path: tuple[str, str], name: str) -> bool:
+    return name in drive.field_names(getattr(importlib.import_module(cls_path[0]), cls_path[1]))
+
+
+def step(sched: Any, kv_connector_output: Any = None) -> Any:
+    """One engine step: schedule, the fabricated model step (with the worker's KV report), update."""
+    so = sched.schedule()
+    mro = drive.fabricate_model_output(sched, so, token=7)
+    if kv_connector_output is not None:
+        mro.kv_connector_output = kv_connector_output
+    return sched.update_from_output(so, mro)
+
+
+def free_blocks(sched: Any) -> int | None:
+    pool = getattr(sched.kv_cache_manager, "block_pool", None)
+    fn = getattr(pool, "get_num_free_blocks", None)
+    return int(fn()) if callable(fn) else None
+
+
+def kv_params_of(outputs: Any, rid: str) -> dict[str, Any] | None:
+    """The kv_transfer_params vLLM hands back with a finished request (`update_from_output`'s outputs)."""
+    for eco in (outputs or {}).values():
+        for o in getattr(eco, "outputs", ()) or ():
+            if str(getattr(o, "request_id", "")) == rid and getattr(o, "kv_transfer_params", None):
+                return dict(o.kv_transfer_params)
+    return None
+
+
+def prefill_params(ctx: Ctx, vllm_name: str, prompt: list[int], rid: str) -> dict[str, Any]:
+    """What a proxy hands the D side for `prompt`: a kv_producer Scheduler runs the request
+    (do_remote_decode) to its end and its connector's request_finished gives the params (a
+    connector whose P side returns none, Mooncake's, is addressed by the proxy: the usual keys)."""
+    sched, rf = ctx.scheduler(vllm_name, "kv_producer")
+    proxy = remote_prefill_params(rid, -(-len(prompt) // int(sched.block_size)))
+    # The proxy tells P about its peer too (MoRIIO's P side needs the peer's host and ports).
+    req = rf.make(rid, prompt, {**proxy, "do_remote_prefill": False, "do_remote_decode": True})
+    sched.add_request(req)
+    sent: dict[str, Any] = {}
+    for _ in range(8):
+        sent = kv_params_of(step(sched), rid) or {}
+        if sent or rid not in sched.requests:
+            break
+    return {**proxy, **sent, "do_remote_prefill": True, "do_remote_decode": False}
+
+
+def add_waiting_d_request(ctx: Ctx, sched: Any, rf: Any, rid: str, blocks: int = 2) -> Any:
+    """A D-side request with the params the real P side sent for it, which the connector makes wait
+    for remote KV (NotApplicable if it does not)."""
+    bs = int(sched.block_size)
+    prompt = triggers.prompt_tokens(blocks * bs, ctx.vocab())
+    params = prefill_params(ctx, _name(sched), prompt, rid)
+    req = rf.make(rid, prompt, params)
+    sched.add_request(req)
+    step(sched)
+    status = str(getattr(req.status, "name", req.status))
+    if status != "WAITING_FOR_REMOTE_KVS":
+        raise NotApplicable(
+            f"the connector's scheduler half left the D request {status}: it never waited for remote KV "
+            "(a synchronous load, e.g. MoRIIO READ mode), so no transfer can finish after an abort"
+        )
+    return req
+
+
+def _name(sched: Any) -> str:
+    return str(sched.vllm_config.kv_transfer_config.kv_connector)
+
+
+def held(ok: bool, observed: dict[str, Any], invariant: str | None = None) -> Outcome:
+    """An outcome where vLLM raised nothing; `invariant` names what was observed broken, if any."""
+    return {
+        "failed": not ok,
+        "how": None if ok else "invariant",
+        "invariant": None if ok else invariant,
+        "observed": observed,
+    }
+
+
+def attempt(fn: Callable[[], Outcome]) -> Outcome:
+    """Run a recipe; an exception raised inside vLLM is its outcome (file:line), ours propagates."""
+    try:
+        return fn()
+    except NotApplicable:
+        raise
+    except Exception as exc:
+        tb = traceback.extract_tb(exc.__traceback__)
+        if not tb or VLLM_DIR not in tb[-1].filename.replace("\\", "/"):
+            raise
+        loc = observe.exception_location(exc)
+        return {
+            "failed": True,
+            "how": "assertion" if isinstance(exc, AssertionError) else "exception",
+            "exception": type(exc).__name__,
+            "message": str(exc) or None,
+            "location": f"{loc['file']}:{loc['line']}" if loc else None,
+            "function": loc["function"] if loc else None,
+            "statement": loc["code"] if loc else None,
+            "traceback": observe.format_exception(exc),
+            "invariant": None,
+            "observed": {},
+        }
