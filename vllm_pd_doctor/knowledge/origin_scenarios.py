@@ -16,6 +16,8 @@ SCENARIOS: dict[str, str] = {
     "_update_requests_with_invalid_blocks": "hybrid-load-failure",
     "_handle_invalid_blocks": "hybrid-load-failure",
     "get_num_new_matched_tokens": "n1-truncation",
+    "_reap_expired_send_leases": "lease-reaper",
+    "_apply_prefix_caching": "d-extra-block",
 }
 """function -> scenario id (each registered: a fast test checks)."""
 
