@@ -1,12 +1,15 @@
-"""Pure functions from result types to text: one module per format, one `emit` for every command.
+"""Pure functions from result types to text: one module per result type, one `emit` for every command.
 
-`table.py` (rich, for people), `json.py` (each document with `schema_version`) and `markdown.py`
-(issue comments, bug reports) each hold one function per result type. `formatters()` maps
-(result type, format) to them; a command calls `show(result, fmt)` (`emit` to stdout).
+Each module renders one feature's results in every format: `repro`, `checkconfig`, `triage`,
+`matrix` (matrix and bisect), `envs`, `hotfix`, `status`, `scenarios` (each with its table, JSON
+and Markdown functions;
+`_common` holds what they share, `mermaid` repro's sequence diagrams). They import `results/` and
+nothing of a feature. `formatters()` maps (result type, format) to them; a command calls
+`show(result, fmt)` (`emit` to stdout); the report embeds a result's JSON document with `to_dict`.
 
-A new result type (a frozen dataclass subclassing `model.Result`, e.g. triage's verdicts): a
-function in each format module and one line in `formatters()`. A new format: a module with one
-function per result type, an `OutputFormat` member and a column in `formatters()`.
+A new result type (a frozen dataclass subclassing `results.Result`, in `results/`): a module here
+with a function per format and one line in `formatters()`. A new format: a function per result
+type, an `OutputFormat` member and a column in `formatters()`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # `OutputFormat` is light: the command modules declare options with it
-    from vllm_pd_doctor.results import Result
+    from vllm_pd_doctor.results.base import Result
 
 
 class OutputFormat(str, Enum):
@@ -42,85 +45,209 @@ class Options:
 
 
 Formatter = Callable[[Any, Options], str]
+Documenter = Callable[[Any, Options], Any]
+"""A result's JSON document as plain data (dicts, lists, str, numbers, bools, None)."""
+
+
+Entry = tuple[Formatter, Documenter, Formatter]
+"""A result type's (table, JSON document, markdown) functions."""
+
+
+def _table(fn: Callable[[Any], Any]) -> Formatter:
+    def render_table(r: Any, o: Options) -> str:
+        from vllm_pd_doctor.formats._common import render
+
+        return render(fn(r), width=o.width, color=o.color)
+
+    return render_table
+
+
+def _doc(fn: Callable[[Any], Any]) -> Documenter:
+    return lambda r, o: fn(r)
+
+
+def _text(fn: Callable[[Any], str]) -> Formatter:
+    return lambda r, o: fn(r)
+
+
+def _repro() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import repro
+    from vllm_pd_doctor.results import repro as rr
+
+    return {
+        rr.ReproReport: (
+            lambda r, o: repro.repro_text(r, width=o.width, color=o.color),
+            lambda r, o: repro.repro_to_obj(r, as_list=o.as_list),
+            _text(repro.repro_md),
+        ),
+    }
+
+
+def _checkconfig() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import checkconfig as f
+    from vllm_pd_doctor.results import checkconfig as rc
+
+    return {
+        rc.CheckReport: (_table(f.check_table), _doc(f.check_obj), _text(f.check_md)),
+        rc.RuleCatalogue: (_table(f.rules_table), _doc(f.rules_obj), _text(f.rules_md)),
+    }
+
+
+def _matrix() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import matrix as f
+    from vllm_pd_doctor.results import matrix as rm
+
+    return {
+        rm.MatrixReport: (_table(f.matrix_table), _doc(f.matrix_obj), _text(f.matrix_md)),
+        rm.BisectReport: (_text(f.bisect_text), _doc(f.bisect_obj), _text(f.bisect_md)),
+    }
+
+
+def _envs() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import envs as f
+    from vllm_pd_doctor.results import envs as re
+
+    return {
+        re.EnvListing: (_table(f.envs_table), _doc(f.envs_obj), _text(f.envs_md)),
+        re.EnvChange: (_text(f.env_change_text), _doc(f.env_change_obj), _text(f.env_change_md)),
+    }
+
+
+def _hotfix() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import hotfix as f
+    from vllm_pd_doctor.results import hotfix as rh
+
+    return {
+        rh.Status: (_table(f.hotfix_status_table), _doc(f.hotfix_status_obj), _text(f.hotfix_status_md)),
+        rh.Change: (_text(f.hotfix_change_text), _doc(f.hotfix_change_obj), _text(f.hotfix_change_md)),
+    }
+
+
+def _triage() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import triage as f
+    from vllm_pd_doctor.results import triage as rt
+
+    return {
+        rt.TriageResult: (_table(f.triage_table), _doc(f.triage_obj), _text(f.triage_md)),
+        rt.FailureCatalogue: (_table(f.catalogue_table), _doc(f.catalogue_obj), _text(f.catalogue_md)),
+    }
+
+
+def _scenarios() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import scenarios as f
+    from vllm_pd_doctor.results import scenarios as rsc
+
+    return {
+        rsc.ScenarioReport: (_table(f.report_table), _doc(f.report_obj), _text(f.report_md)),
+        rsc.ScenarioMatrix: (_table(f.matrix_table), _doc(f.matrix_obj), _text(f.matrix_md)),
+        rsc.ScenarioCatalogue: (_table(f.catalogue_table), _doc(f.catalogue_obj), _text(f.catalogue_md)),
+        rsc.ScenarioBisect: (_text(f.bisect_text), _doc(f.bisect_obj), _text(f.bisect_md)),
+    }
+
+
+def _status() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import status as f
+    from vllm_pd_doctor.results import status as rs
+
+    return {rs.StatusReport: (_table(f.status_table), _doc(f.status_obj), _text(f.status_md))}
+
+
+_FEATURES: dict[str, Callable[[], dict[type, Entry]]] = {
+    "repro": _repro,
+    "checkconfig": _checkconfig,
+    "matrix": _matrix,
+    "envs": _envs,
+    "hotfix": _hotfix,
+    "triage": _triage,
+    "scenarios": _scenarios,
+    "status": _status,
+}
+"""`results/<feature>.py` -> its formats (`formats/<feature>.py`), imported only when one of that
+feature's results is rendered: a check-config run never imports the repro or triage formats."""
+
+
+@functools.cache
+def _feature(name: str) -> dict[type, Entry]:
+    builder = _FEATURES.get(name)
+    return builder() if builder is not None else {}
+
+
+def _entry(rt: type) -> Entry | None:
+    return _feature(rt.__module__.rpartition(".")[2]).get(rt)
+
+
+def _per_type() -> dict[type, Entry]:
+    """Every result type pd-doctor renders: (table, JSON document, markdown)."""
+    out: dict[type, Entry] = {}
+    for name in _FEATURES:
+        out.update(_feature(name))
+    return out
+
+
+def _pick(entry: Entry, fmt: OutputFormat) -> Formatter:
+    table, document, markdown = entry
+    if fmt is OutputFormat.json:
+
+        def as_json(r: Any, o: Options) -> str:
+            from vllm_pd_doctor.formats._common import dumps
+
+            return dumps(document(r, o))
+
+        return as_json
+    return table if fmt is OutputFormat.table else markdown
 
 
 @functools.cache
 def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     """Every (result type, format) pd-doctor renders, and the function that does it.
 
-    Each result type (a `model.Result` subclass) has one entry per format;
+    Each result type (a `results.Result` subclass) has one entry per format;
     `tests/test_formats.py` finds every `Result` subclass in the package and checks it has all.
     """
-    from vllm_pd_doctor import hotfix
-    from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
-    from vllm_pd_doctor.envs import EnvListing
-    from vllm_pd_doctor.formats import _text
-    from vllm_pd_doctor.formats import json as j
-    from vllm_pd_doctor.formats import json_triage as jt
-    from vllm_pd_doctor.formats import markdown as md
-    from vllm_pd_doctor.formats import status as st
-    from vllm_pd_doctor.formats import table as t
-    from vllm_pd_doctor.matrix import BisectReport, MatrixReport
-    from vllm_pd_doctor.results import EnvChange, ReproReport
-    from vllm_pd_doctor.scenarios import formats as sf
-    from vllm_pd_doctor.scenarios.results import (
-        ScenarioBisect,
-        ScenarioCatalogue,
-        ScenarioMatrix,
-        ScenarioReport,
-    )
-    from vllm_pd_doctor.status.types import StatusReport
-    from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult
+    return {(rt, fmt): _pick(entry, fmt) for rt, entry in _per_type().items() for fmt in OutputFormat}
 
-    def table(fn: Callable[[Any], Any]) -> Formatter:
-        return lambda r, o: t.render(fn(r), width=o.width, color=o.color)
 
-    def as_json(fn: Callable[[Any], Any]) -> Formatter:
-        return lambda r, o: j.dumps(fn(r))
+def _plain(value: Any) -> Any:
+    """`value` as `json.loads(dumps(value))` would give it back: dict keys as JSON writes them,
+    tuples as lists, anything JSON has no type for as its `str` (what `dumps` does)."""
+    if isinstance(value, dict):
+        return {_key(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):  # a str enum member as JSON writes it: its value
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return str(value)
 
-    def text(fn: Callable[[Any], str]) -> Formatter:
-        return lambda r, o: fn(r)
 
-    per_type: dict[type, tuple[Formatter, Formatter, Formatter]] = {
-        # result type: (table, json, markdown)
-        ReproReport: (
-            lambda r, o: t.repro_text(r, width=o.width, color=o.color),
-            lambda r, o: j.dumps(j.repro_to_obj(r, as_list=o.as_list)),
-            text(md.repro_md),
-        ),
-        CheckReport: (table(t.check_table), as_json(j.check_obj), text(md.check_md)),
-        RuleCatalogue: (table(t.rules_table), as_json(j.rules_obj), text(md.rules_md)),
-        MatrixReport: (table(t.matrix_table), as_json(j.matrix_obj), text(md.matrix_md)),
-        BisectReport: (text(t.bisect_text), as_json(j.bisect_obj), text(md.bisect_md)),
-        EnvListing: (table(t.envs_table), as_json(j.envs_obj), text(md.envs_md)),
-        EnvChange: (text(_text.env_change_text), as_json(j.env_change_obj), text(md.env_change_md)),
-        hotfix.Status: (
-            table(t.hotfix_status_table),
-            as_json(j.hotfix_status_obj),
-            text(md.hotfix_status_md),
-        ),
-        hotfix.Change: (
-            text(_text.hotfix_change_text),
-            as_json(j.hotfix_change_obj),
-            text(md.hotfix_change_md),
-        ),
-        TriageResult: (table(t.triage_table), as_json(jt.triage_obj), text(md.triage_md)),
-        FailureCatalogue: (table(t.catalogue_table), as_json(jt.catalogue_obj), text(md.catalogue_md)),
-        ScenarioReport: (table(sf.report_table), as_json(sf.report_obj), text(sf.report_md)),
-        ScenarioMatrix: (table(sf.matrix_table), as_json(sf.matrix_obj), text(sf.matrix_md)),
-        ScenarioCatalogue: (table(sf.catalogue_table), as_json(sf.catalogue_obj), text(sf.catalogue_md)),
-        ScenarioBisect: (text(sf.bisect_text), as_json(sf.bisect_obj), text(sf.bisect_md)),
-        StatusReport: (table(st.status_table), as_json(st.status_obj), text(st.status_md)),
-    }
-    order = (OutputFormat.table, OutputFormat.json, OutputFormat.markdown)
-    return {(rt, f): fn for rt, fns in per_type.items() for f, fn in zip(order, fns, strict=True)}
+def _key(k: Any) -> str:
+    if isinstance(k, bool):
+        return "true" if k else "false"
+    return "null" if k is None else str(k)
+
+
+def to_dict(result: Result, *, as_list: bool = False) -> Any:
+    """`result`'s JSON document as plain data: what `emit(result, json)` writes, for the report to
+    embed (a dict; a list for a repro report with `as_list`)."""
+    entry = _entry(type(result))
+    if entry is None:
+        raise TypeError(f"no json format for {type(result).__name__}")
+    from vllm_pd_doctor.sanitize import clean
+
+    return _plain(entry[1](clean(result), Options(as_list=as_list)))
 
 
 def emit(
     result: Result, fmt: OutputFormat, *, width: int = 110, color: bool = False, as_list: bool = False
 ) -> str:
     """`result` as text in `fmt`: the one way a command's result reaches its output."""
-    fn = formatters().get((type(result), OutputFormat(fmt)))
+    entry = _entry(type(result))
+    fn = None if entry is None else _pick(entry, OutputFormat(fmt))
     if fn is None:
         raise TypeError(f"no {OutputFormat(fmt).value} format for {type(result).__name__}")
     from vllm_pd_doctor.sanitize import clean

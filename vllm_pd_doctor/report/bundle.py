@@ -11,7 +11,7 @@ from typing import Any
 
 from vllm_pd_doctor import __version__, safeio
 from vllm_pd_doctor.formats import OutputFormat, emit
-from vllm_pd_doctor.report import collect, docs, facts, logs, render, standalone
+from vllm_pd_doctor.report import collect, docs, facts, identity, logs, render, standalone
 from vllm_pd_doctor.report.collect import Collected, ReproRun
 from vllm_pd_doctor.report.facts import Public
 from vllm_pd_doctor.report.gather import Gathered as Gathered
@@ -19,6 +19,7 @@ from vllm_pd_doctor.report.gather import ReportInputs as ReportInputs
 from vllm_pd_doctor.report.gather import gather as gather
 from vllm_pd_doctor.report.gather import given
 from vllm_pd_doctor.report.redact import RedactionContext, Redactor, hosts_in, is_secret_name, secret_values
+from vllm_pd_doctor.results.checkconfig import CheckReport
 
 HOST_SCAN = 100_000
 """Characters at each end of a log searched for host names given by context (start-up lines
@@ -90,8 +91,12 @@ def _logs(
     sigs: set[str] = set()
     red = pub.red
     for i, (path, got) in enumerate(g.logs, 1):
-        name = _safe_name(red.file_name(path.name), used) if private else f"log-{i}"
-        given = pub.text(str(path)) if private else f"log {i} ({pub.text(path.name)})"
+        name = _safe_name(red.file_name(pub.renamed(path.name)), used) if private else f"log-{i}"
+        given = (
+            pub.text(str(path))
+            if private
+            else f"log {i} ({pub.safe.rename.get(path.name) or pub.text(path.name)})"
+        )
         if not got.ok:
             log_docs.append(render.LogDoc(name=name, given_as=given, ok=False, why=pub.text(got.why or "?")))
             continue
@@ -121,10 +126,12 @@ def _logs(
                         first_line=e.first_line,
                         last_line=e.last_line,
                         text=pub.text("\n".join(e.lines)),
+                        origin=pub.text(e.origin) if e.origin else None,
                     )
                     for e in kept
                 ),
                 excerpts_omitted=omitted,
+                identities=tuple((w, pub.text(v)) for w, v in logs.identities(raw)),
             )
         )
     return tuple(log_docs), sigs
@@ -223,14 +230,16 @@ def _environment(inputs: ReportInputs, g: Gathered, pub: Public) -> dict[str, An
     return {"interpreter": interp, "nixl": nixl, "ucx": ucx, "collect_env": cenv, "env_vars": tuple(env_vars)}
 
 
-def _private_files(inputs: ReportInputs, g: Gathered, red: Redactor, files: dict[str, str]) -> None:
-    """Verbatim copies (second-line redaction only): the private bundle's raw/."""
+def _private_files(inputs: ReportInputs, g: Gathered, pub: Public, files: dict[str, str]) -> None:
+    """Verbatim copies (second-line redaction only, the inputs' file names in their public
+    form): the private bundle's raw/."""
+    red, rn = pub.red, pub.renamed
     if g.collect_env.ok:
         files["raw/collect_env.txt"] = red.text(str(g.collect_env.value))
     if g.repro.ok:
-        files["raw/repro.json"] = red.json_text(emit(g.repro.value.report, OutputFormat.json))
+        files["raw/repro.json"] = red.json_text(rn(emit(g.repro.value.report, OutputFormat.json)))
     if g.check is not None:
-        files["raw/check-config.json"] = red.json_text(emit(g.check, OutputFormat.json))
+        files["raw/check-config.json"] = red.json_text(rn(emit(g.check, OutputFormat.json)))
     if g.config_text is not None and g.config_text.ok:
         suffix = inputs.config.suffix if inputs.config else ""
         suffix = suffix if suffix[1:].isalnum() and suffix.isascii() else ""  # .yaml, .sh ...
@@ -261,6 +270,36 @@ def _collectors(g: Gathered, pub: Public) -> tuple[render.CollectorDoc, ...]:
     )
 
 
+def _commands(
+    inputs: ReportInputs, g: Gathered, pub: Public
+) -> tuple[tuple[render.CommandDoc, ...], str | None]:
+    """The launch commands as the report shows them, and why they could not be checked (if so)."""
+    if g.check is not None:
+        return docs.command_docs(g.servers, pub), None
+    commands = docs.given_commands(given(inputs), pub)
+    if inputs.config is not None or commands:
+        return commands, pub.text(g.check_config.why or "?")
+    return commands, None
+
+
+def _title(
+    g: Gathered,
+    pub: Public,
+    version: str | None,
+    run: ReproRun | None,
+    check: CheckReport | None,
+    sigs: set[str],
+) -> str:
+    """The report's title: the triage's top verdict, on the log's release (else the interpreter's)."""
+    tri = g.triage.value if g.triage.ok else None
+    top = pub.text(tri.verdicts[0].title) if tri is not None and tri.verdicts else None
+    log_version = (
+        next((i.facts.vllm_version for i in tri.inputs if i.facts.vllm_version), None) if tri else None
+    )
+    on = pub.text(log_version) if log_version else version  # the log's release names the title
+    return docs.title(on, run.report if run else None, check, sigs, top)
+
+
 def build(
     inputs: ReportInputs, g: Gathered, *, created: str | None = None
 ) -> tuple[render.ReportDoc, dict[str, str]]:
@@ -271,31 +310,24 @@ def build(
     red_version = g.interpreter.value.get("vllm_version") if g.interpreter.ok else None
     vllm_dir = g.interpreter.value.get("vllm_path") if g.interpreter.ok else None
     pub = Public(red, facts.safe_flags(vllm_dir))
+    identity.prepare(pub.safe, inputs, g)
     version = pub.text(str(red_version)) if red_version else None
     files: dict[str, str] = {}
     env = _environment(inputs, g, pub)
-    commands_error = None
-    if check is not None:
-        commands = docs.command_docs(g.servers, pub)
-    else:
-        commands = docs.given_commands(given(inputs), pub)
-        if inputs.config is not None or commands:
-            commands_error = pub.text(g.check_config.why or "?")
+    commands, commands_error = _commands(inputs, g, pub)
     run: ReproRun | None = g.repro.value if g.repro.ok else None
     repro_sec = _section(g.repro, pub, lambda v: v.report)
     check_sec = _section(g.check_config, pub, lambda v: v)
-    config_name = pub.text(inputs.config.name) if g.config_text is not None and inputs.config else None
+    config_name = (
+        pub.safe.rename.get(inputs.config.name) or pub.text(inputs.config.name)
+        if g.config_text is not None and inputs.config
+        else None
+    )
     log_docs, sigs = _logs(g, pub, inputs.log_cap, files, inputs.private)
     if inputs.private:
-        _private_files(inputs, g, red, files)
+        _private_files(inputs, g, pub, files)
     files.update(standalone.files(inputs.model, run.options if run else None, version, pub))
-    tri = g.triage.value if g.triage.ok else None
-    top = pub.text(tri.verdicts[0].title) if tri is not None and tri.verdicts else None
-    log_version = (
-        next((i.facts.vllm_version for i in tri.inputs if i.facts.vllm_version), None) if tri else None
-    )
-    on = pub.text(log_version) if log_version else version  # the log's release names the title
-    title = docs.title(on, run.report if run else None, check_sec.value if check else None, sigs, top)
+    title = _title(g, pub, version, run, check_sec.value if check else None, sigs)
     fired = docs.fired(run.report if run else None) or bool(check and check.has_error)
     doc = render.ReportDoc(
         title=title,

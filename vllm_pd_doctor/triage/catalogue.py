@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import Literal
 
 from vllm_pd_doctor.knowledge import origins as origin_index
-from vllm_pd_doctor.triage.types import Confidence
+from vllm_pd_doctor.results.triage import Confidence
 
 CHECK = "pd-doctor check-config --prefill-cmd '...' --decode-cmd '...' (or --config FILE)"
 """The `next` command of configuration classes."""

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from vllm_pd_doctor.knowledge.origins import Origin, OriginIndex, base
 from vllm_pd_doctor.knowledge.origins.extract import PLACEHOLDER
+from vllm_pd_doctor.results.triage import Located
 from vllm_pd_doctor.triage.reader import Record
-from vllm_pd_doctor.triage.types import Located
 
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 _EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning))(?::\s?(.*))?$")

@@ -9,10 +9,10 @@ from typing import BinaryIO
 
 from vllm_pd_doctor.knowledge import origins as origin_index
 from vllm_pd_doctor.knowledge.origins import Origin, OriginIndex
+from vllm_pd_doctor.results.triage import Evidence, LocatedLine, LogFacts
 from vllm_pd_doctor.triage.entries import CLASSES
 from vllm_pd_doctor.triage.locate import Locator, located
 from vllm_pd_doctor.triage.reader import Record, candidate_lines, normalise, side_of
-from vllm_pd_doctor.triage.types import Evidence, LocatedLine, LogFacts
 
 MAX_EVIDENCE = 3
 """Evidence lines kept per matcher (the first ones)."""

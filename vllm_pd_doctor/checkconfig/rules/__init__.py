@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from vllm_pd_doctor.checkconfig.rules import (
     compat,
+    handshake,
     hybrid,
     release,
     roles,
@@ -24,9 +25,9 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     connector_names,
     uses_nixl,
 )
-from vllm_pd_doctor.checkconfig.types import Finding, Rule
+from vllm_pd_doctor.results.checkconfig import Finding, Rule
 
-TOPICS = (release, topology, roles, compat, hybrid, transport)
+TOPICS = (release, topology, roles, compat, handshake, hybrid, transport)
 """Catalogue order: by topic, then as written in the module."""
 _ORDER = {m.__name__: i for i, m in enumerate(TOPICS)}
 
