@@ -230,3 +230,16 @@ def test_every_mapped_scenario_is_registered():
     ix = origins.load()
     names = {o.function.rsplit(".", 1)[-1] for o in ix.origins}
     assert set(origin_scenarios.SCENARIOS) <= names, "a mapped function no indexed release has"
+
+
+def test_the_report_excerpt_shows_triage_origin_beside_the_logs_own():
+    from vllm_pd_doctor.report import logs
+
+    found = logs.find((FIX / "vllm-42911-hma-unify-failed.log").read_text(), "x.log")
+    tb = next(e for e in found.excerpts if e.kind == "traceback")
+    assert tb.origin is not None
+    own, _, tri = tb.origin.partition("; triage: ")
+    assert own.startswith("vllm/") and " in " in own  # the log's innermost vLLM frame (cc3)
+    assert tri.startswith("vllm/v1/core/kv_cache_utils.py:unify_hybrid_kv_cache_specs (raise ValueError")
+    plain = logs.find("INFO 11-30 22:58:12 [api_server.py:1] all well\n", "ok.log")
+    assert all("triage:" not in (e.origin or "") for e in plain.excerpts)
