@@ -23,6 +23,10 @@ REGISTRIES: dict[str, tuple[tuple[str, str], ...]] = {
         ("vllm_pd_doctor.knowledge.fixes", "N1_FIRST_AFFECTED"),
         ("vllm_pd_doctor.knowledge.examples", "LATE"),
     ),
+    "a vLLM release (origin index)": (
+        ("vllm_pd_doctor.knowledge.origins.build", "SCOPE"),
+        ("vllm_pd_doctor.knowledge.origin_scenarios", "scenario_for"),
+    ),
     "an advisory": (
         ("vllm_pd_doctor.knowledge.advisories", "ADVISORIES"),
         ("vllm_pd_doctor.knowledge.advisories", "BAD_NIXL"),
