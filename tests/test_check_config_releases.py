@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from vllm_pd_doctor.checkconfig import image_release, parse, rules
+from vllm_pd_doctor.checkconfig import parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
 from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
+from vllm_pd_doctor.knowledge import image_release
 from vllm_pd_doctor.results.checkconfig import VllmSource
 from vllm_pd_doctor.results.launch import Server
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_pd_doctor.checkconfig import core, inspect_config, inspect_vllm, nixl_info
+from vllm_pd_doctor.checkconfig import core
+from vllm_pd_doctor.knowledge import inspect_config, inspect_vllm, nixl_info
 from vllm_pd_doctor.results.checkconfig import Severity, Verdict
 
 pytestmark = pytest.mark.vllm
@@ -67,7 +68,7 @@ def test_kimi_k3_through_the_registry_of_0_28(python_buggy: str) -> None:
 
 def test_frontend_flags_of_0_32_are_known(python_fixed: str) -> None:
     """0.31+ define --host/--port/--api-key in entrypoints/launchers/cli_args.py: found by content."""
-    from vllm_pd_doctor.checkconfig.parse.flags import _read_source
+    from vllm_pd_doctor.knowledge.serve_flags import _read_source
 
     table = _read_source(str(_vllm_dir(python_fixed)))
     for flag in ("host", "port", "api-key", "kv-transfer-config", "enable-prefix-caching"):

@@ -10,7 +10,7 @@ import pytest
 from packaging.version import Version
 
 from vllm_pd_doctor import inprocess
-from vllm_pd_doctor.target import connectors
+from vllm_pd_doctor.knowledge import advisories, connectors
 
 
 def test_registry_entries_are_complete() -> None:
@@ -67,7 +67,7 @@ def test_release_version() -> None:
     assert v("0.28.0+cpu") == Version("0.28.0") and v("0.29") == Version("0.29.0")
     assert v("0.11.1.dev3+g1a2b") == Version("0.11.1")
     assert v("main") is None and v(None) is None
-    adv = connectors.Advisory("X", "y", "0.29.0", True)
+    adv = advisories.Advisory("X", "y", "0.29.0", True)
     assert adv.affects(Version("0.29.0")) and not adv.affects(Version("0.29.1"))
 
 

@@ -24,11 +24,11 @@ from rich.console import Console
 import vllm_pd_doctor
 from vllm_pd_doctor import envs, hotfix, inprocess, matrix
 from vllm_pd_doctor.checkconfig import core
-from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites
 from vllm_pd_doctor.checkconfig.rules import RULES
 from vllm_pd_doctor.commands._common import Reporter, hint
 from vllm_pd_doctor.formats import OutputFormat, emit, formatters
 from vllm_pd_doctor.formats import repro as fjson
+from vllm_pd_doctor.knowledge.inspect_vllm import find_sites
 from vllm_pd_doctor.progress import phase
 from vllm_pd_doctor.results.base import Result
 from vllm_pd_doctor.results.checkconfig import CheckReport, RuleCatalogue

@@ -603,7 +603,8 @@ def test_ctrl_c_in_the_first_moments_is_no_traceback(tmp_path: Path) -> None:
 
 
 def test_versions_are_ascii_and_whole() -> None:
-    from vllm_pd_doctor import envs, releases
+    from vllm_pd_doctor import envs
+    from vllm_pd_doctor.knowledge import releases
 
     for bad in (
         "99.0.0\n",

@@ -112,7 +112,7 @@ def test_helper_it_cannot_call_is_refused() -> None:
 def test_payload_is_the_target_modules_and_an_entry_point() -> None:
     files = core._payload()
     for name in core.SOURCES:
-        assert files[f"pd_doctor_hotfix/{name}"] == (core._target_dir() / name).read_bytes()
+        assert files[f"pd_doctor_hotfix/{name}"] == core._source(name).read_bytes()
     di = core._dist_info_name()
     assert (
         b"[vllm.general_plugins]\npd_doctor_hotfix = pd_doctor_hotfix.hotfix:register"

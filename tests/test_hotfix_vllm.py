@@ -20,7 +20,7 @@ import pytest
 
 from vllm_pd_doctor import envs, targetrun
 from vllm_pd_doctor import hotfix as core
-from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites
+from vllm_pd_doctor.knowledge.inspect_vllm import find_sites
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

@@ -202,7 +202,7 @@ def test_no_block_size_anywhere_exits_3(pair: tuple[FakeEngine, FakeEngine]) -> 
 
 
 def test_live_connectors_come_from_the_registry(tmp_path: Path) -> None:
-    from vllm_pd_doctor.target import connectors
+    from vllm_pd_doctor.knowledge import connectors
 
     assert options.parse_connector("all") == "nixl"
     with pytest.raises(BadInput, match=r"supports the NIXL \(pull\) connector only"):

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from vllm_pd_doctor import triage
-from vllm_pd_doctor.checkconfig import nixl_info
-from vllm_pd_doctor.knowledge import origins
+from vllm_pd_doctor.knowledge import nixl_info, origins
 from vllm_pd_doctor.knowledge.origins import build
 from vllm_pd_doctor.knowledge.origins.extract import PLACEHOLDER
 from vllm_pd_doctor.triage.decide import Context

@@ -1,40 +1,36 @@
-"""README "Where things live" names files that exist (placeholders such as NAME match any)."""
+"""The README's package tree is the one scripts/readme_tree.py generates from the module
+docstrings: every module and package listed, no stale name, every summary current."""
 
 from __future__ import annotations
 
-import re
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
-PKG = ROOT / "vllm_pd_doctor"
 
 
-def _section() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("## Where things live")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end > 0 else None]
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("readme_tree", ROOT / "scripts" / "readme_tree.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("readme_tree", mod)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def _paths() -> list[str]:
-    """Every backticked file or folder path in the section (`x.py`, `dir/x.py`, `dir/`)."""
-    found = re.findall(r"`([\w./*-]+(?:\.py|/))`", _section())
-    return sorted(set(found))
+def test_readme_tree_is_the_generated_one() -> None:
+    tree = _script()
+    block = tree.current((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert block is not None, "README.md lost the package tree's markers"
+    assert block == tree.block(), "README.md's package tree is stale: run scripts/readme_tree.py"
 
 
-def _exists(path: str) -> bool:
-    pattern = re.sub(r"\*+", "*", re.sub(r"[A-Z]+(?=[\w*]*\.py$)", "*", path))  # NAME.py, test_NAME*.py
-    for base in (PKG, ROOT, PKG / "formats", PKG / "target"):
-        if "*" in pattern:
-            if list(base.glob(pattern)):
-                return True
-        elif (base / pattern).exists():
-            return True
-    return False
-
-
-def test_where_things_live_names_real_files() -> None:
-    paths = _paths()
-    assert len(paths) > 10, paths  # the section still names files
-    missing = [p for p in paths if not _exists(p)]
-    assert not missing, f"README 'Where things live' names files that do not exist: {missing}"
+def test_every_module_has_a_line_and_a_summary() -> None:
+    tree = _script()
+    listed = {name.strip().rstrip("/") for name, _ in tree.entries(tree.PACKAGE)}
+    files = {p.name for p in tree.PACKAGE.rglob("*.py") if p.name != "__init__.py"}
+    packages = {p.parent.name for p in tree.PACKAGE.rglob("__init__.py") if p.parent != tree.PACKAGE}
+    assert files | packages <= listed
+    assert all(text for _, text in tree.entries(tree.PACKAGE)), "a module without a docstring"

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vllm_pd_doctor import releases as rel
 from vllm_pd_doctor.errors import BadInput
 from vllm_pd_doctor.formats import matrix as fjson
 from vllm_pd_doctor.formats import matrix as fmd
+from vllm_pd_doctor.knowledge import releases as rel
 from vllm_pd_doctor.matrix import (
     FIRED,
     NOT_FIRED,

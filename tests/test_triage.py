@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from vllm_pd_doctor import triage
-from vllm_pd_doctor.checkconfig.model_info import load_model
+from vllm_pd_doctor.knowledge.model_info import load_model
 from vllm_pd_doctor.triage.catalogue import problems
 from vllm_pd_doctor.triage.decide import ID_53514, Context, Release
 from vllm_pd_doctor.triage.entries import CLASSES

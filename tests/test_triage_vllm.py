@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from vllm_pd_doctor import triage
-from vllm_pd_doctor.checkconfig import nixl_info
-from vllm_pd_doctor.checkconfig.model_info import load_model
+from vllm_pd_doctor.knowledge import nixl_info
+from vllm_pd_doctor.knowledge.model_info import load_model
 from vllm_pd_doctor.triage.decide import ID_53514, Context
 from vllm_pd_doctor.triage.entries import CLASSES
 

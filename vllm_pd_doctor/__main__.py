@@ -1,3 +1,5 @@
+"""`python -m vllm_pd_doctor`: the console script, with the early signal policy installed first."""
+
 from vllm_pd_doctor import early
 
 if __name__ == "__main__":

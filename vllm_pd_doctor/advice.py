@@ -1,8 +1,8 @@
 """What to do about #53514, worded in one place: the upgrade target, the workaround, the hotfix.
 
 check-config's exposure, repro's verdict and the report all take their advice from `fixes`, so
-the three give the same advice for the same finding. The upgrade target comes from the connector
-registry (`fixed_in`); the hotfix wording here too (`hotfix`),
+the three give the same advice for the same finding. The upgrade wording comes from
+`knowledge.fixes` (the connector registry's `fixed_in`); the hotfix wording here too (`hotfix`),
 without loading the hotfix installer.
 """
 
@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from vllm_pd_doctor.hotfix_env import ENV_SETTING
+from vllm_pd_doctor.knowledge import connectors
+from vllm_pd_doctor.knowledge import fixes as n1
 from vllm_pd_doctor.results.repro import ReproReport
-from vllm_pd_doctor.target import connectors
 
 WORKAROUND = (
     "or pass --no-enable-prefix-caching to the prefill engine only; trade-off: "
@@ -22,13 +23,8 @@ WORKAROUND = (
 """The workaround that needs no upgrade: no prefix-cache hit on P, so no N-1 hit."""
 
 
-def upgrade(key: str) -> str:
-    """The upgrade advice for one connector key (the registry's first fixed release)."""
-    c = connectors.get(key)
-    return (
-        f"upgrade vLLM to {c.fixed_in if c else '0.29.0'} or later, where {key} "
-        "truncates in on_new_request, before the prefix-cache lookup"
-    )
+upgrade = n1.upgrade
+"""The upgrade advice for one connector key (the registry's first fixed release)."""
 
 
 def hotfix(python: str | None) -> str:
@@ -46,11 +42,11 @@ def hotfix(python: str | None) -> str:
 
 
 def fixes(keys: Iterable[str], *, late_truncation: bool, python: str | None) -> tuple[str, ...]:
-    """The advice for an exposed (or reproduced) deployment: the upgrade per connector key (nixl
-    when none is known), the workaround, and, where the release truncates after the lookup, the
-    hotfix with its commands for `python`."""
+    """The advice for an exposed (or reproduced) deployment: the upgrade per connector key
+    (`connectors.DEFAULT_KEY` when none is known), the workaround, and, where the release truncates
+    after the lookup, the hotfix with its commands for `python`."""
     known = sorted({k for k in keys if connectors.get(k) is not None})
-    out = [upgrade(k) for k in known or ["nixl"]]
+    out = [upgrade(k) for k in known or [connectors.DEFAULT_KEY]]
     out.append(WORKAROUND)
     if late_truncation:
         out.append(hotfix(python))

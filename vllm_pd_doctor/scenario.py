@@ -15,7 +15,7 @@ from enum import Enum
 from pathlib import Path
 
 from vllm_pd_doctor.errors import FieldError
-from vllm_pd_doctor.target import connectors
+from vllm_pd_doctor.knowledge import connectors
 
 
 class KvRole(str, Enum):
@@ -58,7 +58,7 @@ class ReproRequest:
     """inprocess or live."""
     scenario: str = "n1-truncation"
     """The P/D failure scenario to reproduce (today: vLLM #53514's N-1 truncation)."""
-    connector: str = "nixl"
+    connector: str = connectors.DEFAULT_KEY
     """Registry keys, a comma list, or all."""
     block_size: int | None = None
     prompt_len: int | None = None

@@ -28,6 +28,11 @@ from vllm_pd_doctor.errors import BadInput, CouldNotRun
 
 TARGET_PACKAGE = "vllm_pd_doctor_target"
 TARGET_DIR = Path(__file__).resolve().parent / "target"
+KNOWLEDGE_DIR = Path(__file__).resolve().parent / "knowledge"
+SHIPPED_KNOWLEDGE = ("connectors.py",)
+"""Modules of `knowledge/` that run in the target interpreter too (stdlib + `packaging`, relative
+imports among themselves only): shipped in the target package under their own name, in place of
+target/'s shim of that name (which, in the tool process, is the knowledge module itself)."""
 
 MAX_PROBE_LINE = 64 * 1024
 """Longest answer line read from a probe (a real one is a few hundred bytes)."""
@@ -165,11 +170,28 @@ def require_vllm(interp: Interpreter) -> None:
         )
 
 
+def target_sources() -> dict[str, Path]:
+    """The target package's files: relative path -> source (target/**.py, with `SHIPPED_KNOWLEDGE` taken
+    from knowledge/). Every way the target code leaves the tool (this run's package, the live
+    plugin, the hotfix dist, the report's standalone repro) ships these files."""
+    out = {
+        p.relative_to(TARGET_DIR).as_posix(): p
+        for p in sorted(TARGET_DIR.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
+    out.update({name: KNOWLEDGE_DIR / name for name in SHIPPED_KNOWLEDGE})
+    return out
+
+
 @contextmanager
 def target_path() -> Iterator[str]:
     """A private directory that makes the target modules importable as one package."""
     with procs.tempdir("pd-doctor-target-") as tmp:
-        os.symlink(TARGET_DIR, os.path.join(tmp, TARGET_PACKAGE))
+        pkg = os.path.join(tmp, TARGET_PACKAGE)
+        for name, src in target_sources().items():
+            dest = os.path.join(pkg, name)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            os.symlink(src, dest)
         yield tmp
 
 

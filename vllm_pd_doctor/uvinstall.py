@@ -22,13 +22,6 @@ from vllm_pd_doctor.errors import CouldNotRun
 from vllm_pd_doctor.progress import Progress
 
 CPU_EXCLUDES = ("torchvision", "torchaudio", "torchcodec")
-NIXL_PACKAGES = ("nixl-cu12==1.5.1", "nixl==1.5.1")
-"""NIXL for the live engine, installed without dependencies: the `nixl` meta package asks for
-both CUDA variants, and newer meta releases ask for a nixl-cu12 that does not exist."""
-
-CONNECTOR_PACKAGES = ("msgpack",)
-"""What the KV connectors' modules import that vLLM does not depend on (MoRIIO: msgpack), so
-every connector's scheduler half can be driven. Added to existing environments on `ensure`."""
 
 
 def uv_binary() -> str:
@@ -159,23 +152,26 @@ def install_release(uv: str, python: Path, log: Path, package: str, version: str
         os.unlink(excludes)
 
 
-def install_connector_packages(python: Path, path: Path, progress: Progress) -> bool:
-    """Install CONNECTOR_PACKAGES (idempotent); False, with a note, where that fails."""
+def install_connector_packages(
+    python: Path, path: Path, progress: Progress, packages: tuple[str, ...], users: str
+) -> bool:
+    """Install the connectors' extra `packages` (idempotent); False, with a note naming the
+    connectors that need them (`users`), where that fails."""
     cmd = [uv_binary(), "pip", "install", "--python", str(python), "--compile-bytecode"]
     for c in pip_settings()["constraint"]:
         cmd += ["--constraint", c]
     try:
-        _run([*cmd, *CONNECTOR_PACKAGES], path / "install.log", "installing the connectors' packages", 300)
+        _run([*cmd, *packages], path / "install.log", "installing the connectors' packages", 300)
     except CouldNotRun as exc:
-        progress(f"note: could not install {', '.join(CONNECTOR_PACKAGES)} ({exc}); MoRIIO runs will say so")
+        progress(f"note: could not install {', '.join(packages)} ({exc}); {users} runs will say so")
         return False
     return True
 
 
-def install_nixl(python: Path, path: Path) -> None:
+def install_nixl(python: Path, path: Path, packages: tuple[str, ...]) -> None:
     uv = uv_binary()
     _run(
-        [uv, "pip", "install", "--python", str(python), "--compile-bytecode", "--no-deps", *NIXL_PACKAGES],
+        [uv, "pip", "install", "--python", str(python), "--compile-bytecode", "--no-deps", *packages],
         path / "install.log",
         "installing NIXL",
         600,

@@ -9,14 +9,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from vllm_pd_doctor import targetrun
-from vllm_pd_doctor.checkconfig import inspect_vllm, nixl_info, parse, rules
+from vllm_pd_doctor.checkconfig import parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure as compute_exposure
 from vllm_pd_doctor.checkconfig.exposure import probe_candidates
-from vllm_pd_doctor.checkconfig.model_info import load_model
-from vllm_pd_doctor.checkconfig.parse.flags import BUILTIN, FlagTable
 from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
-from vllm_pd_doctor.knowledge import models
+from vllm_pd_doctor.knowledge import connectors, inspect_vllm, models, nixl_info
+from vllm_pd_doctor.knowledge.model_info import load_model
+from vllm_pd_doctor.knowledge.serve_flags import BUILTIN, FlagTable
 from vllm_pd_doctor.results.checkconfig import (
     CheckReport,
     Exposure,
@@ -219,7 +219,7 @@ def _release_from_images(
     vsrc: VllmSource, servers: tuple[Server, ...], warn: Callable[[str], None]
 ) -> VllmSource:
     """No vLLM to read: the release the container images name (tag), as a fact without code."""
-    from vllm_pd_doctor.checkconfig import image_release
+    from vllm_pd_doctor.knowledge import image_release
 
     named = image_release.vllm_versions(servers)
     if len(named) != 1:
@@ -245,7 +245,7 @@ def _registry_family(
     warn: Callable[[str], None],
 ) -> ModelInfo:
     """The model family from the installed vLLM's registry (a child of `python`; cached)."""
-    from vllm_pd_doctor.checkconfig import model_family
+    from vllm_pd_doctor.knowledge import model_family
 
     progress(
         f"model family: asking vLLM {vsrc.version or '?'}'s model registry (cached after the first time)"
@@ -270,7 +270,7 @@ def _probe(ctx: rules.Context, static: Exposure, python: str, progress: Callable
             reproduced=None,
             detail="not run: the deployment itself rules out every side (see why per side)",
         )
-    keys = list(dict.fromkeys(x.connector for x in cands if x.connector)) or ["nixl"]
+    keys = list(dict.fromkeys(x.connector for x in cands if x.connector)) or [connectors.DEFAULT_KEY]
     by_name = {s.name: s for s in ctx.servers}
     first = by_name.get(cands[0].server)
     p = first.config if first is not None else (ctx.prefills[0].config if ctx.prefills else None)

@@ -34,6 +34,7 @@ import typer
 from vllm_pd_doctor import safeio
 from vllm_pd_doctor.errors import BadInput, FieldError, set_debug
 from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.knowledge import examples
 from vllm_pd_doctor.limits import positive_seconds
 from vllm_pd_doctor.sanitize import text as safe_text
 
@@ -76,7 +77,7 @@ VllmOpt = Annotated[
     typer.Option(
         "--vllm",
         help="Use (and provision if needed) pd-doctor's own environment of this vLLM "
-        "release instead of --python, e.g. 0.28.0.",
+        f"release instead of --python, e.g. {examples.LATE}.",
         show_default=False,
         metavar="VERSION",
     ),

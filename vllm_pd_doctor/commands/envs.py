@@ -16,10 +16,12 @@ from vllm_pd_doctor.commands._common import (
 )
 from vllm_pd_doctor.errors import ExitCode
 from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.knowledge import examples
 
 envs_app = typer.Typer(
     help="Create, list and remove pd-doctor's vLLM environments "
-    "(one per release, each with its own VLLM_CACHE_ROOT).\n\nExample: `pd-doctor envs create 0.28.0 0.32.0`",
+    "(one per release, each with its own VLLM_CACHE_ROOT).\n\n"
+    f"Example: `pd-doctor envs create {examples.LATE} {examples.FIXED}`",
     no_args_is_help=True,
 )
 
@@ -30,7 +32,9 @@ def register(app: typer.Typer) -> None:
 
 @envs_app.command("create")
 def create(
-    versions: Annotated[list[str], typer.Argument(help="vLLM releases, e.g. 0.28.0 0.32.0.")],
+    versions: Annotated[
+        list[str], typer.Argument(help=f"vLLM releases, e.g. {examples.LATE} {examples.FIXED}.")
+    ],
     package: PackageOpt = None,
     nixl: Annotated[bool, typer.Option("--nixl", help="Also install NIXL (for the live engine).")] = False,
     fmt: FormatOpt = OutputFormat.table,

@@ -107,7 +107,7 @@ def status(
     progress = progress_printer(not quiet)
     py = _python(python, vllm)
     progress(f"{'importing' if deep else 'reading'} the installed vLLM's connector classes in {py}")
-    from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites
+    from vllm_pd_doctor.knowledge.inspect_vllm import find_sites
 
     show(core.status(py, find_sites, deep=deep), fmt)
     return ExitCode.OK

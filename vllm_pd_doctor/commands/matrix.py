@@ -17,13 +17,13 @@ from vllm_pd_doctor.commands._common import (
 )
 from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.knowledge import connectors, examples
 from vllm_pd_doctor.limits import positive_seconds
-from vllm_pd_doctor.target import connectors
 
 if TYPE_CHECKING:
-    from vllm_pd_doctor import releases as rel
+    from vllm_pd_doctor.knowledge import releases as rel
 
-MATRIX_HELP = """Which vLLM releases and connectors hit vLLM #53514, measured release by release.
+MATRIX_HELP = f"""Which vLLM releases and connectors hit vLLM #53514, measured release by release.
 
 For each release, pd-doctor provisions (or reuses) its own environment with uv under
 ~/.cache/pd-doctor/envs (about 3 GB each), runs the in-process repro for every connector that
@@ -37,10 +37,11 @@ or that cannot be provisioned here (e.g. its torch pin is not installable), gets
 Exit codes: 0 nothing fired, 1 some release x connector fired, 2 bad input (bad version,
 empty range, no published release named), 3 nothing could run.
 
-Example: `pd-doctor matrix --vllm 0.27.1..0.32.0 --format markdown`
+Example: `pd-doctor matrix --vllm {examples.OLDER}..{examples.FIXED} --format markdown`
 """
 
-BISECT_HELP = """Find the first release where a connector's verdict changes (default: nixl).
+_DEFAULT = connectors.DEFAULT_KEY
+BISECT_HELP = f"""Find the first release where a connector's verdict changes (default: {_DEFAULT}).
 
 Tests --good and --bad, then bisects the published releases between them, testing releases
 whose environment is already cached first and provisioning as few environments as possible.
@@ -58,7 +59,7 @@ Exit codes: 0 the change was located (outcome changed), 1 both ends give the sam
 (outcome no_change: nothing to find), 2 bad input, 3 an end could not be tested (outcome
 endpoint_failed).
 
-Example: `pd-doctor bisect --good 0.32.0 --bad 0.28.0 --only-cached`
+Example: `pd-doctor bisect --good {examples.FIXED} --bad {examples.LATE} --only-cached`
 """
 
 BISECT_EXIT = {"changed": ExitCode.OK, "no_change": ExitCode.FOUND, "endpoint_failed": ExitCode.COULD_NOT_RUN}
@@ -107,7 +108,7 @@ def _unknown_reason(pub: rel.PublishedReleases, version: str) -> str:
 
 def _releases(vllm: str, pkg: str) -> tuple[tuple[str, ...], dict[str, str], str | None]:
     """The releases `--vllm` names (ranges from PyPI), the unknown ones with why, the source."""
-    from vllm_pd_doctor import releases as rel
+    from vllm_pd_doctor.knowledge import releases as rel
 
     spec = rel.parse_spec(vllm)  # syntax errors before any network access
     try:
@@ -130,7 +131,10 @@ def matrix(
     vllm: Annotated[
         str,
         typer.Option(
-            "--vllm", help="Releases and ranges, e.g. 0.27.1,0.28.0 or 0.24.0..0.32.0.", metavar="RELEASES"
+            "--vllm",
+            help=f"Releases and ranges, e.g. {examples.OLDER},{examples.LATE} "
+            f"or {examples.RANGE_LOW}..{examples.FIXED}.",
+            metavar="RELEASES",
         ),
     ],
     package: PackageOpt = None,
@@ -149,7 +153,7 @@ def matrix(
     scenario: ScenarioOpt = None,
     debug: DebugOpt = False,
 ) -> int:
-    from vllm_pd_doctor import releases as rel
+    from vllm_pd_doctor.knowledge import releases as rel
     from vllm_pd_doctor.matrix import run_matrix
 
     progress = progress_printer(not quiet)
@@ -181,10 +185,13 @@ def matrix(
 
 
 GoodOpt = Annotated[
-    str, typer.Option("--good", help="A release with one verdict, e.g. 0.32.0.", metavar="VERSION")
+    str, typer.Option("--good", help=f"A release with one verdict, e.g. {examples.FIXED}.", metavar="VERSION")
 ]
 BadOpt = Annotated[
-    str, typer.Option("--bad", help="A release with the other verdict, e.g. 0.24.0.", metavar="VERSION")
+    str,
+    typer.Option(
+        "--bad", help=f"A release with the other verdict, e.g. {examples.RANGE_LOW}.", metavar="VERSION"
+    ),
 ]
 BisectConnectorOpt = Annotated[
     str,
@@ -212,7 +219,7 @@ def bisect(
     good: GoodOpt,
     bad: BadOpt,
     package: PackageOpt = None,
-    connector: BisectConnectorOpt = "nixl",
+    connector: BisectConnectorOpt = connectors.DEFAULT_KEY,
     only_cached: OnlyCachedOpt = False,
     fmt: FormatOpt = OutputFormat.table,
     timeout: TimeoutOpt = 600.0,
@@ -221,14 +228,14 @@ def bisect(
     debug: DebugOpt = False,
 ) -> int:
     from vllm_pd_doctor import envs as envs_mod
-    from vllm_pd_doctor import releases as rel
+    from vllm_pd_doctor.knowledge import releases as rel
     from vllm_pd_doctor.matrix import run_bisect
 
     progress = progress_printer(not quiet)
     pkg = _package(package)
     for flag, v in (("--good", good), ("--bad", bad)):
         if not rel.is_release(v):
-            raise BadInput(f"{flag} {v}: not a release version", hint="e.g. 0.28.0")
+            raise BadInput(f"{flag} {v}: not a release version", hint=f"e.g. {examples.LATE}")
     if rel.version_key(good) == rel.version_key(bad):
         raise BadInput(f"--good and --bad are the same release ({good})")
     if connector not in connectors.connector_keys():

@@ -31,8 +31,8 @@ from vllm_pd_doctor.commands._common import (
 )
 from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.knowledge import connectors, examples
 from vllm_pd_doctor.scenario import REQUEST_FIELDS, Device, KvRole, MambaCacheMode, Platform, ReproRequest
-from vllm_pd_doctor.target import connectors
 
 if TYPE_CHECKING:
     from vllm_pd_doctor.results.repro import ReproReport
@@ -55,10 +55,10 @@ Exit codes: 0 not reproduced, 1 reproduced (any connector), 2 bad input, 3 could
 
 Examples:
 
-    pd-doctor repro --vllm 0.28.0 --connector all --format json
+    pd-doctor repro --vllm {late} --connector all --format json
 
     pd-doctor repro --engine live --python ENV/bin/python --model nemotron-h
-"""
+""".replace("{late}", examples.LATE)
 
 
 class Engine(str, Enum):
@@ -231,7 +231,7 @@ OPTIONS: Options = {
     "vllm": (VllmOpt, None),
     "package": (PackageOpt, None),
     "engine": (EngineOpt, Engine.inprocess),
-    "connector": (ConnectorOpt, "nixl"),
+    "connector": (ConnectorOpt, connectors.DEFAULT_KEY),
     "block_size": (BlockSizeOpt, None),
     "prompt_len": (PromptLenOpt, None),
     "blocks": (BlocksOpt, None),

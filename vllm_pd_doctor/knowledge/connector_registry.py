@@ -108,7 +108,7 @@ def provisioned() -> tuple[Registry, ...]:
     """The registries of every vLLM release pd-doctor has provisioned (`pd-doctor envs`), oldest
     first; empty when it has none."""
     from vllm_pd_doctor import envs
-    from vllm_pd_doctor.releases import is_release, version_key
+    from vllm_pd_doctor.knowledge.releases import is_release, version_key
 
     out: list[Registry] = []
     for env in envs.list_envs():

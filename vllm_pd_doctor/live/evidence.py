@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor import tracebacks
+from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.target import observe, wire
 
 ASSERT_53514 = "assert num_new_tokens > 0"
@@ -37,7 +38,7 @@ def nixl_metrics(text: str) -> dict[str, float]:
     """The NIXL lines of a /metrics page (summed over label sets)."""
     found: dict[str, float] = {}
     for line in text.splitlines():
-        if line.startswith("#") or "nixl" not in line.lower():
+        if line.startswith("#") or connectors.NIXL_LIBRARY not in line.lower():
             continue
         name = line.split("{", 1)[0].split(" ", 1)[0]
         if name.endswith(("_created", "_bucket")):  # timestamps, cumulative buckets

@@ -13,10 +13,9 @@ from pathlib import Path
 
 from vllm_pd_doctor import scenario
 from vllm_pd_doctor.errors import BadInput, FieldError, literal
-from vllm_pd_doctor.knowledge import models
+from vllm_pd_doctor.knowledge import connectors, models
 from vllm_pd_doctor.knowledge.models import families as families
 from vllm_pd_doctor.scenario import DEVICES, ReproRequest
-from vllm_pd_doctor.target import connectors
 
 CONFIRM_FLAG = "--i-understand-this-may-kill-prefill"
 MAX_MODEL_LEN = 1024
@@ -32,7 +31,7 @@ def live_connectors() -> tuple[connectors.Connector, ...]:
 class LiveOptions:
     """A live run: a local P/D pair pd-doctor starts, or the user's endpoints (`prefill_url`)."""
 
-    connector: str = "nixl"
+    connector: str = connectors.DEFAULT_KEY
     """Registry key of the connector the pair runs (one with `live=True`)."""
     prompt_len: int | None = None
     """N; None: W + 1, with W the effective block size read from the prefill engine."""

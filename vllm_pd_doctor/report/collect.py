@@ -23,6 +23,7 @@ from typing import Any
 
 from vllm_pd_doctor import limits, procs, targetrun
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
+from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.results.repro import ReproReport
 
 ENV_PREFIXES = ("UCX_", "NIXL_", "VLLM_NIXL_", "VLLM_SSM_", "VLLM_KV_", "VLLM_MAMBA_")
@@ -299,7 +300,7 @@ def repro(python: str, model: Path | None, timeout: float, progress: Callable[[s
 
         def options(m: Path | None) -> inprocess.ReproOptions:
             return inprocess.make_options(
-                connector="nixl",
+                connector=connectors.DEFAULT_KEY,
                 block_size=16,
                 prompt_len=None,
                 mamba_cache_mode=None,

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.results.triage import Evidence, Located
 from vllm_pd_doctor.tracebacks import TB_START, strip_prefix, traceback_end
 from vllm_pd_doctor.triage import TriageResult, Verdict, triage_text
@@ -189,7 +190,7 @@ def _error_spans(
 def _short(path: str) -> str:
     """A frame's file from its package on (`vllm/v1/core/sched/scheduler.py`)."""
     parts = path.replace("\\", "/").split("/")
-    for root in ("vllm", "nixl", "lmcache", "mooncake", "torch"):
+    for root in ("vllm", *connectors.TRANSFER_PACKAGES, "torch"):
         if root in parts[:-1]:
             i = len(parts) - 1 - parts[::-1].index(root)
             return "/".join(parts[i:])

@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.report.redact.hosts import (
     CODE_ROOTS,
     EXTENSIONS,
@@ -284,7 +285,7 @@ class SafeText:
         )
 
 
-_FRAME_ROOTS = ("vllm", "nixl", "lmcache", "mooncake", "torch", "transformers", "ray", "triton", "flashinfer")
+_FRAME_ROOTS = ("vllm", *connectors.TRANSFER_PACKAGES, "torch", "transformers", "ray", "triton", "flashinfer")
 """Packages whose source files a traceback names wherever they are installed from (a checkout,
 an editable install): the path from the package on is the package's own public file."""
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor import targetrun
+from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.report.facts import Public
 
 SKIP = frozenset({"plugin.py"})
@@ -92,7 +93,7 @@ def spec(opts: Any) -> dict[str, Any]:
     the model as ./model and never a hotfix or a local path."""
     keys = ("connectors", "block_size", "prompt_len", "blocks", "prefix_match_unit", "platform", "triggers")
     out: dict[str, Any] = {
-        "connectors": ["nixl"],
+        "connectors": [connectors.DEFAULT_KEY],
         "block_size": 16,
         "prompt_len": None,
         "blocks": None,
@@ -132,9 +133,9 @@ def files(model: Path | None, opts: Any, version: str | None, pub: Public) -> di
     if not cfg:
         return {}
     out: dict[str, str] = {}
-    for src in sorted(targetrun.TARGET_DIR.glob("*.py")):
-        if src.name not in SKIP:
-            out[f"repro/{targetrun.TARGET_PACKAGE}/{src.name}"] = src.read_text(encoding="utf-8")
+    for name, src in targetrun.target_sources().items():
+        if name not in SKIP and "/" not in name:  # the harness's own modules (no scenarios/)
+            out[f"repro/{targetrun.TARGET_PACKAGE}/{name}"] = src.read_text(encoding="utf-8")
     out["repro/run_repro.py"] = RUNNER % {"spec": json.dumps(spec(opts))}
     out["repro/model/config.json"] = json.dumps(pub.json(cfg), indent=2) + "\n"
     out["repro/README.md"] = README.format(version=version or "<version>")

@@ -10,6 +10,7 @@ from vllm_pd_doctor.errors import CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.knowledge import models
 from vllm_pd_doctor.knowledge import scenarios as known
+from vllm_pd_doctor.knowledge.connectors import DEFAULT_KEY
 from vllm_pd_doctor.progress import Progress
 from vllm_pd_doctor.results.scenarios import CONTROL_FAILED, COULD_NOT_RUN, ScenarioCatalogue, ScenarioReport
 from vllm_pd_doctor.scenarios import run as srun
@@ -37,7 +38,7 @@ def run(
     progress: Progress,
 ) -> int:
     ids = srun.parse_scenarios(value)
-    conns = scenario.parse_connector_list(connector) if connector != "nixl" else ("all",)
+    conns = scenario.parse_connector_list(connector) if connector != DEFAULT_KEY else ("all",)
     model_dir = models.resolve(str(model)).directory.resolve() if model is not None else None
     report = srun.run_scenarios(
         python,

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from vllm_pd_doctor import envs
 from vllm_pd_doctor.errors import PdDoctorError
 from vllm_pd_doctor.knowledge import scenarios as known
+from vllm_pd_doctor.knowledge.connectors import DEFAULT_KEY
+from vllm_pd_doctor.knowledge.releases import version_key
 from vllm_pd_doctor.matrix import BisectResult, BisectStep, bisect_releases
 from vllm_pd_doctor.progress import Progress, quiet
-from vllm_pd_doctor.releases import version_key
 from vllm_pd_doctor.results.scenarios import FAILS, HOLDS, ScenarioBisect, ScenarioMatrix, ScenarioRow
 from vllm_pd_doctor.scenarios.run import run_scenarios
 
@@ -55,7 +56,7 @@ def run_bisect(
     scenario_id: str,
     candidates: Sequence[str],
     *,
-    connector: str = "nixl",
+    connector: str = DEFAULT_KEY,
     timeout: float = 600.0,
     progress: Progress = quiet,
 ) -> ScenarioBisect:

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vllm_pd_doctor.knowledge import fixes
 from vllm_pd_doctor.results.status import Comparison, Evidence, Finding
 from vllm_pd_doctor.status.window import Window
 
@@ -142,7 +143,7 @@ def _hybrid(model_root: str | None) -> str | bool | None:
         doc = json.loads(cfg.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    from vllm_pd_doctor.checkconfig.model_info import model_from_config
+    from vllm_pd_doctor.knowledge.model_info import model_from_config
 
     info = model_from_config(doc, str(cfg))
     return info.hybrid_evidence if info.hybrid else False
@@ -152,10 +153,10 @@ def _hybrid(model_root: str | None) -> str | bool | None:
 def late_sites(src: Path) -> tuple[TruncationSite, ...]:
     """The NIXL connector's truncation calls that run after the prefix-cache lookup (the source read
     with `ast`, as check-config does; cached: `gather` reads it while it waits for the interval)."""
-    from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites, sites_for
-    from vllm_pd_doctor.target.connectors import LATE_HOOK
+    from vllm_pd_doctor.knowledge.connectors import DEFAULT_KEY, LATE_HOOK
+    from vllm_pd_doctor.knowledge.inspect_vllm import find_sites, sites_for
 
-    return tuple(s for s in sites_for("nixl", find_sites(src)) if s.caller == LATE_HOOK)
+    return tuple(s for s in sites_for(DEFAULT_KEY, find_sites(src)) if s.caller == LATE_HOOK)
 
 
 def prepare(version: str | None, python_vllm: Path | None) -> None:
@@ -205,7 +206,8 @@ def exposure_53514(p: Window, python_vllm: Path | None) -> Iterable[Finding]:
         "N-1 prefix kills it (vLLM #53514)" + ("" if hybrid else " if the model is hybrid"),
         evidence=tuple(ev),
         triage_class="nixl-p-side-truncation-53514",
-        fix="upgrade vLLM to 0.29.0 or later, or pass --no-enable-prefix-caching to the prefill only",
+        fix=f"upgrade vLLM to {fixes.fixed_in()} or later, "
+        "or pass --no-enable-prefix-caching to the prefill only",
         next=f"pd-doctor repro --vllm {version.split('+')[0]}",
         references=("vllm-project/vllm#53514", "vllm-project/vllm PR #53523"),
     )

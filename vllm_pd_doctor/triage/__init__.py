@@ -157,16 +157,16 @@ def _result(scans: list[FileScan], ctx: Context) -> TriageResult:
 def release_from_python(python: str | None) -> Release:
     """Read the release's P-side truncation call sites from its source (never imports vLLM)."""
     from vllm_pd_doctor import targetrun
-    from vllm_pd_doctor.checkconfig import inspect_vllm, nixl_info
     from vllm_pd_doctor.errors import CouldNotRun
-    from vllm_pd_doctor.target.connectors import EARLY_HOOK, LATE_HOOK
+    from vllm_pd_doctor.knowledge import connectors, inspect_vllm, nixl_info
+    from vllm_pd_doctor.knowledge.connectors import EARLY_HOOK, LATE_HOOK
 
     interp = targetrun.resolve_python(python)
     facts = nixl_info.probe(interp, import_nixl=False)
     if facts.vllm_path is None:
         raise CouldNotRun(f"no vLLM installed in {interp}", hint="give --python of the engine's environment")
     src = inspect_vllm.read_source(interp, facts.vllm_path, facts.vllm_version)
-    sites = [s for s in src.sites if s.connector in ("nixl", "mooncake")]
+    sites = [s for s in src.sites if s.connector in connectors.late_source_words()]
     late = [s for s in sites if s.caller == LATE_HOOK]
     early = [s for s in sites if s.caller == EARLY_HOOK]
     truncates_late: bool | None = True if late else (False if early else None)

@@ -6,9 +6,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from vllm_pd_doctor.knowledge import connectors, fixes
+from vllm_pd_doctor.knowledge.facts import ModelInfo
 from vllm_pd_doctor.knowledge.origin_scenarios import scenario_for
-from vllm_pd_doctor.releases import version_key
-from vllm_pd_doctor.results.checkconfig import ModelInfo
+from vllm_pd_doctor.knowledge.releases import version_key
 from vllm_pd_doctor.results.triage import (
     CONFIDENCE_RANK,
     Confidence,
@@ -18,7 +19,6 @@ from vllm_pd_doctor.results.triage import (
     UnknownCause,
     Verdict,
 )
-from vllm_pd_doctor.target import connectors
 from vllm_pd_doctor.triage.catalogue import FailureClass
 from vllm_pd_doctor.triage.entries import CLASSES
 from vllm_pd_doctor.triage.locate import located
@@ -143,8 +143,7 @@ def decide_53514(v: Verdict, facts: Sequence[LogFacts], ctx: Context) -> tuple[V
     late: bool | None = rel.truncates_late if rel is not None else None
     by_log_version: bool | None = None
     if versions:
-        fixed = min(c.fixed_in for c in connectors.all_connectors() if c.key in ("nixl", "mooncake"))
-        by_log_version = version_key(versions[0]) < version_key(fixed)
+        by_log_version = version_key(versions[0]) < version_key(fixes.fixed_in())
     if late is False:
         where = f"{rel.version} ({rel.where})" if rel else "?"
         notes.append(

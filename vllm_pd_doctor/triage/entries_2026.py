@@ -9,6 +9,7 @@ exception), so keying the catalogue to code origins (issue 24 items 1-3) is mech
 
 from __future__ import annotations
 
+from vllm_pd_doctor.knowledge import fixes
 from vllm_pd_doctor.triage.catalogue import FailureClass
 from vllm_pd_doctor.triage.catalogue import Matcher as M
 
@@ -46,7 +47,8 @@ CLASSES_2026: tuple[FailureClass, ...] = (
             "client aborts around the crash (finished_reason=abort spike)",
             "an async KV connector (LMCache, offloading) or NIXL on both sides of a MultiConnector",
         ),
-        fix="Open upstream through 0.33.0 (#46240; fixes #56089 / #46304 / PR #48615 not merged): an "
+        fix=f"Open upstream through {fixes.ABORT_RACE.open_through} (#46240; fixes #56089 / #46304 / "
+        "PR #48615 not merged): an "
         "aborted request whose receive and send finish in one step is freed by the first loop and "
         "asserted on by the second. Until a release skips unknown request ids, carry that hotfix "
         "(pd-doctor hotfix), cut client aborts during the KV transfer, and on DP expect one rank's "
@@ -169,7 +171,8 @@ CLASSES_2026: tuple[FailureClass, ...] = (
             "does restarting only this prefill engine clear it?",
         ),
         fix="Restart the prefill engines that had peered with the restarted decoders (their NIXL agent "
-        "holds stale endpoints); upgrade to a release that evicts replaced peers (0.31.0+), and do "
+        f"holds stale endpoints); upgrade to a release that evicts replaced peers "
+        f"({fixes.NIXL_EVICTS_REPLACED_PEERS.release}+), and do "
         "not trust HTTP 200 meanwhile (smg#2382: failed generations returned 200, finish_reason error).",
         references=(
             "https://github.com/smg-project/smg/issues/2382",

@@ -3,6 +3,7 @@ Mamba/HMA, block size and TP, handshake and side channel). See `entries.py`."""
 
 from __future__ import annotations
 
+from vllm_pd_doctor.knowledge import fixes
 from vllm_pd_doctor.triage.catalogue import CHECK, C, FailureClass
 from vllm_pd_doctor.triage.catalogue import Matcher as M
 
@@ -40,17 +41,13 @@ ENGINE_CLASSES: tuple[FailureClass, ...] = (
             "the release: --python (where its connector truncates the prompt) or the log's vLLM version",
             "the connector and role: NixlConnector/MooncakeConnector on the prefill (kv_producer) side",
         ),
-        fix="Upgrade vLLM to 0.29.0 or later (PR #53523; Mooncake: PR #53663), or "
-        "`pd-doctor hotfix install --python PYTHON`; meanwhile disable prefix caching on the prefill engine.",
-        fix_per_release=(
-            (">= 0.29.0", "fixed (truncation moved to on_new_request)"),
-            ("0.20.0 - 0.28.x", "upgrade, or pd-doctor hotfix install, or --no-enable-prefix-caching on P"),
-        ),
+        fix=fixes.n1_fix_sentence(),
+        fix_per_release=fixes.n1_per_release(),
         references=("vllm#53514", "vllm PR #53523", "vllm PR #53663", "vllm#53706"),
         next="pd-doctor repro --python PYTHON --model MODEL (reproduces it in-process in seconds)",
         side="prefill",
         fatal=True,
-        known_issue="vLLM #53514, fixed in 0.29.0 by PR #53523; upgrade, or `pd-doctor hotfix install`.",
+        known_issue=fixes.n1_known_issue(),
     ),
     FailureClass(
         id="num-new-tokens-empty-prompt",

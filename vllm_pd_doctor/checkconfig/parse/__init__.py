@@ -7,7 +7,7 @@ manifests, docker compose) into a LaunchCommand per vLLM server (any number: xPy
 
 Modules: symbolic (the symbolic shell run of `vllm_pd_doctor.shell`, recording servers),
 wrappers (srun, docker run, dynamo.vllm ...), manifests (YAML/JSON formats), bounded (size and
-alias caps), flags (the flag table, from the installed vLLM by `ast`), args (ServeConfig),
+alias caps), args (ServeConfig; the flag table is `knowledge.serve_flags`),
 loader (roles, names, vLLM's own --config).
 """
 
@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from vllm_pd_doctor.checkconfig.parse.args import parse_args
-from vllm_pd_doctor.checkconfig.parse.flags import BUILTIN, FLAGS, SHORT, FlagTable, for_python
 from vllm_pd_doctor.checkconfig.parse.loader import (
     ROLES,
     launch_from_command,
     load_config_file,
     parse_config_text,
 )
+from vllm_pd_doctor.knowledge.serve_flags import BUILTIN, FLAGS, SHORT, FlagTable, for_python
 from vllm_pd_doctor.results.launch import LaunchCommand, ServeConfig
 
 

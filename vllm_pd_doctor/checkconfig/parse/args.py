@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse.flags import BOOL, BUILTIN, INT, JSON, FlagTable
 from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.knowledge.serve_flags import BOOL, BUILTIN, INT, JSON, FlagTable
 from vllm_pd_doctor.results.launch import ServeConfig
 from vllm_pd_doctor.shell.words import unresolved_names
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from vllm_pd_doctor.checkconfig.parse.found import Found
+from vllm_pd_doctor.knowledge import connectors as registry
 
 DYNAMO_BOOL = {
     "--is-prefill-worker",
@@ -85,21 +86,18 @@ def strip_dynamo(args: list[str]) -> tuple[list[str], str | None, str, list[str]
     return out, role, source, connectors
 
 
-_CONNECTORS = {
-    "nixl": "NixlConnector",
-    "lmcache": "LMCacheConnectorV1",
-    "kvbm": "DynamoConnector",
-    "mooncake": "MooncakeConnectorV1",
-}
+LAUNCHER = "dynamo.vllm"
+"""Its entry in the connector registry's launcher tables (`knowledge.connectors.LAUNCHER_CONNECTORS`)."""
 
 
 def dynamo(args: list[str], env: dict[str, str], launcher: str) -> Found:
     rest, role, source, connectors = strip_dynamo(args)
     f = Found(rest, env, launcher + "dynamo.vllm", role=role, role_source=source)
     has_ktc = any(a.split("=")[0].replace("_", "-").startswith("--kv-transfer-config") for a in rest)
-    names = [_CONNECTORS.get(c.lower(), c) for c in connectors if c.lower() != "none"]
+    names = [registry.launcher_connector(LAUNCHER, c) for c in connectors if c.lower() != "none"]
     if not has_ktc and (names or not connectors):
-        names = names or ["NixlConnector"]
+        default = registry.LAUNCHER_DEFAULT[LAUNCHER]
+        names = names or [registry.launcher_connector(LAUNCHER, default)]
         ktc = (
             {"kv_connector": names[0], "kv_role": "kv_both"}
             if len(names) == 1
@@ -112,7 +110,6 @@ def dynamo(args: list[str], env: dict[str, str], launcher: str) -> Found:
             }
         )
         f.args = [*rest, "--kv-transfer-config", json.dumps(ktc)]
-        f.notes.append(
-            f"kv-transfer-config from dynamo.vllm's --connector {' '.join(connectors) or '(default nixl)'}"
-        )
+        given = " ".join(connectors) or f"(default {default})"
+        f.notes.append(f"kv-transfer-config from dynamo.vllm's --connector {given}")
     return f

@@ -10,8 +10,8 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from vllm_pd_doctor.checkconfig.parse.flags import BUILTIN, INT, JSON
 from vllm_pd_doctor.checkconfig.parse.wrappers import Found, Script, unwrap
+from vllm_pd_doctor.knowledge.serve_flags import BUILTIN, INT, JSON
 from vllm_pd_doctor.shell.builtins import QUIET
 from vllm_pd_doctor.shell.interp import Interp as ShellInterp
 from vllm_pd_doctor.shell.interp import LimitReached

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.results.checkconfig import Exposure, ModelInfo, ModelProblem, NixlInfo, VllmSource
 from vllm_pd_doctor.results.launch import ServeConfig, Server
-from vllm_pd_doctor.target import connectors
 
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
 PRODUCING = ("kv_producer", "kv_both")
@@ -115,7 +115,8 @@ def uses_nixl(s: ServeConfig | Server) -> bool:
     """A connector whose transfer library is NIXL (the registry says which)."""
     cfg = s.config if isinstance(s, Server) else s
     return any(
-        (c := connectors.by_vllm_name(n)) is not None and c.library == "nixl" for n in connector_names(cfg)
+        (c := connectors.by_vllm_name(n)) is not None and c.library == connectors.NIXL_LIBRARY
+        for n in connector_names(cfg)
     )
 
 

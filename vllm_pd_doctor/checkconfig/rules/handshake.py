@@ -23,7 +23,7 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     pair_label,
     uses_nixl,
 )
-from vllm_pd_doctor.knowledge import nixl_compat
+from vllm_pd_doctor.knowledge import connectors, nixl_compat
 from vllm_pd_doctor.results.checkconfig import Finding, VllmSource
 from vllm_pd_doctor.results.launch import Server
 
@@ -42,7 +42,7 @@ class Input:
 
 
 def _release(s: Server) -> Input | None:
-    from vllm_pd_doctor.checkconfig import image_release
+    from vllm_pd_doctor.knowledge import image_release
 
     r = image_release.of(s)
     if r is None:
@@ -87,7 +87,7 @@ def inputs(s: Server, env_read: bool | None) -> dict[str, Input]:
         if hma_off not in (None, False, "false", "False")
         else Input("is_hma_enabled", "default", "default")
     )
-    push = any(connector_key(n) == "nixl-push" for n in connector_names(cfg))
+    push = any(connector_key(n) == connectors.PUSH_KEY for n in connector_names(cfg))
     names = ", ".join(connector_names(cfg))
     out.append(Input("transfer_mode", "push" if push else "pull", f"kv_connector {names}"))
     return {i.factor: i for i in out if i is not None}

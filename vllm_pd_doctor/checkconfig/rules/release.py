@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, label
+from vllm_pd_doctor.knowledge import advisories as advisory_facts
+from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.results.checkconfig import Finding, Verdict
-from vllm_pd_doctor.target import connectors
 
 
 @rule(
@@ -61,8 +62,8 @@ def n1_unknown(ctx: Context) -> Iterator[Finding]:
     id="vllm-advisory",
     severity=W,
     title="Installed vLLM has advisories that kill the engine on P/D traffic",
-    fix="upgrade vLLM to 0.31.0 or later",
-    refs=tuple(a.id for a in connectors.ADVISORIES),
+    fix=advisory_facts.upgrade_advice(),
+    refs=tuple(a.id for a in advisory_facts.ADVISORIES),
 )
 def advisories(ctx: Context) -> Iterator[Finding]:
     if ctx.vllm is None:
@@ -70,7 +71,7 @@ def advisories(ctx: Context) -> Iterator[Finding]:
     v = connectors.release_version(ctx.vllm.version)
     if v is None:
         return
-    hits = [f"{a.id} ({a.what})" for a in connectors.ADVISORIES if a.affects(v)]
+    hits = [f"{a.id} ({a.what})" for a in advisory_facts.ADVISORIES if a.affects(v)]
     if hits and (not ctx.servers or any(s.config.kv_connector for s in ctx.servers)):
         yield finding("vllm-advisory", f"vLLM {ctx.vllm.version}: " + "; ".join(hits))
 
@@ -96,7 +97,7 @@ def unknown_flags(ctx: Context) -> Iterator[Finding]:
     refs=("vllm docs nixl_connector_compatibility",),
 )
 def image_release_mismatch(ctx: Context) -> Iterator[Finding]:
-    from vllm_pd_doctor.checkconfig import image_release
+    from vllm_pd_doctor.knowledge import image_release
 
     named = image_release.vllm_versions(ctx.servers)
     if len(named) > 1:

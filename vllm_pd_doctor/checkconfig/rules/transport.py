@@ -7,8 +7,8 @@ from typing import Any
 
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, connector_entries, label, uses_nixl
+from vllm_pd_doctor.knowledge import advisories
 from vllm_pd_doctor.results.checkconfig import Finding
-from vllm_pd_doctor.target import connectors
 
 _FAST_UCX = ("rc", "ud", "dc", "ib", "cuda_ipc", "rocm", "all", "verbs", "mlx5", "gdr", "sm", "cma", "shm")
 
@@ -105,8 +105,8 @@ def nixl_bad(ctx: Context) -> Iterator[Finding]:
     if not _nixl_facts(ctx) or ctx.nixl is None:
         return
     for name, ver in ctx.nixl.dists:
-        if ver in connectors.BAD_NIXL:
-            yield finding("nixl-known-bad-version", f"{name}=={ver}: {connectors.BAD_NIXL[ver]}")
+        if ver in advisories.BAD_NIXL:
+            yield finding("nixl-known-bad-version", f"{name}=={ver}: {advisories.BAD_NIXL[ver]}")
 
 
 @rule(

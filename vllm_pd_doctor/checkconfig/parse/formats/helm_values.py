@@ -20,6 +20,7 @@ from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.manifests import env_map, role_from_name
 from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
 from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
+from vllm_pd_doctor.knowledge.connectors import LMCACHE_CONNECTORS
 
 
 def _prodstack_values(d: Any) -> bool:
@@ -90,14 +91,14 @@ def _prodstack(engine: Mapping[str, Any]) -> list[Found]:
         lc = ms.get("lmcacheConfig") if isinstance(ms.get("lmcacheConfig"), dict) else None
         if lc and lc.get("enabled"):
             role = str(lc.get("kvRole") or "kv_both")
-            ktc: dict[str, Any] = {"kv_connector": "LMCacheConnectorV1", "kv_role": role}
+            ktc: dict[str, Any] = {"kv_connector": LMCACHE_CONNECTORS["v1"], "kv_role": role}
             if "enablePD" in lc:
                 ktc["kv_connector_extra_config"] = {
                     "discard_partial_chunks": False,
                     "lmcache_rpc_port": str(lc.get("nixlRole", "")),
                 }
             elif vc is not None and str(vc.get("v0", "")) == "1":
-                ktc = {"kv_connector": "LMCacheConnector", "kv_role": role}
+                ktc = {"kv_connector": LMCACHE_CONNECTORS["v0"], "kv_role": role}
             args += ["--kv-transfer-config", json.dumps(ktc)]
             env.update({"LMCACHE_USE_EXPERIMENTAL": "True", "VLLM_RPC_TIMEOUT": "1000000"})
             if lc.get("enablePD"):

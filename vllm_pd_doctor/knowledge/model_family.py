@@ -17,7 +17,7 @@ from typing import Any
 
 from vllm_pd_doctor import jsoncache, targetrun
 from vllm_pd_doctor.errors import PdDoctorError
-from vllm_pd_doctor.results.checkconfig import ModelInfo, VllmSource
+from vllm_pd_doctor.knowledge.facts import ModelInfo, VllmSource
 
 _KEEP = 64
 

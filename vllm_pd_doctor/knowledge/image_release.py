@@ -11,10 +11,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 from packaging.version import InvalidVersion, Version
 
-from vllm_pd_doctor.results.launch import Server
+
+class Server(Protocol):
+    """What is read of a server here (check-config's `Server` has both)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def image(self) -> str | None: ...
+
 
 _TAG_VERSION = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:(?:rc|post|\.post|\.dev|dev)\d+)?)(?:$|[-_+])")
 

@@ -13,8 +13,13 @@ import os
 import re
 from pathlib import Path
 
-from vllm_pd_doctor.results.checkconfig import ConvLayoutOverride, SourceFact, TruncationSite, VllmSource
-from vllm_pd_doctor.target import connectors
+from vllm_pd_doctor.knowledge import connectors
+from vllm_pd_doctor.knowledge.facts import (
+    ConvLayoutOverride,
+    SourceFact,
+    TruncationSite,
+    VllmSource,
+)
 
 CONNECTOR_DIRS = ("distributed/kv_transfer/kv_connector",)
 _is_helper = connectors.is_truncation_helper
@@ -326,7 +331,7 @@ def read_source(python: str, vllm_path: str | None, version: str | None) -> Vllm
         return VllmSource(
             python=python, version=version, path=None, error="no vLLM installed in this interpreter"
         )
-    from vllm_pd_doctor.checkconfig import inspect_config, source_cache
+    from vllm_pd_doctor.knowledge import inspect_config, source_cache
 
     p = Path(vllm_path)
     key = source_cache.stamp(p, ("envs.py", *inspect_config.stamp_files()), CONNECTOR_DIRS)
@@ -334,7 +339,7 @@ def read_source(python: str, vllm_path: str | None, version: str | None) -> Vllm
 
 
 def _read_source(python: str, vllm_path: str, version: str | None) -> VllmSource:
-    from vllm_pd_doctor.checkconfig import inspect_config as ic
+    from vllm_pd_doctor.knowledge import inspect_config as ic
 
     p = Path(vllm_path)
     kv = ic.kv_transfer_fields(p) or ((), None, None)
