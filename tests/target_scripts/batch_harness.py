@@ -2,7 +2,7 @@
 
 `python batch_harness.py SPECS_JSON_FILE OUT_FILE` with `vllm_pd_doctor_target` importable: runs
 `harness.run(spec)` for each spec (the same specs `pd-doctor repro` would send, one per model) and
-writes the list of answers to OUT_FILE. Used by tests/test_repro_fidelity.py to run every model
+writes the list of answers to OUT_FILE. Used by tests/inprocess/test_repro_fidelity.py to run every model
 family of a release in one child instead of one child per family.
 """
 

@@ -202,7 +202,7 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     """Every (result type, format) pd-doctor renders, and the function that does it.
 
     Each result type (a `results.Result` subclass) has one entry per format;
-    `tests/test_formats.py` finds every `Result` subclass in the package and checks it has all.
+    `tests/formats/test_formats.py` finds every `Result` subclass in the package and checks it has all.
     """
     return {(rt, fmt): _pick(entry, fmt) for rt, entry in _per_type().items() for fmt in OutputFormat}
 

@@ -1,7 +1,8 @@
 """The releases pd-doctor's help texts and hints name as examples (stdlib only: read at
 `--help` time): the releases its tests provision, one that truncates late, one that is fixed.
 
-A release number written anywhere else in the package is a test failure (tests/test_knowledge_literals.py).
+A release number written anywhere else in the package is a test failure
+(tests/knowledge/test_knowledge_literals.py).
 """
 
 from __future__ import annotations

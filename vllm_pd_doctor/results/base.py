@@ -9,7 +9,7 @@ SCHEMA_VERSION = 1
 class Result:
     """Base of every result a command prints (a frozen dataclass).
 
-    `formats.emit` renders only these; `tests/test_formats.py` finds every subclass in the
+    `formats.emit` renders only these; `tests/formats/test_formats.py` finds every subclass in the
     package and fails on one without a formatter in every format.
     """
 

@@ -4,7 +4,7 @@
 Each entry names, in a comment, the code origin it is keyed to (file, function, statement or
 exception), so keying the catalogue to code origins (issue 24 items 1-3) is mechanical. Every
 `vllm` matcher's `source_needle` is checked against the installed releases by a `-m vllm` test
-(`tests/test_triage_vllm.py`), with the releases where a statement is absent noted there.
+(`tests/triage/test_triage_vllm.py`), with the releases where a statement is absent noted there.
 """
 
 from __future__ import annotations

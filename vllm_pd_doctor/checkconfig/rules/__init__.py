@@ -3,7 +3,7 @@ grouped by topic. `run_checks(ctx)` runs them all; `RULES` is the catalogue.
 
 Adding a rule: write a function in the topic module, decorate it with `@rule(id=..., severity=...,
 title=..., fix=..., refs=...)`, and add one triggering and one clean case to
-tests/test_check_config_rules.py (a test fails until you do).
+tests/checkconfig/test_check_config_rules.py (a test fails until you do).
 """
 
 from __future__ import annotations

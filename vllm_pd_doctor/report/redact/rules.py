@@ -3,7 +3,7 @@
 Each detector yields `Span(start, end, kind)` over the text it is given; the redactor merges
 them. Nothing here rewrites text.
 
-Decisions (tested in tests/test_redaction.py):
+Decisions (tested in tests/report/test_redaction.py):
 - detect-secrets' regex plugins are used as a library (no baseline, no verification, no
   network). Their match is extended over the token characters that follow it, so a long Stripe
   key or a JWT's signature goes with the part the plugin recognised.
