@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
+from vllm_pd_doctor.knowledge import scenarios as known
 from vllm_pd_doctor.scenarios import run as srun
 from vllm_pd_doctor.scenarios.results import FAILS, HOLDS, NOT_APPLICABLE
 
@@ -28,10 +29,14 @@ RECORDED = ROOT / "tests" / "fixtures" / "recorded"
 
 
 def _model_kinds(answer: dict[str, Any]) -> dict[str, str]:
-    """Scenario id -> hybrid / dense, from the model vLLM loaded for it (its is_hybrid)."""
+    """Scenario id -> hybrid / dense, from the model vLLM loaded for it (its is_hybrid), for the
+    scenarios whose model matters (the others ran on the bundled dense model for every model)."""
     models = answer.get("models") or {}
     out: dict[str, str] = {}
     for entry in (answer.get("spec") or {}).get("scenarios", []):
+        s = known.get(str(entry.get("id")))
+        if s is None or not s.model_matters:
+            continue
         md = str(entry.get("model_dir"))
         infos = [v for k, v in models.items() if k == md or k.endswith(" " + md)]
         if infos:

@@ -13,6 +13,7 @@ from vllm_pd_doctor.checkconfig.rules import (
     hybrid,
     release,
     roles,
+    scenarios,
     topology,
     transport,
 )
@@ -26,7 +27,7 @@ from vllm_pd_doctor.checkconfig.rules.context import (
 )
 from vllm_pd_doctor.checkconfig.types import Finding, Rule
 
-TOPICS = (release, topology, roles, compat, hybrid, transport)
+TOPICS = (release, topology, roles, compat, hybrid, transport, scenarios)
 """Catalogue order: by topic, then as written in the module."""
 _ORDER = {m.__name__: i for i, m in enumerate(TOPICS)}
 

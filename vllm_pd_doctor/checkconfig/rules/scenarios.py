@@ -1,0 +1,113 @@
+"""Exposure of the deployment's release + connector + model to the `repro --scenario` failures.
+
+Read from knowledge/scenario_exposure (real `repro --scenario all` runs per release, never a version
+list); each finding names the run that showed it and `pd-doctor repro --scenario X` as the next step.
+The decode side (or any kv_consumer / kv_both connector) is the engine these scenarios kill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
+from vllm_pd_doctor.checkconfig.rules.context import Context, connector_entries, connector_key, label
+from vllm_pd_doctor.checkconfig.types import Finding, Server
+from vllm_pd_doctor.knowledge import scenario_exposure as sx
+
+CONSUMING = ("kv_consumer", "kv_both")
+
+
+def _sides(ctx: Context) -> Iterator[tuple[Server, str]]:
+    """(server, connector key) for every receiving connector pd-doctor's scenarios ran."""
+    for s in ctx.servers:
+        for e in connector_entries(s.config):
+            key = connector_key(e.name)
+            role = e.kv_role or s.config.kv_role
+            if key is not None and (role in CONSUMING or (role is None and s.role == "decode")):
+                yield s, key
+
+
+def _exposed(ctx: Context, scenario: str) -> list[tuple[Server, sx.ScenarioExposure]]:
+    if ctx.vllm is None or not ctx.vllm.version:
+        return []
+    out = []
+    for s, key in _sides(ctx):
+        x = sx.exposure(scenario, ctx.vllm.version, key, ctx.hybrid)
+        if x.verdict == sx.EXPOSED:
+            out.append((s, x))
+    return out
+
+
+def _evidence(hits: list[tuple[Server, sx.ScenarioExposure]]) -> str:
+    first = hits[0][1]
+    who = ", ".join(dict.fromkeys(f"{label(s)}/{x.connector}" for s, x in hits))
+    nxt = f"{first.next_step} --vllm {first.release}"
+    return f"{who}: {first.scenario} {first.reason} ({first.source}); next: {nxt}"
+
+
+@rule(
+    id="scenario-abort-race",
+    severity=W,
+    title="An aborted request whose KV receive and send finish in one step kills the decode EngineCore "
+    "(`assert req_id in self.requests`)",
+    fix="no upstream fix is merged (vllm PRs #56089/#46304 open): operators carry a scheduler patch "
+    "that skips finished-transfer ids of already-freed requests (prime-rl PR #2843); keep client "
+    "aborts and timeouts away from requests still waiting for KV; on data-parallel decode expect "
+    "one rank's death to take the pool down (sync_dp_state)",
+    refs=("vllm#46240", "vllm#48615", "vllm PR #56089", "vllm PR #46304"),
+)
+def abort_race(ctx: Context) -> Iterator[Finding]:
+    hits = _exposed(ctx, "abort-race")
+    if hits:
+        yield finding("scenario-abort-race", _evidence(hits))
+
+
+@rule(
+    id="scenario-hybrid-load-failure",
+    severity=E,
+    title="A failed KV load for a hybrid model kills the decode EngineCore (`too many values to unpack` "
+    "in _update_requests_with_invalid_blocks)",
+    fix="upgrade vLLM to a release with PR #50388 (the first release whose run holds); "
+    "kv_load_failure_policy does not avoid it (both policies run the unpack)",
+    refs=("vllm#45474", "vllm PR #50388"),
+)
+def hybrid_load_failure(ctx: Context) -> Iterator[Finding]:
+    if ctx.hybrid is False:
+        return
+    hits = _exposed(ctx, "hybrid-load-failure")
+    if not hits:
+        return
+    later = hits[0][1].holds_from
+    fix = (
+        (
+            f"upgrade vLLM to {later} or later (the first release in pd-doctor's runs where it "
+            "holds; PR #50388)"
+        )
+        if later
+        else None
+    )
+    ev = _evidence(hits)
+    if ctx.hybrid is None:
+        yield finding("scenario-hybrid-load-failure", ev + " (if the model is hybrid)", severity=W, fix=fix)
+    else:
+        yield finding("scenario-hybrid-load-failure", ev, fix=fix)
+
+
+@rule(
+    id="scenario-exposure-unknown",
+    severity=INFO,
+    title="This vLLM release was not among the releases pd-doctor's scenarios ran on",
+    fix="run the scenarios on it: pd-doctor repro --python YOUR_VLLM_PYTHON --scenario all",
+)
+def exposure_unknown(ctx: Context) -> Iterator[Finding]:
+    if ctx.vllm is None or not ctx.vllm.version or not any(True for _ in _sides(ctx)):
+        return
+    rel = sx.base(ctx.vllm.version)
+    if rel in sx.releases():
+        return
+    yield finding(
+        "scenario-exposure-unknown",
+        f"vLLM {rel}: exposure to {', '.join(sx.scenarios())} is unknown (release not run; "
+        f"the data has {', '.join(sx.releases())})",
+        fix=f"pd-doctor repro --python {ctx.vllm.python} --scenario all",
+    )
