@@ -3,11 +3,17 @@
 Read from knowledge/scenario_exposure (real `repro --scenario all` runs per release, never a version
 list); each finding names the run that showed it and `pd-doctor repro --scenario X` as the next step.
 The decode side (or any kv_consumer / kv_both connector) is the engine these scenarios kill.
+
+With --probe (check-config runs the user's vLLM anyway), the scenarios run in that vLLM once, with
+the deployment's model when it is hybrid, and the observed run wins over the recorded data, as the
+#53514 probe wins over the source reading.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
+from pathlib import Path
 
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, connector_entries, connector_key, label
@@ -15,6 +21,34 @@ from vllm_pd_doctor.checkconfig.types import Finding, Server
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
 
 CONSUMING = ("kv_consumer", "kv_both")
+RUN = ("abort-race", "hybrid-load-failure")
+"""The scenarios these rules report (n1-truncation has its own rules and probe)."""
+
+
+@functools.cache
+def _run(python: str, model_dir: str | None, connectors: tuple[str, ...]) -> tuple[sx.CellLike, ...]:
+    """The scenarios run in the user's vLLM (one child, once per check); () when they could not run."""
+    from vllm_pd_doctor.errors import PdDoctorError
+    from vllm_pd_doctor.scenarios import run as srun
+
+    try:
+        report = srun.run_scenarios(
+            python, RUN, connectors=connectors, model=Path(model_dir) if model_dir else None
+        )
+    except PdDoctorError:
+        return ()
+    return report.cells
+
+
+def observed(ctx: Context) -> tuple[sx.CellLike, ...]:
+    """The observed scenario cells when --probe was asked (the exposure carries a probe result)."""
+    if ctx.exposure is None or ctx.exposure.probe is None or ctx.vllm is None:
+        return ()
+    keys = tuple(sorted({k for _, k in _sides(ctx)}))
+    if not keys:
+        return ()
+    model = str(Path(ctx.model.path).resolve().parent) if ctx.model is not None and ctx.model.hybrid else None
+    return _run(ctx.vllm.python, model, keys)
 
 
 def _sides(ctx: Context) -> Iterator[tuple[Server, str]]:
@@ -31,17 +65,19 @@ def _exposed(ctx: Context, scenario: str) -> list[tuple[Server, sx.ScenarioExpos
     if ctx.vllm is None or not ctx.vllm.version:
         return []
     out = []
+    seen = observed(ctx)
     for s, key in _sides(ctx):
-        x = sx.exposure(scenario, ctx.vllm.version, key, ctx.hybrid)
+        x = sx.exposure(scenario, ctx.vllm.version, key, ctx.hybrid, observed=seen)
         if x.verdict == sx.EXPOSED:
             out.append((s, x))
     return out
 
 
-def _evidence(hits: list[tuple[Server, sx.ScenarioExposure]]) -> str:
+def _evidence(ctx: Context, hits: list[tuple[Server, sx.ScenarioExposure]]) -> str:
     first = hits[0][1]
     who = ", ".join(dict.fromkeys(f"{label(s)}/{x.connector}" for s, x in hits))
-    nxt = f"{first.next_step} --vllm {first.release}"
+    where = f"--python {ctx.vllm.python}" if ctx.vllm and first.source.startswith("observed") else ""
+    nxt = f"{first.next_step} {where or '--vllm ' + first.release}"
     return f"{who}: {first.scenario} {first.reason} ({first.source}); next: {nxt}"
 
 
@@ -59,7 +95,7 @@ def _evidence(hits: list[tuple[Server, sx.ScenarioExposure]]) -> str:
 def abort_race(ctx: Context) -> Iterator[Finding]:
     hits = _exposed(ctx, "abort-race")
     if hits:
-        yield finding("scenario-abort-race", _evidence(hits))
+        yield finding("scenario-abort-race", _evidence(ctx, hits))
 
 
 @rule(
@@ -86,7 +122,7 @@ def hybrid_load_failure(ctx: Context) -> Iterator[Finding]:
         if later
         else None
     )
-    ev = _evidence(hits)
+    ev = _evidence(ctx, hits)
     if ctx.hybrid is None:
         yield finding("scenario-hybrid-load-failure", ev + " (if the model is hybrid)", severity=W, fix=fix)
     else:
@@ -103,7 +139,7 @@ def exposure_unknown(ctx: Context) -> Iterator[Finding]:
     if ctx.vllm is None or not ctx.vllm.version or not any(True for _ in _sides(ctx)):
         return
     rel = sx.base(ctx.vllm.version)
-    if rel in sx.releases():
+    if rel in sx.releases() or observed(ctx):
         return
     yield finding(
         "scenario-exposure-unknown",
