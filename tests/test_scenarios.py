@@ -61,7 +61,7 @@ def test_parse_scenarios():
     with pytest.raises(BadInput):
         srun.parse_scenarios("nosuch")
     with pytest.raises(BadInput, match="not reproduced by this pd-doctor"):
-        srun.parse_scenarios("lease-reaper")
+        srun.parse_scenarios("preempt-final-step")
     assert not set(known.NOT_YET) & set(known.ids())
 
 
@@ -87,6 +87,12 @@ def test_recorded_buggy_release_verdicts():
         assert h is not None and h.status == FAILS and h.recipe is not None
         assert h.recipe.exception == "ValueError" and "too many values to unpack" in str(h.recipe.message)
         assert r.cell("n1-truncation", conn).status == FAILS  # type: ignore[union-attr]
+    lease = r.cell("lease-reaper", "nixl")
+    assert lease is not None and lease.status == FAILS and lease.recipe is not None
+    assert lease.recipe.how == "invariant"
+    extra = r.cell("d-extra-block", "nixl")
+    assert extra is not None and extra.status == FAILS and extra.recipe is not None
+    assert extra.recipe.statement == "assert num_decode_blocks <= len(prefill_group)"
 
 
 def test_recorded_fixed_release_verdicts():
@@ -95,6 +101,8 @@ def test_recorded_fixed_release_verdicts():
         assert r.cell("abort-race", conn).status == FAILS  # type: ignore[union-attr]  # still open upstream
         assert r.cell("hybrid-load-failure", conn).status == HOLDS  # type: ignore[union-attr]
         assert r.cell("n1-truncation", conn).status == HOLDS  # type: ignore[union-attr]
+    assert r.cell("lease-reaper", "nixl").status == HOLDS  # type: ignore[union-attr]
+    assert r.cell("d-extra-block", "nixl").status == FAILS  # type: ignore[union-attr]  # no fix merged
 
 
 @pytest.mark.parametrize("fmt", list(OutputFormat))

@@ -96,3 +96,35 @@ def test_matrix_scenario_all_prints_the_release_table(cli):
     assert status[("0.28.0", "hybrid-load-failure", "nixl")] == "fails"
     assert status[("0.32.0", "hybrid-load-failure", "nixl")] == "holds"
     assert status[("0.32.0", "abort-race", "nixl")] == "fails"
+
+
+def test_lease_reaper_strands_on_buggy_reclaims_on_fixed(buggy, fixed):
+    """vllm#58222: 0.28.0's reaper stops at the heartbeated head; 0.32.0's scans every lease."""
+    b, f = _cell(buggy[1], "lease-reaper", "nixl"), _cell(fixed[1], "lease-reaper", "nixl")
+    assert b["status"] == "fails", b
+    assert b["recipe"]["how"] == "invariant"
+    obs = b["recipe"]["observed"]
+    assert obs["stranded_leases"] == ["lease-1", "lease-2"]  # both expired, behind the head
+    assert obs["leases_left"]["lease-head"] > 0  # the head's lease was extended by the heartbeat
+    assert f["status"] == "holds", f
+    assert f["recipe"]["observed"]["finished_sending_after_expiry"] == ["lease-1", "lease-2"]
+    assert f["recipe"]["observed"]["stranded_leases"] == []
+    for c in (b, f):  # control: no heartbeat, every lease expires and is reclaimed
+        assert c["control"]["failed"] is False
+        assert c["control"]["observed"]["leases_left"] == {}
+
+
+def test_d_extra_block_fails_on_both_releases(buggy, fixed):
+    """PR #50558 (closed unmerged): D gets one block more than P sent when the proxy appends the token."""
+    for _, doc, _ in (buggy, fixed):
+        c = _cell(doc, "d-extra-block", "nixl")
+        assert c["status"] == "fails", c
+        assert c["recipe"]["how"] == "assertion"
+        assert c["recipe"]["statement"] == "assert num_decode_blocks <= len(prefill_group)"
+        assert c["recipe"]["function"] == "_apply_prefix_caching"
+        obs = c["recipe"]["observed"]
+        assert obs["p_prompt_len"] % obs["block_size"] == 0 and obs["d_prompt_len"] == obs["p_prompt_len"] + 1
+        assert [d - p for d, p in zip(obs["num_d_blocks"], obs["num_p_blocks"], strict=True)] == [1]
+        ctl = c["control"]
+        assert ctl["failed"] is False
+        assert ctl["observed"]["num_d_blocks"] == ctl["observed"]["num_p_blocks"]

@@ -126,20 +126,62 @@ _SCENARIOS: tuple[Scenario, ...] = (
         model_matters=True,
         fixed_upstream=True,
     ),
+    Scenario(
+        id="lease-reaper",
+        title="Expired KV leases stranded behind a heartbeated head entry (P side, NIXL worker)",
+        summary="P holds three finished prefills' blocks under 30 s leases, granted in order; D heartbeats "
+        "the first. Past the other two leases' expiry, the NIXL worker's get_finished must report them "
+        "finished_sending. Releases whose reaper walks the lease dict from its head and stops at the "
+        "first live entry (`if now < expires: break` in get_finished) leave them held for as long as "
+        "the head is heartbeated (0.27.1, 0.28.0); releases with _reap_expired_send_leases (0.32.0 here) "
+        "scan every lease. vLLM's own worker code runs with a fake clock and a NIXL agent stand-in (the "
+        "worker's __init__ needs the NIXL library).",
+        control="The same three leases with no heartbeat: every lease expires and all are reclaimed.",
+        references=(
+            _gh("thread", 58222),
+            _gh("fix", 50789, "open"),
+            _test(
+                "tests/v1/kv_connector/unit/test_nixl_heartbeat.py",
+                "test_reaper_reclaims_expired_leases_behind_heartbeated_head",
+            ),
+        ),
+        connectors=("nixl",),
+        kv_role="kv_producer",
+    ),
+    Scenario(
+        id="d-extra-block",
+        title="D allocates one block more than P sent when a proxy appends the first token",
+        summary="P prefills an N-token prompt, N an exact block multiple; the proxy hands D the prompt "
+        "plus P's first token. D's connector asks for all N+1 tokens from P and the scheduler allocates "
+        "N/bs + 1 blocks for the transfer while P sent N/bs. The NIXL worker's _apply_prefix_caching, "
+        "called on those block lists as the pull worker calls it, asserts `num_local_blocks <= "
+        "len(remote_group)` (`num_decode_blocks <= len(prefill_group)` from 0.28.0) and the D worker dies.",
+        control="The proxy hands D the same N-token prompt P computed.",
+        references=(
+            Reference(
+                "thread",
+                "vllm#50558 (closed unmerged: no release has a fix)",
+                "https://github.com/vllm-project/vllm/pull/50558",
+            ),
+            _test("tests/v1/kv_connector/unit/test_nixl_connector.py", "test_apply_prefix_caching_*"),
+        ),
+        connectors=("nixl",),
+    ),
 )
 
 SCENARIOS: dict[str, Scenario] = {s.id: s for s in _SCENARIOS}
 
 NOT_YET: dict[str, str] = {
-    "lease-reaper": "vllm#58222: the reaper is worker-side (NixlConnectorWorker.get_finished in 0.28.0, "
-    "_reap_expired_send_leases from 0.31.0); driving it needs a NIXL worker pd-doctor cannot build "
-    "without the transfer library",
     "preempt-final-step": "PR #48141, replaced by PR #50297 (`requires_kv_delivery`): every release "
-    "pd-doctor installs (0.27.1+) already has the fix, so no installed release can show it failing",
-    "d-extra-block": "PR #50558 was closed unmerged: no release with a fix to hold against",
-    "notify-only-failure": "PR #57570: its ground truth per release is not confirmed in the source yet",
-    "hybrid-group-divergence": "vllm#46453 / PR #48425: its ground truth per release is not confirmed "
-    "in the source yet",
+    "pd-doctor installs (0.27.1+) already has the fix (the scheduler reads requires_kv_delivery), so no "
+    "installed release can show it failing",
+    "notify-only-failure": "PR #57570: the fix is in the NIXL pull worker's start_load_kv (0.32.0 tracks "
+    "a receive only when `meta.awaiting_kvs or any(meta.local_block_ids)`; 0.27.1/0.28.0 track every "
+    "entry), and the failure needs that worker's background handshake to fail, which pd-doctor does "
+    "not drive yet (a handshake executor and a NIXL agent)",
+    "hybrid-group-divergence": "vllm#46453 / PR #48425: every installed release (0.27.1+) already has "
+    "the fix (KVCacheManager.get_computed_blocks_for_connector falls back to the reconciled boundary "
+    "when a group hits deeper than full attention), so no installed release can show it failing",
 }
 """Ids reserved for scenarios not (yet) reproduced, with why: `--scenario` names the reason."""
 
