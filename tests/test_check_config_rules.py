@@ -159,7 +159,7 @@ def ids(c: rules.Context) -> list[str]:
     return [f.id for f in rules.run_checks(c)]
 
 
-OPEN_UPSTREAM = {"scenario-abort-race"}
+OPEN_UPSTREAM = {"scenario-abort-race", "scenario-d-extra-block"}
 """Exposure every NIXL P/D has on every release pd-doctor's scenario runs hold (open upstream)."""
 
 
@@ -354,6 +354,12 @@ CASES = {
         ctx(P0H, D0H, model=HYBRID, vllm=V_BUGGY),
         ctx(vllm=V_BUGGY),
     ),
+    "scenario-lease-reaper": (ctx(vllm=V_BUGGY), ctx(vllm=V_FIXED)),
+    "scenario-lease-reaper/consumer-only": (
+        ctx(vllm=V_BUGGY),
+        ctx("vllm serve M --port 8100", D0, vllm=V_BUGGY),
+    ),
+    "scenario-d-extra-block": (ctx(), ctx(P0, D0.replace("Nixl", "Mooncake"))),
     "scenario-exposure-unknown": (
         ctx(vllm=VllmSource(python="py", version="0.30.0", path="/v/vllm", sites=EARLY)),
         ctx(),

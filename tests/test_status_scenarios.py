@@ -45,3 +45,12 @@ def test_decode_without_a_side_channel_or_unknown_release():
     d = _windows("a-healthy-idle")["decode"]
     other = replace(d, after=replace(d.after, version="0.30.1"))  # type: ignore[type-var, attr-defined]
     assert [f.id for f in scenario_exposure(other)] == ["scenario-exposure-unknown"]  # type: ignore[arg-type]
+
+
+def test_prefill_on_028_is_exposed_to_the_lease_reaper_and_032_is_not():
+    p = _windows("b-version-block-mismatch")["prefill"]
+    got = {f.id: f for f in scenario_exposure(p)}  # type: ignore[arg-type]
+    assert set(got) == {"exposed-lease-reaper"}
+    assert got["exposed-lease-reaper"].severity == "warning" and "0.32.0" in got["exposed-lease-reaper"].fix
+    p32 = _windows("a-healthy-traffic")["prefill"]
+    assert list(scenario_exposure(p32)) == []  # type: ignore[arg-type]

@@ -177,8 +177,8 @@ def judge(
             found.extend(compare.handshake_findings(pw, dw, cmp))
     for pw in p:
         found.extend(compare.exposure_53514(pw, python_vllm))
-    for dw in d:
-        found.extend(scenarios.scenario_exposure(dw))
+    for w in (*p, *d):
+        found.extend(scenarios.scenario_exposure(w))
     order = {"error": 0, "warning": 1, "info": 2}
     found.sort(key=lambda f: order.get(f.severity, 3))
     return StatusReport(

@@ -19,28 +19,37 @@ from vllm_pd_doctor.status.window import Window
 CLASSES = {
     "abort-race": "kv-xfer-finished-for-freed-request",
     "hybrid-load-failure": "hybrid-kv-load-failure-crash",
+    "lease-reaper": "kv-lease-expired",
 }
+PREFILL_SIDE = ("lease-reaper",)
+"""Scenarios whose failing engine is the prefill (the others: the decode)."""
 """The triage class whose next step is each scenario (triage/entries_2026.py)."""
 FIXES = {
     "abort-race": "no upstream fix is merged (vllm PRs #56089/#46304 open): carry a scheduler patch that "
     "skips finished-transfer ids of freed requests (prime-rl PR #2843) and keep client aborts away "
     "from requests still waiting for KV",
     "hybrid-load-failure": "upgrade vLLM to a release with PR #50388",
+    "lease-reaper": "upgrade vLLM to a release whose NIXL worker reaps every expired lease "
+    "(_reap_expired_send_leases)",
 }
 REFS = {
     "abort-race": ("vllm-project/vllm#46240", "vllm-project/vllm#48615"),
     "hybrid-load-failure": ("vllm-project/vllm#45474", "vllm-project/vllm PR #50388"),
+    "lease-reaper": ("vllm-project/vllm#58222", "vllm-project/vllm PR #50789"),
 }
 
 
 def scenario_exposure(d: Window) -> Iterable[Finding]:
-    """One finding per scenario this decode's release + model is exposed to (or one when unknown)."""
+    """One finding per scenario this engine's release + model is exposed to (or one when unknown);
+    each scenario on the side it kills (PREFILL_SIDE on a prefill, the others on a decode)."""
     version = d.after.version
     if not version or d.handshake is None:
         return
     rel = sx.base(version)
     model = d.after.model_root or (d.after.models[0] if d.after.models else None)
     if rel not in sx.releases():
+        if d.role != "decode":
+            return
         yield Finding(
             id="scenario-exposure-unknown",
             severity="info",
@@ -53,6 +62,8 @@ def scenario_exposure(d: Window) -> Iterable[Finding]:
         return
     hybrid = _hybrid(d.after.model_root)
     for sid in CLASSES:
+        if (sid in PREFILL_SIDE) != (d.role == "prefill"):
+            continue
         x = sx.exposure(sid, rel, "nixl", None if hybrid is None else bool(hybrid))
         if x.verdict != sx.EXPOSED:
             continue
@@ -64,7 +75,7 @@ def _finding(d: Window, x: sx.ScenarioExposure, version: str, model: str | None,
         Evidence(d.label, "/version", version),
         Evidence(d.label, "scenario run", f"{x.scenario} {x.reason} ({x.source})"),
     ]
-    severity, suffix = "info", ""
+    severity, suffix = ("warning" if x.scenario == "lease-reaper" else "info"), ""
     if x.scenario == "hybrid-load-failure":
         ev.append(Evidence(d.label, "/v1/models", f"{model}: {hybrid or 'config.json not readable here'}"))
         severity = "warning" if hybrid else "info"
@@ -75,7 +86,7 @@ def _finding(d: Window, x: sx.ScenarioExposure, version: str, model: str | None,
     return Finding(
         id=f"exposed-{x.scenario}",
         severity=severity,
-        title=f"the decode's vLLM {x.release} is exposed to the {x.scenario} scenario{suffix}",
+        title=f"the {d.role}'s vLLM {x.release} is exposed to the {x.scenario} scenario{suffix}",
         evidence=tuple(ev),
         triage_class=CLASSES[x.scenario],
         fix=fix,

@@ -21,7 +21,8 @@ from vllm_pd_doctor.checkconfig.types import Finding, Server
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
 
 CONSUMING = ("kv_consumer", "kv_both")
-RUN = ("abort-race", "hybrid-load-failure")
+PRODUCING = ("kv_producer", "kv_both")
+RUN = ("abort-race", "hybrid-load-failure", "lease-reaper", "d-extra-block")
 """The scenarios these rules report (n1-truncation has its own rules and probe)."""
 
 
@@ -44,29 +45,32 @@ def observed(ctx: Context) -> tuple[sx.CellLike, ...]:
     """The observed scenario cells when --probe was asked (the exposure carries a probe result)."""
     if ctx.exposure is None or ctx.exposure.probe is None or ctx.vllm is None:
         return ()
-    keys = tuple(sorted({k for _, k in _sides(ctx)}))
+    keys = tuple(sorted({k for p in (False, True) for _, k in _sides(ctx, p)}))
     if not keys:
         return ()
     model = str(Path(ctx.model.path).resolve().parent) if ctx.model is not None and ctx.model.hybrid else None
     return _run(ctx.vllm.python, model, keys)
 
 
-def _sides(ctx: Context) -> Iterator[tuple[Server, str]]:
-    """(server, connector key) for every receiving connector pd-doctor's scenarios ran."""
+def _sides(ctx: Context, producing: bool = False) -> Iterator[tuple[Server, str]]:
+    """(server, connector key) for every receiving (or, `producing`, sending) connector."""
+    roles, side = (PRODUCING, "prefill") if producing else (CONSUMING, "decode")
     for s in ctx.servers:
         for e in connector_entries(s.config):
             key = connector_key(e.name)
             role = e.kv_role or s.config.kv_role
-            if key is not None and (role in CONSUMING or (role is None and s.role == "decode")):
+            if key is not None and (role in roles or (role is None and s.role == side)):
                 yield s, key
 
 
-def _exposed(ctx: Context, scenario: str) -> list[tuple[Server, sx.ScenarioExposure]]:
+def _exposed(
+    ctx: Context, scenario: str, producing: bool = False
+) -> list[tuple[Server, sx.ScenarioExposure]]:
     if ctx.vllm is None or not ctx.vllm.version:
         return []
     out = []
     seen = observed(ctx)
-    for s, key in _sides(ctx):
+    for s, key in _sides(ctx, producing):
         x = sx.exposure(scenario, ctx.vllm.version, key, ctx.hybrid, observed=seen)
         if x.verdict == sx.EXPOSED:
             out.append((s, x))
@@ -127,6 +131,39 @@ def hybrid_load_failure(ctx: Context) -> Iterator[Finding]:
         yield finding("scenario-hybrid-load-failure", ev + " (if the model is hybrid)", severity=W, fix=fix)
     else:
         yield finding("scenario-hybrid-load-failure", ev, fix=fix)
+
+
+@rule(
+    id="scenario-lease-reaper",
+    severity=W,
+    title="Expired KV leases stay held behind a heartbeated one on the prefill (NIXL reaper stops at "
+    "the first live lease)",
+    fix="upgrade vLLM to a release whose NIXL worker reaps every expired lease "
+    "(_reap_expired_send_leases); until then prefill KV blocks of abandoned requests stay pinned while "
+    "any older lease is heartbeated",
+    refs=("vllm#58222", "vllm PR #50789"),
+)
+def lease_reaper(ctx: Context) -> Iterator[Finding]:
+    hits = _exposed(ctx, "lease-reaper", producing=True)
+    if hits:
+        later = hits[0][1].holds_from
+        fix = f"upgrade vLLM to {later} or later (the first release in pd-doctor's runs where it holds)"
+        yield finding("scenario-lease-reaper", _evidence(ctx, hits), fix=fix if later else None)
+
+
+@rule(
+    id="scenario-d-extra-block",
+    severity=INFO,
+    title="A proxy that appends the prefill's first token to a block-multiple prompt kills the decode "
+    "worker (D allocates one block more than P sent)",
+    fix="no fix is merged upstream (PR #50558 closed): have the proxy send decode the prompt the "
+    "prefill computed (the first token as the request's first output, not appended to the prompt)",
+    refs=("vllm PR #50558",),
+)
+def d_extra_block(ctx: Context) -> Iterator[Finding]:
+    hits = _exposed(ctx, "d-extra-block")
+    if hits:
+        yield finding("scenario-d-extra-block", _evidence(ctx, hits) + " (only with such a proxy)")
 
 
 @rule(
