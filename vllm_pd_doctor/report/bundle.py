@@ -310,7 +310,12 @@ def build(
         config_file=config_name,
         repro=repro_sec,
         check_config=check_sec,
-        reproduction=docs.reproduction(version, commands, any(f.startswith("repro/") for f in files)),
+        reproduction=docs.reproduction(
+            version,
+            commands,
+            any(f.startswith("repro/") for f in files),
+            docs.scenario_of(tri.verdicts[0].next if tri is not None and tri.verdicts else None),
+        ),
         logs=log_docs,
         placeholders=(),
         redact_hosts=inputs.redact_hosts,
