@@ -364,6 +364,45 @@ CASES = {
         ctx(vllm=VllmSource(python="py", version="0.30.0", path="/v/vllm", sites=EARLY)),
         ctx(),
     ),
+    "handshake-compat": (
+        ctx(
+            None,
+            None,
+            extra=(
+                imaged(P0, "prefill", "vllm/vllm-openai:v0.28.0"),
+                imaged(D0, "decode", "vllm/vllm-openai:v0.32.0"),
+            ),
+        ),
+        ctx(
+            None,
+            None,
+            extra=(
+                imaged(P0, "prefill", "vllm/vllm-openai:v0.32.0"),
+                imaged(D0, "decode", "vllm/vllm-openai:v0.32.0"),
+            ),
+        ),
+    ),
+    "handshake-compat/push-pull": (ctx(P0, D0.replace("NixlConnector", "NixlPushConnector")), ctx()),
+    "handshake-compat/hma": (
+        ctx(P0 + " --disable-hybrid-kv-cache-manager", D0),
+        ctx(P0 + " --disable-hybrid-kv-cache-manager", D0 + " --disable-hybrid-kv-cache-manager"),
+    ),
+    "connector-unregistered/encoder-cache-name": (
+        ctx(P0.replace("NixlConnector", "ECExampleConnector"), D0, vllm=V_REGISTRY),
+        ctx(
+            P0.replace('"NixlConnector"', '"ECExampleConnector","kv_connector_module_path":"my.ec"'),
+            D0,
+            vllm=V_REGISTRY,
+        ),
+    ),
+    "side-channel-port-collision/relaunched-slot-is-not-two": (
+        ctx(P0, P0.replace("--port 8100", "--port 8101").replace("kv_producer", "kv_consumer")),
+        ctx(P0, P0.replace("kv_producer", "kv_consumer")),
+    ),
+    "side-channel-host-loopback/bind-addresses-are-not-hosts": (
+        ctx(hosts=("10.0.0.1", "10.0.0.2")),
+        ctx(P0 + " --host 10.0.0.1", D0 + " --host 192.168.0.7"),
+    ),
     "kv-role-invalid/multi-child": (
         ctx(MULTI.replace('"kv_producer"}', '"kv_consumer"}', 1), D0),
         ctx(MULTI, D0),
@@ -476,3 +515,33 @@ def test_core_never_filters_reasons_by_text():
 
     src = inspect.getsource(core)
     assert '"unknown" in' not in src and "reasons" not in src
+
+
+def _sev(c: rules.Context, rule_id: str) -> set[Severity]:
+    return {f.severity for f in rules.run_checks(c) if f.id == rule_id}
+
+
+def test_kv_key_of_another_vllm_is_a_warning_a_typo_an_error():
+    """vLLM's own EPD bench script passes `kv_encoder_mode`, a field of the vLLM branch it ships
+    with (benchmarks/disagg_benchmarks/disagg_nixl_epd_benchmark.sh): warning. A misspelt field
+    (`kv_rol`) fails on every release: error."""
+    other = ctx(P0.replace('"kv_role"', '"kv_encoder_mode":"x","kv_role"'), D0, vllm=V_KV_FIELDS)
+    typo = ctx(P0.replace('"kv_role"', '"kv_rol":"kv_producer","kv_role"'), D0, vllm=V_KV_FIELDS)
+    assert _sev(other, "kv-transfer-config-key") == {Severity.warning}
+    assert _sev(typo, "kv-transfer-config-key") == {Severity.error}
+
+
+def test_handshake_compat_names_every_differing_input_and_softens_when_disabled():
+    off = '"kv_connector_extra_config":{"enforce_handshake_compat":false},"kv_role"'
+    pair = (
+        imaged(P0 + " --dtype bfloat16", "prefill", "vllm/vllm-openai:v0.28.0"),
+        imaged(D0.replace("NixlConnector", "NixlPushConnector"), "decode", "vllm/vllm-openai:v0.32.0"),
+    )
+    found = [f for f in rules.run_checks(ctx(None, None, extra=pair)) if f.id == "handshake-compat"]
+    assert len(found) == 1 and found[0].severity is Severity.error
+    for said in ("vllm_version: prefill 0.28.0", "decode 0.32.0", "dtype: prefill bfloat16", "transfer_mode"):
+        assert said in found[0].evidence, found[0].evidence
+    relaxed = (imaged(P0.replace('"kv_role"', off), "prefill", pair[0].image or ""), pair[1])
+    assert _sev(ctx(None, None, extra=relaxed), "handshake-compat") == {Severity.warning}
+    unknown = (imaged(P0, "prefill", "acme/prefill-img:abc"), imaged(D0, "decode", "acme/decode-img:abc"))
+    assert _sev(ctx(None, None, extra=unknown), "handshake-compat") == {Severity.warning}

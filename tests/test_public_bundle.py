@@ -164,6 +164,8 @@ ID = {
     "interpreter_user": "monaplant",
     "letters_only_endpoint": "etcdplanthost",
     "letters_only_host_env": "plantboxhost",
+    "host_only_in_log_file_name": "gpuplanthost77",
+    "cluster_only_in_config_file_name": "plantclusterxyz",
 }
 """Identifiers (hosts, addresses, user names, names of a site's things)."""
 
@@ -509,17 +511,22 @@ def _recorded_repro() -> ReproRun | None:
 def make_bundle(tmp: Path, case: str, *, private: bool = False) -> dict[str, str]:
     """Build one bundle (no vLLM: the repro is the recorded one, collect_env a fixed text)."""
     logs = []
-    for name, text in (("prefill.log", prefill_log()), (f"decode-{ID['fqdn']}.log", decode_log())):
+    for name, text in (
+        (f"prefill-{ID['host_only_in_log_file_name']}.log", prefill_log()),
+        (f"decode-{ID['fqdn']}.log", decode_log()),
+    ):
         p = tmp / name
         p.write_text(text, encoding="utf-8")
         logs.append(p)
     kw: dict[str, object] = {}
     if case == "k8s":
-        (tmp / "pd.yaml").write_text(manifest(), encoding="utf-8")
-        kw["config"] = tmp / "pd.yaml"
+        name = f"pd-{ID['cluster_only_in_config_file_name']}.yaml"  # named only here (issue 28)
+        (tmp / name).write_text(manifest(), encoding="utf-8")
+        kw["config"] = tmp / name
     elif case == "slurm":
-        (tmp / "pd.sbatch.sh").write_text(slurm(), encoding="utf-8")
-        kw["config"] = tmp / "pd.sbatch.sh"
+        name = f"pd.{ID['cluster_only_in_config_file_name']}.sbatch.sh"
+        (tmp / name).write_text(slurm(), encoding="utf-8")
+        kw["config"] = tmp / name
     else:
         kw["prefill_cmd"], kw["decode_cmd"] = commands()
     inputs = bundle.ReportInputs(

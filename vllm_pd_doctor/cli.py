@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -12,7 +13,6 @@ from typing import Any
 import typer
 
 from vllm_pd_doctor import __version__, procs, safeio
-from vllm_pd_doctor.commands import check_config, envs, hotfix, matrix, report, repro, status, triage
 from vllm_pd_doctor.errors import debug_enabled, report_error
 from vllm_pd_doctor.sanitize import line
 
@@ -21,16 +21,20 @@ EXIT_CODES_HELP = (
     "2 bad input, 3 could not run, 4 internal error, 129/130/143 stopped by SIGHUP/SIGINT/SIGTERM."
 )
 
-app = typer.Typer(
-    name="pd-doctor",
-    help="Diagnose and reproduce vLLM prefill/decode (P/D) disaggregation failures over the NIXL "
-    "KV connector, starting with the P-side N-1 truncation crash (vLLM #53514).\n\n" + EXIT_CODES_HELP,
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+COMMANDS = {
+    "repro": "repro",
+    "check-config": "check_config",
+    "report": "report",
+    "matrix": "matrix",
+    "bisect": "matrix",
+    "envs": "envs",
+    "hotfix": "hotfix",
+    "triage": "triage",
+    "status": "status",
+}
+"""Command name -> the module under `commands/` that registers it (tests/test_cli_help.py checks
+that each module registers exactly these)."""
+_ORDER = ("repro", "check_config", "report", "matrix", "envs", "hotfix", "triage", "status")
 
 
 def _version(value: bool) -> None:
@@ -39,7 +43,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _main(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print pd-doctor's version and exit."
@@ -48,8 +51,37 @@ def _main(
     """pd-doctor: P/D disaggregation doctor for vLLM."""
 
 
-for _module in (repro, check_config, report, matrix, envs, hotfix, triage, status):
-    _module.register(app)
+def build_app(only: str | None = None) -> typer.Typer:
+    """The typer app with every command, or only the module of command `only` (a run of one
+    command imports and builds that command alone: start-up time)."""
+    new = typer.Typer(
+        name="pd-doctor",
+        help="Diagnose and reproduce vLLM prefill/decode (P/D) disaggregation failures over the NIXL "
+        "KV connector, starting with the P-side N-1 truncation crash (vLLM #53514).\n\n" + EXIT_CODES_HELP,
+        no_args_is_help=True,
+        add_completion=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode="markdown",
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    new.callback()(_main)
+    for name in (COMMANDS[only],) if only in COMMANDS else _ORDER:
+        importlib.import_module(f"vllm_pd_doctor.commands.{name}").register(new)
+    return new
+
+
+def __getattr__(name: str) -> Any:  # `cli.app`: the full app, built on first use
+    if name == "app":
+        globals()["app"] = built = build_app()
+        return built
+    raise AttributeError(name)
+
+
+def _invoked(argv: Sequence[str] | None) -> str | None:
+    """The command a command line runs (its first word that is no option), if it is one."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in args if not a.startswith("-")), None)
+    return first if first in COMMANDS else None
 
 
 # click's exceptions, wherever this typer keeps them (typer >= 0.17 vendors click as typer._click)
@@ -154,9 +186,10 @@ def _metavars(cmd: Any) -> None:
         _metavars(sub)
 
 
-def command() -> Any:
-    """The click command `main` runs: typer's, with the error boundary and tidy help."""
-    cmd = typer.main.get_command(app)
+def command(only: str | None = None) -> Any:
+    """The click command `main` runs: typer's, with the error boundary and tidy help (with
+    `only`, a command name: the app of that command alone)."""
+    cmd = typer.main.get_command(build_app(only) if only in COMMANDS else __getattr__("app"))
     cmd.invoke = _guarded(cmd.invoke)  # type: ignore[method-assign,assignment]
     _metavars(cmd)
     return cmd
@@ -181,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _dispatch(argv: Sequence[str] | None) -> int:
-    command_ = command()
+    command_ = command(_invoked(argv))
     try:
         rc = command_.main(
             args=list(argv) if argv is not None else None, prog_name="pd-doctor", standalone_mode=False

@@ -8,7 +8,6 @@ the local prefix-cache lookup (read from its source). Any condition that is know
 
 from __future__ import annotations
 
-from vllm_pd_doctor import advice
 from vllm_pd_doctor.checkconfig.inspect_vllm import sites_for
 from vllm_pd_doctor.checkconfig.rules.context import (
     PRODUCING,
@@ -112,6 +111,8 @@ def _fixes(verdict: Verdict, sides: list[SideExposure], python: str | None) -> t
         return ()
     keys = [x.connector for x in sides if x.connector]
     late = any(r.kind is ReasonKind.late_truncation for x in sides for r in x.why)
+    from vllm_pd_doctor import advice  # (and the hotfix it names: only when there is a fix to give)
+
     return advice.fixes(keys, late_truncation=late, python=python)
 
 

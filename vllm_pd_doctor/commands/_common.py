@@ -182,6 +182,9 @@ def progress_printer(enabled: bool = True) -> Reporter:
 
 
 def hint(msg: str) -> None:
+    if not sys.stderr.isatty():  # no colour to draw: plain text, without loading rich (~50 ms)
+        print(f"pd-doctor: note: {safe_text(msg)}", file=sys.stderr, flush=True)
+        return
     from rich.text import Text
 
     stderr().print(Text.assemble(("pd-doctor: note: ", "yellow"), safe_text(msg)), highlight=False)

@@ -44,6 +44,45 @@ class Options:
 Formatter = Callable[[Any, Options], str]
 
 
+Triple = tuple[Formatter, Formatter, Formatter]
+"""(table, json, markdown) of one result type."""
+_ORDER = (OutputFormat.table, OutputFormat.json, OutputFormat.markdown)
+
+
+def _table(fn: Callable[[Any], Any]) -> Formatter:
+    from vllm_pd_doctor.formats import table as t
+
+    return lambda r, o: t.render(fn(r), width=o.width, color=o.color)
+
+
+def _json(fn: Callable[[Any], Any]) -> Formatter:
+    from vllm_pd_doctor.formats import json as j
+
+    return lambda r, o: j.dumps(fn(r))
+
+
+def _plain(fn: Callable[[Any], str]) -> Formatter:
+    return lambda r, o: fn(r)
+
+
+def _check(fmt: OutputFormat) -> dict[type, Formatter]:
+    """check-config's report and rule catalogue: only the one format asked for is imported
+    (`check-config --format json` never loads rich, triage or the matrix: start-up time)."""
+    from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
+
+    if fmt is OutputFormat.json:
+        from vllm_pd_doctor.formats import json as j
+
+        return {CheckReport: _json(j.check_obj), RuleCatalogue: _json(j.rules_obj)}
+    if fmt is OutputFormat.markdown:
+        from vllm_pd_doctor.formats import markdown as md
+
+        return {CheckReport: _plain(md.check_md), RuleCatalogue: _plain(md.rules_md)}
+    from vllm_pd_doctor.formats import table as t
+
+    return {CheckReport: _table(t.check_table), RuleCatalogue: _table(t.rules_table)}
+
+
 @functools.cache
 def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     """Every (result type, format) pd-doctor renders, and the function that does it.
@@ -52,9 +91,8 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     `tests/test_formats.py` finds every `Result` subclass in the package and checks it has all.
     """
     from vllm_pd_doctor import hotfix
-    from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
     from vllm_pd_doctor.envs import EnvListing
-    from vllm_pd_doctor.formats import _text
+    from vllm_pd_doctor.formats import _text as tx
     from vllm_pd_doctor.formats import json as j
     from vllm_pd_doctor.formats import json_triage as jt
     from vllm_pd_doctor.formats import markdown as md
@@ -72,55 +110,52 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     from vllm_pd_doctor.status.types import StatusReport
     from vllm_pd_doctor.triage.types import FailureCatalogue, TriageResult
 
-    def table(fn: Callable[[Any], Any]) -> Formatter:
-        return lambda r, o: t.render(fn(r), width=o.width, color=o.color)
-
-    def as_json(fn: Callable[[Any], Any]) -> Formatter:
-        return lambda r, o: j.dumps(fn(r))
-
-    def text(fn: Callable[[Any], str]) -> Formatter:
-        return lambda r, o: fn(r)
-
-    per_type: dict[type, tuple[Formatter, Formatter, Formatter]] = {
+    per_type: dict[type, Triple] = {
         # result type: (table, json, markdown)
         ReproReport: (
             lambda r, o: t.repro_text(r, width=o.width, color=o.color),
             lambda r, o: j.dumps(j.repro_to_obj(r, as_list=o.as_list)),
-            text(md.repro_md),
+            _plain(md.repro_md),
         ),
-        CheckReport: (table(t.check_table), as_json(j.check_obj), text(md.check_md)),
-        RuleCatalogue: (table(t.rules_table), as_json(j.rules_obj), text(md.rules_md)),
-        MatrixReport: (table(t.matrix_table), as_json(j.matrix_obj), text(md.matrix_md)),
-        BisectReport: (text(t.bisect_text), as_json(j.bisect_obj), text(md.bisect_md)),
-        EnvListing: (table(t.envs_table), as_json(j.envs_obj), text(md.envs_md)),
-        EnvChange: (text(_text.env_change_text), as_json(j.env_change_obj), text(md.env_change_md)),
+        MatrixReport: (_table(t.matrix_table), _json(j.matrix_obj), _plain(md.matrix_md)),
+        BisectReport: (_plain(t.bisect_text), _json(j.bisect_obj), _plain(md.bisect_md)),
+        EnvListing: (_table(t.envs_table), _json(j.envs_obj), _plain(md.envs_md)),
+        EnvChange: (_plain(tx.env_change_text), _json(j.env_change_obj), _plain(md.env_change_md)),
         hotfix.Status: (
-            table(t.hotfix_status_table),
-            as_json(j.hotfix_status_obj),
-            text(md.hotfix_status_md),
+            _table(t.hotfix_status_table),
+            _json(j.hotfix_status_obj),
+            _plain(md.hotfix_status_md),
         ),
         hotfix.Change: (
-            text(_text.hotfix_change_text),
-            as_json(j.hotfix_change_obj),
-            text(md.hotfix_change_md),
+            _plain(tx.hotfix_change_text),
+            _json(j.hotfix_change_obj),
+            _plain(md.hotfix_change_md),
         ),
-        TriageResult: (table(t.triage_table), as_json(jt.triage_obj), text(md.triage_md)),
-        FailureCatalogue: (table(t.catalogue_table), as_json(jt.catalogue_obj), text(md.catalogue_md)),
-        ScenarioReport: (table(sf.report_table), as_json(sf.report_obj), text(sf.report_md)),
-        ScenarioMatrix: (table(sf.matrix_table), as_json(sf.matrix_obj), text(sf.matrix_md)),
-        ScenarioCatalogue: (table(sf.catalogue_table), as_json(sf.catalogue_obj), text(sf.catalogue_md)),
-        ScenarioBisect: (text(sf.bisect_text), as_json(sf.bisect_obj), text(sf.bisect_md)),
-        StatusReport: (table(st.status_table), as_json(st.status_obj), text(st.status_md)),
+        TriageResult: (_table(t.triage_table), _json(jt.triage_obj), _plain(md.triage_md)),
+        FailureCatalogue: (_table(t.catalogue_table), _json(jt.catalogue_obj), _plain(md.catalogue_md)),
+        ScenarioReport: (_table(sf.report_table), _json(sf.report_obj), _plain(sf.report_md)),
+        ScenarioMatrix: (_table(sf.matrix_table), _json(sf.matrix_obj), _plain(sf.matrix_md)),
+        ScenarioCatalogue: (_table(sf.catalogue_table), _json(sf.catalogue_obj), _plain(sf.catalogue_md)),
+        ScenarioBisect: (_plain(sf.bisect_text), _json(sf.bisect_obj), _plain(sf.bisect_md)),
+        StatusReport: (_table(st.status_table), _json(st.status_obj), _plain(st.status_md)),
     }
-    order = (OutputFormat.table, OutputFormat.json, OutputFormat.markdown)
-    return {(rt, f): fn for rt, fns in per_type.items() for f, fn in zip(order, fns, strict=True)}
+    out = {(rt, f): fn for rt, fns in per_type.items() for f, fn in zip(_ORDER, fns, strict=True)}
+    for f in _ORDER:
+        out.update({(rt, f): fn for rt, fn in _check(f).items()})
+    return out
+
+
+def _lookup(rt: type, fmt: OutputFormat) -> Formatter | None:
+    if rt.__module__ == "vllm_pd_doctor.checkconfig.results":
+        return _check(fmt).get(rt)
+    return formatters().get((rt, fmt))
 
 
 def emit(
     result: Result, fmt: OutputFormat, *, width: int = 110, color: bool = False, as_list: bool = False
 ) -> str:
     """`result` as text in `fmt`: the one way a command's result reaches its output."""
-    fn = formatters().get((type(result), OutputFormat(fmt)))
+    fn = _lookup(type(result), OutputFormat(fmt))
     if fn is None:
         raise TypeError(f"no {OutputFormat(fmt).value} format for {type(result).__name__}")
     from vllm_pd_doctor.sanitize import clean

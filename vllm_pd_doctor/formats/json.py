@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vllm_pd_doctor import advice, hotfix
 from vllm_pd_doctor.checkconfig.types import (
     CheckReport,
     Exposure,
@@ -19,8 +18,7 @@ from vllm_pd_doctor.checkconfig.types import (
     Severity,
     VllmSource,
 )
-from vllm_pd_doctor.envs import EnvListing
-from vllm_pd_doctor.matrix import FIRED, BisectReport, MatrixCell, MatrixReport, ReleaseRow
+from vllm_pd_doctor.hotfix_env import ENV_SETTING
 from vllm_pd_doctor.results import (
     SCHEMA_VERSION,
     Assertion,
@@ -30,6 +28,11 @@ from vllm_pd_doctor.results import (
     NotAffected,
     ReproReport,
 )
+
+if TYPE_CHECKING:  # only the renderers of these types need them (check-config's JSON does not)
+    from vllm_pd_doctor import hotfix
+    from vllm_pd_doctor.envs import EnvListing
+    from vllm_pd_doctor.matrix import BisectReport, MatrixCell, MatrixReport, ReleaseRow
 
 
 def _frame(f: Frame | None) -> dict[str, Any] | None:
@@ -167,6 +170,8 @@ def repro_to_obj(report: ReproReport, *, as_list: bool) -> Any:
         as_list = False
     else:
         docs = [verdict_to_dict(report, r) for r in report.results]
+    from vllm_pd_doctor import advice
+
     fixes = list(advice.for_repro(report))
     for d in docs:
         d["timings"] = report.timings
@@ -375,6 +380,8 @@ def bisect_obj(b: BisectReport) -> dict[str, Any]:
 
 
 def _side(b: BisectReport, release: str | None) -> dict[str, Any] | None:
+    from vllm_pd_doctor.matrix import FIRED
+
     if release is None:
         return None
     row = b.rows.get(release)
@@ -424,7 +431,7 @@ def hotfix_status_obj(st: hotfix.Status) -> dict[str, Any]:
         "current": inst.current if inst else None,
         "other_plugins": list(st.other_plugins),
         "enabled": st.enabled,
-        "enable_with": hotfix.ENV_SETTING,
+        "enable_with": ENV_SETTING,
         "needed": st.needed,
         "plan_error": st.plan_error,
         "plan": [dataclasses.asdict(p) for p in st.plan],
@@ -435,7 +442,7 @@ def hotfix_change_obj(c: hotfix.Change) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "action": c.action,
-        "distribution": hotfix.DIST,
+        "distribution": _hotfix_dist(),
         "python": c.python,
         "site_packages": c.site_packages,
         "files": list(c.files),
@@ -444,3 +451,9 @@ def hotfix_change_obj(c: hotfix.Change) -> dict[str, Any]:
 
 def env_change_obj(c: EnvChange) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "action": c.action, "paths": list(c.paths)}
+
+
+def _hotfix_dist() -> str:
+    from vllm_pd_doctor import hotfix
+
+    return hotfix.DIST

@@ -11,7 +11,7 @@ from typing import Any
 
 from vllm_pd_doctor import __version__, safeio
 from vllm_pd_doctor.formats import OutputFormat, emit
-from vllm_pd_doctor.report import collect, docs, facts, logs, render, standalone
+from vllm_pd_doctor.report import collect, docs, facts, identity, logs, render, standalone
 from vllm_pd_doctor.report.collect import Collected, ReproRun
 from vllm_pd_doctor.report.facts import Public
 from vllm_pd_doctor.report.gather import Gathered as Gathered
@@ -90,8 +90,12 @@ def _logs(
     sigs: set[str] = set()
     red = pub.red
     for i, (path, got) in enumerate(g.logs, 1):
-        name = _safe_name(red.file_name(path.name), used) if private else f"log-{i}"
-        given = pub.text(str(path)) if private else f"log {i} ({pub.text(path.name)})"
+        name = _safe_name(red.file_name(pub.renamed(path.name)), used) if private else f"log-{i}"
+        given = (
+            pub.text(str(path))
+            if private
+            else f"log {i} ({pub.safe.rename.get(path.name) or pub.text(path.name)})"
+        )
         if not got.ok:
             log_docs.append(render.LogDoc(name=name, given_as=given, ok=False, why=pub.text(got.why or "?")))
             continue
@@ -121,10 +125,12 @@ def _logs(
                         first_line=e.first_line,
                         last_line=e.last_line,
                         text=pub.text("\n".join(e.lines)),
+                        origin=pub.text(e.origin) if e.origin else None,
                     )
                     for e in kept
                 ),
                 excerpts_omitted=omitted,
+                identities=tuple((w, pub.text(v)) for w, v in logs.identities(raw)),
             )
         )
     return tuple(log_docs), sigs
@@ -223,14 +229,16 @@ def _environment(inputs: ReportInputs, g: Gathered, pub: Public) -> dict[str, An
     return {"interpreter": interp, "nixl": nixl, "ucx": ucx, "collect_env": cenv, "env_vars": tuple(env_vars)}
 
 
-def _private_files(inputs: ReportInputs, g: Gathered, red: Redactor, files: dict[str, str]) -> None:
-    """Verbatim copies (second-line redaction only): the private bundle's raw/."""
+def _private_files(inputs: ReportInputs, g: Gathered, pub: Public, files: dict[str, str]) -> None:
+    """Verbatim copies (second-line redaction only, the inputs' file names in their public
+    form): the private bundle's raw/."""
+    red, rn = pub.red, pub.renamed
     if g.collect_env.ok:
         files["raw/collect_env.txt"] = red.text(str(g.collect_env.value))
     if g.repro.ok:
-        files["raw/repro.json"] = red.json_text(emit(g.repro.value.report, OutputFormat.json))
+        files["raw/repro.json"] = red.json_text(rn(emit(g.repro.value.report, OutputFormat.json)))
     if g.check is not None:
-        files["raw/check-config.json"] = red.json_text(emit(g.check, OutputFormat.json))
+        files["raw/check-config.json"] = red.json_text(rn(emit(g.check, OutputFormat.json)))
     if g.config_text is not None and g.config_text.ok:
         suffix = inputs.config.suffix if inputs.config else ""
         suffix = suffix if suffix[1:].isalnum() and suffix.isascii() else ""  # .yaml, .sh ...
@@ -271,6 +279,7 @@ def build(
     red_version = g.interpreter.value.get("vllm_version") if g.interpreter.ok else None
     vllm_dir = g.interpreter.value.get("vllm_path") if g.interpreter.ok else None
     pub = Public(red, facts.safe_flags(vllm_dir))
+    identity.prepare(pub.safe, inputs, g)
     version = pub.text(str(red_version)) if red_version else None
     files: dict[str, str] = {}
     env = _environment(inputs, g, pub)
@@ -284,10 +293,14 @@ def build(
     run: ReproRun | None = g.repro.value if g.repro.ok else None
     repro_sec = _section(g.repro, pub, lambda v: v.report)
     check_sec = _section(g.check_config, pub, lambda v: v)
-    config_name = pub.text(inputs.config.name) if g.config_text is not None and inputs.config else None
+    config_name = (
+        pub.safe.rename.get(inputs.config.name) or pub.text(inputs.config.name)
+        if g.config_text is not None and inputs.config
+        else None
+    )
     log_docs, sigs = _logs(g, pub, inputs.log_cap, files, inputs.private)
     if inputs.private:
-        _private_files(inputs, g, red, files)
+        _private_files(inputs, g, pub, files)
     files.update(standalone.files(inputs.model, run.options if run else None, version, pub))
     tri = g.triage.value if g.triage.ok else None
     top = pub.text(tri.verdicts[0].title) if tri is not None and tri.verdicts else None

@@ -139,12 +139,22 @@ class Public:
         self.safe = SafeText(self.red.ph, keep_hosts=not self.red.ctx.redact_hosts)
 
     def text(self, s: str) -> str:
-        return self.safe.text(self.red.text(s)) if s else s
+        return self.safe.text(self.red.text(self.renamed(s))) if s else s
 
     def named(self, name: str, value: str) -> str:
-        return self.safe.text(self.red.value(name, value)) if value else value
+        return self.safe.text(self.red.value(name, self.renamed(value))) if value else value
+
+    def renamed(self, s: str) -> str:
+        """The input files' names in their public form, before anything else reads the text (a
+        host named only in a log's file name never reaches the redactor as a word)."""
+        for raw in sorted(self.safe.rename, key=len, reverse=True):
+            if raw in s:
+                s = s.replace(raw, self.safe.rename[raw])
+        return s
 
     def placeholder(self, kind: str, value: str) -> str:
+        if kind == "model" and value.rstrip("/") in self.safe.keep:
+            return value  # a public model id (report/identity.py)
         return str(self.red.ph.get(kind, value))
 
     # --- JSON-like values ---------------------------------------------------------------

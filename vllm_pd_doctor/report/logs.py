@@ -8,20 +8,30 @@ prefixes as written, with their line numbers.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from vllm_pd_doctor.tracebacks import TB_START, strip_prefix, traceback_end
 from vllm_pd_doctor.triage import TriageResult, Verdict, triage_text
+from vllm_pd_doctor.triage.reader import normalise
 from vllm_pd_doctor.triage.types import Evidence
 
 _CONTEXT = 2
 MAX_EXCERPT_LINES = 80
 MAX_DUMP_LINES = 60
 _DUMP = "[dump_input.py"
-CONTEXT_LINES = ("NIXL compatibility check passed", "Setting attention block size to")
+CONTEXT_LINES = (
+    "NIXL compatibility check passed",
+    "Setting attention block size to",
+    "NIXL compatibility hash",
+    "Initializing NIXL worker",
+    "vLLM API server version",
+    "Initializing a V1 LLM engine",
+)
 """Not causes: lines a maintainer reads beside a verdict (the handshake's compatibility check
-passed; vLLM aligned a hybrid model's block size), kept as excerpts with reason `context`."""
+passed or its hash; vLLM aligned a hybrid model's block size; the release and the engine's
+config), kept as excerpts with reason `context`."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,9 @@ class Excerpt:
     """Triage class ids whose evidence lies in these lines (and `dump_input`)."""
     first_line: int
     lines: tuple[str, ...]
+    origin: str | None = None
+    """Where the code raised or logged it: a traceback's innermost vLLM (else innermost) frame
+    with the exception, an ERROR record's logger location (`core.py:710`)."""
 
     @property
     def last_line(self) -> int:
@@ -60,7 +73,7 @@ def find(text: str, name: str = "log") -> LogFindings:
     and every verdict's evidence lines with a little context."""
     result = triage_text(text, name)
     raw = text.splitlines()
-    body = [strip_prefix(line) for line in raw]
+    body, srcs = _bodies(raw, name)
     reasons_at: dict[int, list[str]] = {}
     for v in result.verdicts:
         for e in v.evidence:
@@ -89,6 +102,7 @@ def find(text: str, name: str = "log") -> LogFindings:
             i = j + 1
             continue
         i += 1
+    spans += _error_spans(body, srcs, spans)
     covered = bytearray(len(body))  # linear: a list of spans scanned per line was quadratic
     for a, b, _ in spans:
         covered[a : b + 1] = b"\x01" * (b + 1 - a)
@@ -102,18 +116,118 @@ def find(text: str, name: str = "log") -> LogFindings:
     excerpts = []
     for a, b, kind in _merge(sorted(spans)):
         reasons = tuple(dict.fromkeys(r for k in range(a, b + 1) for r in reasons_at.get(k, ())))
-        excerpts.append(Excerpt(kind=kind, reasons=reasons, first_line=a + 1, lines=tuple(raw[a : b + 1])))
+        origin = origin_of(kind, body[a : b + 1], srcs[a : b + 1])
+        excerpts.append(
+            Excerpt(kind=kind, reasons=reasons, first_line=a + 1, lines=tuple(raw[a : b + 1]), origin=origin)
+        )
     sigs = tuple((v.cls, len(v.evidence)) for v in result.verdicts)
     return LogFindings(signatures=sigs, excerpts=tuple(excerpts), verdicts=result.verdicts, result=result)
 
 
-_KIND_RANK = {"traceback": 0, "dump_input": 1, "signature": 2}
+_KIND_RANK = {"traceback": 0, "dump_input": 1, "error": 2, "signature": 3}
+NORMALISE_MAX_LINES = 400_000
+"""Up to this many lines every line is read with triage's reader (any prefix: kubectl/stern,
+compose, Ray, journald); beyond, vLLM's own prefixes only (bounded time)."""
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in (\S+))?')
+_EXC = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt|Failure))(?::|$)")
+MAX_ERROR_SPANS = 200
+_LEVELS = ("WARNING", "ERROR", "CRITICAL")
+_RECORD = re.compile(
+    r"(?:\([A-Za-z0-9_]+ pid=\d+\)\s*)*\b(DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+"
+    r"\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\[([^\]]*)\]\s?"
+)
+"""vLLM's record (`(EngineCore_DP0 pid=1) ERROR 10-27 22:25:30 [core.py:710] `) wherever it starts:
+behind a prefix triage's reader does not know (stern's `pod container `, a paste's quote)."""
+
+
+def _bodies(raw: list[str], name: str) -> tuple[list[str], list[str | None]]:
+    """Each line without its prefixes, and its logger location (`core.py:710`) and level."""
+    if len(raw) > NORMALISE_MAX_LINES:
+        return [strip_prefix(x) for x in raw], [None] * len(raw)
+    body: list[str] = []
+    srcs: list[str | None] = []
+    for i, line in enumerate(raw, 1):
+        r = normalise(line, name, i)
+        msg, level, src = r.msg, r.level, r.src
+        if level is None and (m := _RECORD.search(line)):  # any other prefix before vLLM's record
+            msg, level, src = line[m.end() :], m.group(1), m.group(2)
+        body.append(msg)
+        srcs.append(f"{level or ''}|{src or ''}")
+    return body, srcs
+
+
+def _error_spans(
+    body: list[str], srcs: list[str | None], taken: list[tuple[int, int, str]]
+) -> list[tuple[int, int, str]]:
+    """Every WARNING/ERROR/CRITICAL record and exception line outside the spans already taken,
+    with two lines of context either side (an unrecognised failure keeps what a maintainer
+    reads; the bundle's excerpt budget bounds them)."""
+    covered = bytearray(len(body))
+    for a, b, _ in taken:
+        covered[a : b + 1] = b"\x01" * (b + 1 - a)
+    out: list[tuple[int, int, str]] = []
+    last = -1
+    for i, msg in enumerate(body):
+        level = (srcs[i] or "|").split("|")[0]
+        if covered[i] or i <= last or not (level in _LEVELS or _EXC.match(msg)):
+            continue
+        a, b = max(0, i - _CONTEXT), min(len(body) - 1, i + _CONTEXT)
+        while covered[a]:  # context never reaches into a traceback (it stays its own excerpt)
+            a += 1
+        while covered[b]:
+            b -= 1
+        out.append((a, b, "error"))
+        last = b
+        if len(out) >= MAX_ERROR_SPANS:
+            break
+    return out
+
+
+def _short(path: str) -> str:
+    """A frame's file from its package on (`vllm/v1/core/sched/scheduler.py`)."""
+    parts = path.replace("\\", "/").split("/")
+    for root in ("vllm", "nixl", "lmcache", "mooncake", "torch"):
+        if root in parts[:-1]:
+            i = len(parts) - 1 - parts[::-1].index(root)
+            return "/".join(parts[i:])
+    return path  # anyone else's file: the public form decides (a placeholder unless a safe path)
+
+
+def _tb_origin(body: list[str]) -> str | None:
+    """One traceback's innermost vLLM frame (else innermost frame) and its exception."""
+    frames = [m for m in (_FRAME.match(x) for x in body) if m]
+    if not frames:
+        return None
+    exc = next((m.group(1) for m in (_EXC.match(x) for x in body) if m), None)
+    vllm = [f for f in frames if _short(f.group(1)).startswith("vllm/")]
+    f = (vllm or frames)[-1]
+    where = f"{_short(f.group(1))}:{f.group(2)}" + (f" in {f.group(3)}" if f.group(3) else "")
+    return where + (f" ({exc})" if exc else "")
+
+
+def origin_of(kind: str, body: list[str], srcs: list[str | None]) -> str | None:
+    """Where an excerpt's failure came from in the code, as the log itself says it: a
+    traceback's innermost vLLM frame (else its innermost frame) and the exception; an ERROR
+    record's logger location."""
+    starts = [i for i, x in enumerate(body) if x.lstrip().startswith(TB_START)]
+    if starts:
+        parts = [body[a:b] for a, b in zip(starts, [*starts[1:], len(body)], strict=True)]
+        got = [o for o in (_tb_origin(x) for x in parts) if o]
+        if got:
+            return "; ".join(dict.fromkeys(got))
+    exc = next((m.group(1) for m in (_EXC.match(x) for x in reversed(body)) if m), None)
+    if kind in ("error", "signature", "traceback"):
+        for s in srcs:
+            level, _, src = (s or "|").partition("|")
+            if src and level in ("ERROR", "CRITICAL", "WARNING"):
+                return f"{src} (logger location)" + (f" ({exc})" if exc else "")
+    return exc
 
 
 def _merge(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     out: list[tuple[int, int, str]] = []
     for a, b, kind in spans:
-        if out and a <= out[-1][1] + 1:
+        if out and (a <= out[-1][1] or (a == out[-1][1] + 1 and "error" not in (kind, out[-1][2]))):
             pa, pb, pk = out[-1]
             k = pk if _KIND_RANK[pk] <= _KIND_RANK[kind] else kind
             out[-1] = (pa, max(pb, b), k)
@@ -185,3 +299,30 @@ def public_triage(r: TriageResult, text: Callable[[str], str]) -> TriageResult:
         warnings=tuple(text(w) for w in r.warnings),
         release=text(r.release) if r.release else None,
     )
+
+
+_IDENTITIES = (
+    ("compatibility hash", re.compile(r"compatibility hash:?\s+([0-9a-fA-F]{16,})")),
+    ("compatibility hash (local)", re.compile(r"\bLocal:\s*([0-9a-fA-F]{16,})")),
+    ("compatibility hash (remote)", re.compile(r"\bRemote:\s*([0-9a-fA-F]{16,})")),
+    ("engine id", re.compile(r"Initializing NIXL worker\s+([0-9a-fA-F][0-9a-fA-F-]{7,})")),
+    ("engine id", re.compile(r"\bengine_id['\"]?\s*[=:]\s*['\"]?([0-9a-fA-F][0-9a-fA-F-]{7,})")),
+    ("remote engine id", re.compile(r"remote_engine_id['\"]?\s*[=:]\s*['\"]?([0-9a-fA-F][0-9a-fA-F-]{7,})")),
+)
+MAX_IDENTITIES = 8
+
+
+def identities(text: str) -> tuple[tuple[str, str], ...]:
+    """The NIXL compatibility hashes and engine ids a log names ((what, value), first seen
+    first, at most MAX_IDENTITIES): the public bundle shows each as its placeholder beside the
+    other logs' (same value, same placeholder: P's hash against D's)."""
+    out: dict[tuple[str, str], None] = {}
+    for line in text.splitlines():
+        if "ash" not in line and "ngine" not in line and "emote" not in line:
+            continue
+        for what, rx in _IDENTITIES:
+            for m in rx.finditer(line):
+                out.setdefault((what, m.group(1)), None)
+                if len(out) >= MAX_IDENTITIES:
+                    return tuple(out)
+    return tuple(out)

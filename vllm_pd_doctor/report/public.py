@@ -56,6 +56,11 @@ _VERSION = re.compile(
     r"v?\d+(?:\.\d+){1,3}(?:(?:a|b|rc|post|dev)\d*)?(?:\.(?:post|dev)\d+)?(?:\+[A-Za-z0-9.]{1,24})?"
 )
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TIMESTAMP = re.compile(
+    r"(?:\d{4}-\d{2}-\d{2}|\d{2}-\d{2}|\d{4}/\d{2}/\d{2})(?:[T_]\d{2}(?:\.\d+)?)?(?:Z|[+\-]\d{2})?"
+)
+"""A date, or the part of an ISO timestamp before its first colon (`2026-11-30T22`): a maintainer
+reads when things happened; the rest (`:58:12.123Z`) is numbers already."""
 _PARTS = re.compile(r"[A-Za-z0-9_]+(?:[\-.][A-Za-z0-9_]+)*")
 _SAFE_ROOTS = (
     "/usr/lib/",
@@ -121,6 +126,10 @@ class SafeText:
     ph: Placeholders = field(default_factory=Placeholders)
     keep_hosts: bool = False
     """--no-redact-hosts: host names and addresses are kept as written."""
+    keep: frozenset[str] = frozenset()
+    """Words known to be public (model ids resolvable on the Hugging Face Hub, bundled families)."""
+    rename: dict[str, str] = field(default_factory=dict)
+    """Words shown in another form: an input file's name (or path) -> its public name."""
 
     def text(self, s: str) -> str:
         out: list[str] = []
@@ -179,6 +188,12 @@ class SafeText:
             if "/" not in plain and "\\" not in plain:
                 return w if self._classify(plain) == plain else self.ph.get("value", w)
             return self._path(w)
+        if w in self.rename:
+            return self.rename[w]
+        if w in self.keep:
+            return w  # a public model id (the Hub, or a family pd-doctor bundles)
+        if _TIMESTAMP.fullmatch(w) and _real_date(w):
+            return w
         if valid_ipv4_loose(w):
             return w if w in ("127.0.0.1", "0.0.0.0") or self.keep_hosts else self.ph.get("ip", w)
         if _NUMBER.fullmatch(w) or _VERSION.fullmatch(w):
@@ -251,6 +266,9 @@ class SafeText:
         first = p.split("/")[0]
         if first in CODE_ROOTS and "\\" not in p and self._plain_path(p):
             return w  # vllm/v1/core/sched/scheduler.py
+        tail = _package_tail(p)
+        if tail is not None:  # /app/vllm/vllm/v1/engine/core.py: a source checkout's frame
+            return f"<src>/{tail}"
         return self.ph.get("path", w)
 
     @staticmethod
@@ -264,3 +282,57 @@ class SafeText:
             or re.fullmatch(r"[A-Za-z0-9_.\-]+\.(?:dist|egg)-info", x)
             for x in parts
         )
+
+
+_FRAME_ROOTS = ("vllm", "nixl", "lmcache", "mooncake", "torch", "transformers", "ray", "triton", "flashinfer")
+"""Packages whose source files a traceback names wherever they are installed from (a checkout,
+an editable install): the path from the package on is the package's own public file."""
+
+
+def _package_tail(p: str) -> str | None:
+    """`vllm/v1/engine/core.py` out of `/app/src/vllm/vllm/v1/engine/core.py` (the first package
+    root followed by a plain Python file path), else None."""
+    if not p.endswith(".py") or "\\" in p:
+        return None
+    parts = p.split("/")
+    for i in range(len(parts) - 1):  # the first root that is not a checkout's folder (vllm/vllm/...)
+        if parts[i] in _FRAME_ROOTS and parts[i + 1] != parts[i]:
+            tail = "/".join(parts[i:])  # package/subpackage/file.py at least: a module of it
+            return tail if len(parts) - i >= 3 and SafeText._plain_path(tail) else None
+    return None
+
+
+def _real_date(w: str) -> bool:
+    """Month 01-12 and day 01-31 where the word holds them (an id such as 9876-5432 is not a date)."""
+    nums = [int(x) for x in re.findall(r"\d+", w)]
+    if len(w) >= 10 and w[4] in "-/":
+        month, day = nums[1], nums[2]
+    else:
+        month, day = nums[0], nums[1]
+    return 1 <= month <= 12 and 1 <= day <= 31
+
+
+_NAME_WORDS = frozenset(
+    """prefill decode encoder encode proxy router pd xpyd disagg disaggregated vllm serve engine core api
+    log logs stdout stderr out err output crash error errors debug trace config configs values deploy
+    deployment manifest manifests k8s helm chart compose docker script run launch start slurm sbatch
+    nixl lmcache mooncake connector kv cache test example bench benchmark repro report bundle yaml yml
+    json sh txt md toml cfg ini env hybrid dense moe mamba multi""".split()  # noqa: SIM905
+)
+"""Words a file name may keep in a public bundle: roles and kinds of files in pd-doctor's and vLLM's
+own vocabulary, none a word machines are named with (node, gpu, worker, rank, pod). A file name is
+public text too (a host or a cluster can be named only there), so every other word of it becomes
+a placeholder, whatever its shape."""
+
+
+def public_file_name(name: str, ph: Placeholders) -> str:
+    """`decode-<name-1>.log` for `decode-gpu-node-17.log`: the separators, numbers and known words
+    kept, every other run a stable placeholder (same run, same placeholder)."""
+    out: list[str] = []
+    for part in re.split(r"([\-_.@ +~,=]+)", name):
+        separator = not part or re.fullmatch(r"[\-_.@ +~,=]+", part)
+        if separator or (part.isdigit() and len(part) <= 4) or part.lower() in _NAME_WORDS:
+            out.append(part)
+        else:
+            out.append(ph.get("name", part))
+    return "".join(out)

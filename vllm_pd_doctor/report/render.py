@@ -50,6 +50,8 @@ class ExcerptDoc:
     first_line: int
     last_line: int
     text: str
+    origin: str | None = None
+    """Where the code raised or logged it (the log's innermost frame, or its logger location)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ class LogDoc:
     excerpts: tuple[ExcerptDoc, ...] = ()
     excerpts_omitted: int = 0
     """Excerpts left out (over the bundle's per-log excerpt budget)."""
+    identities: tuple[tuple[str, str], ...] = ()
+    """(what, placeholder): the NIXL compatibility hashes and engine ids the log names."""
 
 
 @dataclass(frozen=True)
@@ -203,8 +207,28 @@ def _commands_md(doc: ReportDoc) -> list[str]:
     return p
 
 
+def _identities_md(doc: ReportDoc) -> list[str]:
+    """The logs' NIXL compatibility hashes and engine ids side by side: the values are
+    placeholders, equal only where the values are equal (P's hash against D's)."""
+    rows = [(lg.given_as, what, ph) for lg in doc.logs for what, ph in lg.identities]
+    if not rows:
+        return []
+    p = [
+        "#### Handshake identities\n\n",
+        "Placeholders stand for the values: the same value has the same placeholder in every log.\n\n",
+        "| log | what | value |\n|---|---|---|\n",
+    ]
+    p.extend(f"| `{g}` | {w} | `{v}` |\n" for g, w, v in rows)
+    hashes = {v for _, w, v in rows if w.startswith("compatibility hash")}
+    if len(hashes) > 1:
+        p.append(f"\nThe logs name {len(hashes)} different compatibility hashes.\n")
+    elif hashes:
+        p.append("\nEvery log names the same compatibility hash.\n")
+    return [*p, "\n"]
+
+
 def _logs_md(doc: ReportDoc) -> list[str]:
-    p = ["#### Log excerpts\n\n"]
+    p = [*_identities_md(doc), "#### Log excerpts\n\n"]
     if not doc.logs:
         return [*p, "No logs given (use --log FILE).\n\n"]
     for lg in doc.logs:
@@ -220,7 +244,8 @@ def _logs_md(doc: ReportDoc) -> list[str]:
             p.append("No known P/D failure signature in this log.\n\n")
         for e in lg.excerpts:
             why = ", ".join(e.reasons) if e.reasons else e.kind
-            p.append(f"Lines {e.first_line}-{e.last_line} ({e.kind} excerpt; {why}):\n\n")
+            origin = f"; origin `{e.origin}`" if e.origin else ""
+            p.append(f"Lines {e.first_line}-{e.last_line} ({e.kind} excerpt; {why}{origin}):\n\n")
             p.append(_fence(e.text))
             p.append("\n")
         if lg.excerpts_omitted:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from vllm_pd_doctor.checkconfig.rules import (
     compat,
+    handshake,
     hybrid,
     release,
     roles,
@@ -27,7 +28,7 @@ from vllm_pd_doctor.checkconfig.rules.context import (
 )
 from vllm_pd_doctor.checkconfig.types import Finding, Rule
 
-TOPICS = (release, topology, roles, compat, hybrid, transport, scenarios)
+TOPICS = (release, topology, roles, compat, handshake, hybrid, transport, scenarios)
 """Catalogue order: by topic, then as written in the module."""
 _ORDER = {m.__name__: i for i, m in enumerate(TOPICS)}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from vllm_pd_doctor.checkconfig.rules import unregistered
 from vllm_pd_doctor.checkconfig.rules.catalog import E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import (
     KV_ROLES,
@@ -15,7 +16,7 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     label,
     pair_label,
 )
-from vllm_pd_doctor.checkconfig.types import Finding
+from vllm_pd_doctor.checkconfig.types import Finding, Server
 
 
 @rule(
@@ -111,31 +112,28 @@ def connector_mismatch(ctx: Context) -> Iterator[Finding]:
 @rule(
     id="connector-unregistered",
     severity=E,
-    title="kv_connector is not registered in the installed vLLM (it refuses to start)",
-    fix="use a connector name the installed vLLM registers (see its kv_connector/factory.py), "
+    title="kv_connector is not registered in the vLLM release (it refuses to start)",
+    fix="use a connector name the release registers (see its kv_connector/factory.py), "
     "or give kv_connector_module_path for an external one",
     refs=("vllm kv_connector/factory.py",),
 )
 def connector_unregistered(ctx: Context) -> Iterator[Finding]:
-    known = ctx.vllm.connectors if ctx.vllm is not None else ()
-    if not known:
-        return
+    """A kv_connector name the release's `KVConnectorFactory` cannot load: not registered and not
+    loaded from `kv_connector_module_path`. The deployment's own vLLM when it was read, else the
+    release its image names or every release pd-doctor has provisioned (read by `ast`)."""
     for s in ctx.servers:
-        outer = s.config.kv_connector
-        names = [(outer, False)] if outer else []
-        names += [(e.name, True) for e in connector_entries(s.config) if e.child and not e.external]
-        if outer and (s.config.kv_transfer_config or {}).get("kv_connector_module_path"):
-            names = [n for n in names if n[1]]
-        for name, child in names:
-            if name not in known:
-                ver = ctx.vllm.version if ctx.vllm else None
-                yield finding(
-                    "connector-unregistered",
-                    f"{label(s)}: {'MultiConnector child ' if child else ''}"
-                    f"kv_connector {name!r} is not among the {len(known)} connectors "
-                    f"vLLM {ver or '?'} registers (\"Connector '{name}' is not "
-                    'registered")',
-                )
+        for name, child, external in _connector_names(s):
+            verdict = unregistered.check(ctx.vllm, name, external=external)
+            if verdict is not None:
+                who = f"{label(s)}: {'MultiConnector child ' if child else ''}"
+                yield finding("connector-unregistered", who + verdict.evidence, severity=verdict.severity)
+
+
+def _connector_names(s: Server) -> list[tuple[str, bool, bool]]:
+    """(name, is a MultiConnector child, has kv_connector_module_path) of every connector."""
+    outer = s.config.kv_connector
+    out = [(outer, False, bool(s.config.kv_connector_module_path))] if outer else []
+    return out + [(e.name, True, e.external) for e in connector_entries(s.config) if e.child]
 
 
 @rule(
@@ -179,11 +177,20 @@ def unknown_kv_keys(ctx: Context) -> Iterator[Finding]:
         if extra:
             close = {k: _closest(k, fields) for k in extra}
             said = ", ".join(f"{k!r}" + (f" (did you mean {c!r}?)" if c else "") for k, c in close.items())
-            yield finding(
-                "kv-transfer-config-key",
+            ev = (
                 f"{label(s)}: {said} not a field of vLLM {v.version or '?'}'s KVTransferConfig "
-                f"({v.kv_transfer_location}); vLLM refuses to start (extra fields are forbidden)",
+                f"({v.kv_transfer_location}); vLLM {v.version or '?'} refuses to start (extra fields "
+                "are forbidden)"
             )
+            if any(close.values()):  # a misspelt field: wrong on every release
+                yield finding("kv-transfer-config-key", ev)
+            else:  # a field this release lacks: the setup may be written for another vLLM (branch)
+                yield finding(
+                    "kv-transfer-config-key",
+                    ev + "; the key may be a field of the vLLM release or branch the setup was written "
+                    "for: run it with that release",
+                    severity=W,
+                )
 
 
 def _closest(key: str, fields: set[str]) -> str | None:

@@ -50,6 +50,9 @@ class Place:
     evidence: str
     said: bool
     """The input says something about it (False: nothing at all, a plain command)."""
+    bind: bool = False
+    """The key is only a --host bind address: one machine binds several, so two different ones do
+    not prove two machines."""
 
 
 def _literal_host(v: str) -> bool:
@@ -83,7 +86,7 @@ def place(s: Server) -> Place:
         )
     if cfg.host and cfg.host not in LOOPBACK and cfg.host != "::":
         if _literal_host(cfg.host):
-            return Place(f"host:{cfg.host}", f"--host {cfg.host}", True)
+            return Place(f"host:{cfg.host}", f"--host {cfg.host}", True, bind=True)
         return Place(None, f"--host {cfg.host} is only known at run time", True)
     return Place(None, "nothing says where it runs", False)
 
@@ -99,6 +102,8 @@ def same_host(a: Server, b: Server) -> tuple[Same, str]:
     pa, pb = place(a), place(b)
     why = f"{label(a)}: {pa.evidence}; {label(b)}: {pb.evidence}"
     if pa.key is not None and pb.key is not None:
+        if pa.key != pb.key and (pa.bind or pb.bind):
+            return Same.unknown, why + " (--host is a bind address: one machine can bind several)"
         return (Same.yes if pa.key == pb.key else Same.no), why
     if pa.key is None and pb.key is None and not pa.said and not pb.said:
         return Same.yes, f"neither {label(a)} nor {label(b)} says where it runs: assumed one host"
@@ -133,6 +138,18 @@ def _port_src(s: Server, dflt: int) -> str:
     return s.config.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT", f"default {dflt}")
 
 
+def relaunched(a: Server, b: Server) -> bool:
+    """Two servers with the same HTTP --port and side-channel port cannot run side by side: the
+    second could not bind its API port. A script that launches them relaunches one slot (its kill
+    between the launches was not recognised, e.g. `pgrep VLLM | xargs kill`), so their side
+    channels never meet (vLLM's own benchmarks/disagg_benchmarks/disagg_nixl_epd_benchmark.sh)."""
+    pa, pb = a.config.port, b.config.port
+    same_env = a.config.env.get("VLLM_NIXL_SIDE_CHANNEL_PORT") == b.config.env.get(
+        "VLLM_NIXL_SIDE_CHANNEL_PORT"
+    )
+    return pa is not None and pa == pb and same_env
+
+
 @rule(
     id="side-channel-port-collision",
     severity=E,
@@ -146,7 +163,7 @@ def ports(ctx: Context) -> Iterator[Finding]:
         if a.phase != b.phase:
             continue  # one is stopped before the other starts (kill, then relaunch)
         same, why = same_host(a, b)
-        if same is Same.no:
+        if same is Same.no or relaunched(a, b):
             continue
         sev = None if same is Same.yes else W
         where = "on one host" if same is Same.yes else "if they share a host"
