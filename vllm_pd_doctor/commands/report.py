@@ -89,6 +89,18 @@ def report(
             "--decode-cmd", help="The decode instance's launch command (one string).", show_default=False
         ),
     ] = None,
+    prefill_url: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--prefill-url", help="A running prefill's base URL: add a status snapshot.", metavar="URL"
+        ),
+    ] = None,
+    decode_url: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--decode-url", help="A running decode's base URL: add a status snapshot.", metavar="URL"
+        ),
+    ] = None,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -181,6 +193,10 @@ def report(
             raise BadInput(f"--model {model}: no such directory")
         if timeout <= 0:
             raise BadInput(f"--timeout {timeout}: must be positive")
+        from vllm_pd_doctor.status.core import check_url
+
+        p_urls = tuple(check_url(u, "--prefill-url") for u in prefill_url or ())
+        d_urls = tuple(check_url(u, "--decode-url") for u in decode_url or ())
         dest = output if output is not None else Path(f"pd-doctor-report-{time.strftime('%Y%m%d-%H%M%S')}")
         dest = _private_name(dest.expanduser()) if private else dest.expanduser()
         _check_dest(dest, force=force)
@@ -199,6 +215,8 @@ def report(
             home=os.environ.get("HOME") or str(Path.home()),
             redact_extra=extra,
             private=private,
+            prefill_urls=p_urls,
+            decode_urls=d_urls,
         )
         gathered = bundle.gather(inputs, progress)
         doc, files = bundle.build(inputs, gathered)

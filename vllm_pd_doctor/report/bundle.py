@@ -245,6 +245,15 @@ def _private_files(inputs: ReportInputs, g: Gathered, pub: Public, files: dict[s
         files["raw/config" + suffix] = red.text(g.config_text.value[0])
 
 
+def _status_section(inputs: ReportInputs, g: Gathered, pub: Public) -> render.Section | None:
+    """The status snapshot (already public by construction: safe kinds only), when engines were given."""
+    if not (inputs.prefill_urls or inputs.decode_urls):
+        return None
+    if g.status.ok:
+        return render.Section(ok=True, value=g.status.value)
+    return render.Section(ok=False, why=pub.text(g.status.why or "?"))
+
+
 def _section(c: Collected, pub: Public, typed: Callable[[Any], Any]) -> render.Section:
     """A collector's typed result (public form), or why there is none."""
     if c.ok:
@@ -337,6 +346,7 @@ def build(
         exit_code=1 if fired else 0,
         private=inputs.private,
         commands_error=commands_error,
+        status=_status_section(inputs, g, pub),
         **env,
     )
     # rendering adds no data of its own, so the placeholders are all known once the doc is built
