@@ -6,7 +6,7 @@ import json
 
 from vllm_pd_doctor import advice, hotfix
 from vllm_pd_doctor.formats import OutputFormat, emit
-from vllm_pd_doctor.results import (
+from vllm_pd_doctor.results.repro import (
     Assertion,
     ConnectorVerdict,
     Control,
@@ -54,7 +54,7 @@ def test_repro_gives_the_same_advice_as_check_config() -> None:
 def test_every_repro_object_has_the_same_keys() -> None:
     from dataclasses import replace
 
-    from vllm_pd_doctor.results import NotAffected, RunError
+    from vllm_pd_doctor.results.repro import NotAffected, RunError
 
     ran = _report(fired=True)
     failed = replace(ran, results=(replace(ran.results[0], error=RunError("internals", "build", "x")),))

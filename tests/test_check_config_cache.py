@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from vllm_pd_doctor.checkconfig import inspect_vllm, source_cache
-from vllm_pd_doctor.checkconfig.types import SourceFact, TruncationSite, VllmSource
+from vllm_pd_doctor.results.checkconfig import SourceFact, TruncationSite, VllmSource
 
 
 def _fake_vllm(root: Path) -> Path:

@@ -14,17 +14,17 @@ from vllm_pd_doctor.checkconfig.exposure import exposure
 from vllm_pd_doctor.checkconfig.model_info import load_model
 from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
 from vllm_pd_doctor.checkconfig.rules.device import launch_device
-from vllm_pd_doctor.checkconfig.types import (
+from vllm_pd_doctor.results.checkconfig import (
     ModelInfo,
     ProbeResult,
     ReasonKind,
-    Server,
     Severity,
     SourceFact,
     TruncationSite,
     Verdict,
     VllmSource,
 )
+from vllm_pd_doctor.results.launch import Server
 
 MODELS = Path(__file__).parent / "fixtures" / "check_config" / "models"
 KTC_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'

@@ -17,9 +17,9 @@ from typing import ClassVar
 
 import pytest
 
-from vllm_pd_doctor import hfmodel
 from vllm_pd_doctor.checkconfig import core
 from vllm_pd_doctor.checkconfig.model_info import load_model
+from vllm_pd_doctor.knowledge import models as hfmodel
 
 FIX = Path(__file__).parent / "fixtures"
 MODELS = FIX / "check_config" / "models"

@@ -766,7 +766,7 @@ def test_encoder_instance_is_neither_prefill_nor_decode():
 
 
 def test_image_tags_are_facts():
-    from vllm_pd_doctor.checkconfig.types import image_parts
+    from vllm_pd_doctor.results.launch import image_parts
 
     ((c, _),) = _text("docker run --gpus all vllm/vllm-openai:v0.25.0 --model m --port 8100\n")
     assert c.image == "vllm/vllm-openai:v0.25.0"

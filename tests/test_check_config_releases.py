@@ -11,7 +11,8 @@ import pytest
 from vllm_pd_doctor.checkconfig import image_release, parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
 from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
-from vllm_pd_doctor.checkconfig.types import Server, VllmSource
+from vllm_pd_doctor.results.checkconfig import VllmSource
+from vllm_pd_doctor.results.launch import Server
 
 KTC_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
 KTC_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'

@@ -8,17 +8,17 @@ import pytest
 
 from vllm_pd_doctor.checkconfig import parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
-from vllm_pd_doctor.checkconfig.types import (
+from vllm_pd_doctor.results.checkconfig import (
     ConvLayoutOverride,
     ModelInfo,
     ModelProblem,
     NixlInfo,
     ProbeResult,
-    Server,
     Severity,
     TruncationSite,
     VllmSource,
 )
+from vllm_pd_doctor.results.launch import Server
 
 KTC_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
 KTC_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vllm_pd_doctor.checkconfig import core, inspect_config, inspect_vllm, nixl_info
-from vllm_pd_doctor.checkconfig.types import Severity, Verdict
+from vllm_pd_doctor.results.checkconfig import Severity, Verdict
 
 pytestmark = pytest.mark.vllm
 

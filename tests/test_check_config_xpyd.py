@@ -20,7 +20,7 @@ from tests.test_check_config_rules import (
 from vllm_pd_doctor.checkconfig import rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
 from vllm_pd_doctor.checkconfig.rules.topology import Same, same_host
-from vllm_pd_doctor.checkconfig.types import (
+from vllm_pd_doctor.results.checkconfig import (
     ModelProblem,
     ReasonKind,
     Severity,
@@ -201,7 +201,7 @@ def test_attention_backend_env_ignored_where_vllm_no_longer_reads_it():
 
 def _launch(cmd: str, role: str, name: str, network: str | None = None):
     from vllm_pd_doctor.checkconfig import parse
-    from vllm_pd_doctor.checkconfig.types import LaunchCommand
+    from vllm_pd_doctor.results.launch import LaunchCommand
 
     args, env = parse.split_command(cmd, name)
     return LaunchCommand(

@@ -73,7 +73,7 @@ def test_release_version() -> None:
 
 def test_fake_connector_flows_to_matrix_columns(fake_connector: connectors.Connector) -> None:
     from vllm_pd_doctor import matrix
-    from vllm_pd_doctor.results import ReproReport, VllmInstall
+    from vllm_pd_doctor.results.repro import ReproReport, VllmInstall
 
     empty = ReproReport(
         engine="in-process",

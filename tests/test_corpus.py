@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from vllm_pd_doctor import hfmodel
 from vllm_pd_doctor.checkconfig import core, parse
-from vllm_pd_doctor.checkconfig.types import CheckReport, Severity
 from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.knowledge import models as hfmodel
+from vllm_pd_doctor.results.checkconfig import CheckReport, Severity
 
 CORPUS = Path(__file__).parent / "fixtures" / "check_config" / "corpus"
 HF_CACHE = Path(__file__).parent / "fixtures" / "hf-cache"

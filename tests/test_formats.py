@@ -26,12 +26,14 @@ from vllm_pd_doctor import envs, hotfix, inprocess, matrix
 from vllm_pd_doctor.checkconfig import core
 from vllm_pd_doctor.checkconfig.inspect_vllm import find_sites
 from vllm_pd_doctor.checkconfig.rules import RULES
-from vllm_pd_doctor.checkconfig.types import CheckReport, RuleCatalogue
 from vllm_pd_doctor.commands._common import Reporter, hint
 from vllm_pd_doctor.formats import OutputFormat, emit, formatters
-from vllm_pd_doctor.formats import json as fjson
+from vllm_pd_doctor.formats import repro as fjson
 from vllm_pd_doctor.progress import phase
-from vllm_pd_doctor.results import EnvChange, HotfixPatch, NotAffected, ReproReport, Result, VllmInstall
+from vllm_pd_doctor.results.base import Result
+from vllm_pd_doctor.results.checkconfig import CheckReport, RuleCatalogue
+from vllm_pd_doctor.results.envs import EnvChange
+from vllm_pd_doctor.results.repro import HotfixPatch, NotAffected, ReproReport, VllmInstall
 
 FIX = Path(__file__).parent / "fixtures" / "check_config"
 HYB = str(FIX / "models" / "granite-hybrid")

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from vllm_pd_doctor import hotfix as core
-from vllm_pd_doctor.results import ConnectorVerdict, HotfixPatch
+from vllm_pd_doctor.results.repro import ConnectorVerdict, HotfixPatch
 from vllm_pd_doctor.target import hotfix
 
 

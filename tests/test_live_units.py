@@ -14,7 +14,7 @@ from vllm_pd_doctor import tracebacks
 from vllm_pd_doctor.errors import BadInput
 from vllm_pd_doctor.live import evidence, from_repro_options, options
 from vllm_pd_doctor.report import logs
-from vllm_pd_doctor.results import Frame, Truncation
+from vllm_pd_doctor.results.repro import Frame, Truncation
 from vllm_pd_doctor.target import observe
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,7 +24,7 @@ import pytest
 
 from vllm_pd_doctor.report import bundle
 from vllm_pd_doctor.report.collect import Collected, ReproRun
-from vllm_pd_doctor.results import ReproReport
+from vllm_pd_doctor.results.repro import ReproReport
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "tests" / "fixtures" / "check_config" / "models" / "granite-hybrid"

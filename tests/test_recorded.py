@@ -18,7 +18,7 @@ import pytest
 
 from vllm_pd_doctor import inprocess, matrix
 from vllm_pd_doctor.formats import OutputFormat, emit
-from vllm_pd_doctor.results import ReproReport
+from vllm_pd_doctor.results.repro import ReproReport
 
 RECORDED = Path(__file__).resolve().parent / "fixtures" / "recorded"
 LATE = ("nixl", "nixl-push", "mooncake")  # the connectors whose scheduler half truncates

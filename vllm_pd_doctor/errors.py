@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from enum import IntEnum
 
@@ -51,6 +51,54 @@ class BadInput(PdDoctorError):
     """The user's input is wrong: what, where, how to fix."""
 
     exit_code = ExitCode.BAD_INPUT
+
+
+class FieldError(BadInput):
+    """A core refuses one of its inputs: which `fields` (the core's names, e.g. `block_size`), the
+    value given and why, without the command line's words.
+
+    `message` and `hint` are templates: `{flag}` (the first field's flag), `{0}`, `{1}`... (each
+    field's flag) and `{value}`. The command that took the input words them with its own flags
+    (`commands._common.worded`, one field -> flag table per command); called outside a command, a
+    field is spelt as its usual flag (`block_size` -> `--block-size`).
+    """
+
+    def __init__(
+        self,
+        fields: str | tuple[str, ...],
+        message: str,
+        *,
+        value: object = None,
+        hint: str | None = None,
+        usual: Mapping[str, str] | None = None,
+    ):
+        self.fields = (fields,) if isinstance(fields, str) else tuple(fields)
+        self.usual = dict(usual or {})
+        """The usual flag of a field whose name does not spell it (outside a command)."""
+        self.value = value
+        self.template, self.hint_template = message, hint
+        msg, h = self.words({})
+        super().__init__(msg, hint=h)
+
+    def words(self, flags: Mapping[str, str]) -> tuple[str, str | None]:
+        """(message, hint) with each field named by `flags` (else its usual flag)."""
+        named = [flags.get(f) or self.usual.get(f) or "--" + f.replace("_", "-") for f in self.fields]
+        fill = {"flag": named[0], "value": self.value}
+
+        def fmt(t: str) -> str:
+            return t.format(*named, **fill)
+
+        return fmt(self.template), (fmt(self.hint_template) if self.hint_template else None)
+
+    def worded(self, flags: Mapping[str, str]) -> BadInput:
+        """The same refusal worded with a command's flags."""
+        msg, h = self.words(flags)
+        return BadInput(msg, hint=h, detail=self.detail)
+
+
+def literal(text: object) -> str:
+    """`text` as it reads inside a `FieldError` template (its braces kept, never a placeholder)."""
+    return str(text).replace("{", "{{").replace("}", "}}")
 
 
 class CouldNotRun(PdDoctorError):

@@ -16,24 +16,27 @@ import base64
 import hashlib
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from vllm_pd_doctor import __version__, targetrun
+from vllm_pd_doctor import advice as wording
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.hotfix_env import ENV as ENV  # re-exported (defined light for --help)
 from vllm_pd_doctor.hotfix_env import ENV_SETTING as ENV_SETTING
 from vllm_pd_doctor.hotfix_env import ISSUE as ISSUE
-from vllm_pd_doctor.results import HotfixPatch, Result
+from vllm_pd_doctor.results.hotfix import APPLIED as APPLIED
+from vllm_pd_doctor.results.hotfix import DIST as DIST
+from vllm_pd_doctor.results.hotfix import Change as Change
+from vllm_pd_doctor.results.hotfix import Installed as Installed
+from vllm_pd_doctor.results.hotfix import Status as Status
+from vllm_pd_doctor.results.repro import HotfixPatch
 
-DIST = "pd-doctor-hotfix"
 PACKAGE = "pd_doctor_hotfix"
 INSTALLER = "pd-doctor"
 ENTRY_POINT = f"{PACKAGE}.hotfix:register"
 SOURCES = ("hotfix.py", "hotfix_plan.py", "connectors.py")
 """Files of `vllm_pd_doctor/target/` the installed plugin needs (stdlib + vLLM only)."""
-APPLIED = ("patched", "already patched")
 
 _INIT = '''"""pd-doctor's opt-in runtime backport of the vLLM #53514 fix (installed by `pd-doctor hotfix
 install`; inert unless the engine's environment holds PD_DOCTOR_HOTFIX=53514). Remove it with
@@ -50,54 +53,6 @@ _WHERE = (
     "print(json.dumps({'purelib': p, 'writable': os.access(p, os.W_OK),"
     " 'vllm': importlib.util.find_spec('vllm') is not None, 'plugins': eps}))\n"
 )
-
-
-@dataclass(frozen=True)
-class Installed:
-    """The pd-doctor-hotfix distribution found in an environment."""
-
-    dist_info: Path
-    version: str
-    files: tuple[Path, ...]
-    """Every file RECORD lists (absolute)."""
-    current: bool
-    """The installed module files are byte-identical to this pd-doctor's."""
-
-
-@dataclass(frozen=True)
-class Status(Result):
-    """Where the hotfix stands for one environment."""
-
-    python: str
-    site_packages: str
-    installed: Installed | None
-    other_plugins: tuple[str, ...]
-    """Other `vllm.general_plugins` entry points that apply it too (pd-doctor's own plugin)."""
-    enabled: bool
-    """PD_DOCTOR_HOTFIX=53514 in the environment `status` was asked from."""
-    vllm_version: str | None
-    plan: tuple[HotfixPatch, ...]
-    """What the plugin would do to each connector class of that release (observed there)."""
-    plan_error: str | None = None
-
-    @property
-    def needed(self) -> bool | None:
-        """True: some connector truncates late and would be patched; None: could not tell."""
-        if self.plan_error is not None or not self.plan:
-            return None
-        return any(p.status in ("patch", *APPLIED) for p in self.plan)
-
-
-@dataclass(frozen=True)
-class Change(Result):
-    """What install / uninstall did."""
-
-    action: str
-    """install or uninstall."""
-    python: str
-    site_packages: str
-    files: tuple[str, ...]
-    """Paths written (install) or removed (uninstall), relative to site-packages."""
 
 
 # ----------------------------------------------------------------------------- environment
@@ -375,18 +330,6 @@ def patches_by_connector(entries: list[dict[str, Any]] | None) -> dict[str, tupl
     return {k: tuple(v) for k, v in out.items()}
 
 
-# ----------------------------------------------------------------------------- advice
-
-
 def advice(python: str | None) -> str:
-    """The alternative to upgrading, with the exact commands (for check-config and report)."""
-    py = python or "/path/to/vllm-env/bin/python"
-    return (
-        f"if upgrading is not possible yet: pd-doctor's opt-in runtime backport of the fix "
-        f"(truncates in on_new_request through the release's own helper). Verify it on this "
-        f"release: `pd-doctor repro --python {py} --hotfix`; install it into the engines' "
-        f"environment: `pd-doctor hotfix install --python {py}`; enable it by starting the "
-        f"prefill engine with `{ENV_SETTING}` in its environment (it logs one line naming "
-        f"what it patched); check: `pd-doctor hotfix status --python {py}`; remove: "
-        f"`pd-doctor hotfix uninstall --python {py}`"
-    )
+    """The alternative to upgrading, with the exact commands (worded in `advice.hotfix`)."""
+    return wording.hotfix(python)

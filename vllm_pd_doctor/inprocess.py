@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from vllm_pd_doctor import hfmodel, hotfix, scenario, targetrun
-from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor import hotfix, scenario, targetrun
+from vllm_pd_doctor.errors import CouldNotRun, FieldError, literal
+from vllm_pd_doctor.knowledge import models
 from vllm_pd_doctor.progress import Progress, phase, quiet
-from vllm_pd_doctor.results import (
+from vllm_pd_doctor.results.repro import (
     Assertion,
     ConnectorVerdict,
     Control,
@@ -29,7 +30,7 @@ from vllm_pd_doctor.results import (
     Truncation,
     VllmInstall,
 )
-from vllm_pd_doctor.scenario import PLATFORMS
+from vllm_pd_doctor.scenario import PLATFORMS, ReproRequest
 from vllm_pd_doctor.target import wire
 
 TRIGGERS = ("same-prompt", "shared-prefix", "chunked", "preempt")
@@ -38,13 +39,7 @@ TRIGGERS = ("same-prompt", "shared-prefix", "chunked", "preempt")
 
 def repro_dir() -> Path:
     """The scenario assets: installed beside the package, or at the repository's top level."""
-    here = Path(__file__).resolve().parent
-    for cand in (here / "_repro", here.parent / "repro"):
-        if cand.is_dir():
-            return cand
-    raise CouldNotRun(
-        "pd-doctor's repro assets are missing (repro/ or vllm_pd_doctor/_repro/)", hint="reinstall pd-doctor"
-    )
+    return models.assets_dir()
 
 
 def default_model_dir() -> Path:
@@ -88,16 +83,18 @@ def parse_triggers(value: str) -> tuple[str, ...]:
         return TRIGGERS
     bad = [t for t in names if t not in TRIGGERS]
     if bad or not names:
-        raise BadInput(
-            f"--trigger {value}: unknown trigger",
+        raise FieldError(
+            "trigger",
+            "{flag} {value}: unknown trigger",
+            value=value,
             hint=f"use one of {', '.join(TRIGGERS)}, a comma list, or all",
         )
     return tuple(dict.fromkeys(names))
 
 
-def _positive(flag: str, value: int | None, hint: str) -> None:
+def _positive(field: str, value: int | None, hint: str) -> None:
     if value is not None and value < 1:
-        raise BadInput(f"{flag} {value}: must be a positive number", hint=hint)
+        raise FieldError(field, "{flag} {value}: must be a positive number", value=value, hint=hint)
 
 
 def make_options(
@@ -115,44 +112,72 @@ def make_options(
     trigger: str = "same-prompt",
     hotfix: bool = False,
 ) -> ReproOptions:
-    """The in-process run's options, checked once (BadInput on a bad one); choices may be given
-    as strings or as the `scenario` enums."""
-    conns = parse_connectors(connector)
-    kv_role, mamba_cache_mode, platform = (
-        str(scenario.value(kv_role)),
-        scenario.value(mamba_cache_mode),
-        scenario.value(platform),
+    """`options` for a request given field by field (the report, the matrix, tests); choices
+    may be given as strings or as the `scenario` enums."""
+    return options(
+        ReproRequest(
+            connector=connector,
+            block_size=block_size,
+            prompt_len=prompt_len,
+            mamba_cache_mode=scenario.value(mamba_cache_mode),
+            kv_role=str(scenario.value(kv_role)),
+            model=None if model is None else str(model),
+            timeout=timeout,
+            blocks=blocks,
+            prefix_match_unit=prefix_match_unit,
+            platform=scenario.value(platform),
+            trigger=trigger,
+            hotfix=hotfix,
+        )
     )
+
+
+def options(req: ReproRequest) -> ReproOptions:
+    """The in-process run's options, checked once (a `FieldError` naming the request's field)."""
+    conns = parse_connectors(req.connector)
     scenario.check_scenario(
-        block_size=block_size, prompt_len=prompt_len, kv_role=kv_role, mamba_cache_mode=mamba_cache_mode
+        block_size=req.block_size,
+        prompt_len=req.prompt_len,
+        kv_role=req.kv_role,
+        mamba_cache_mode=req.mamba_cache_mode,
     )
-    _positive("--blocks", blocks, "use e.g. --blocks 2 (N = 2 x W + 1)")
-    _positive("--prefix-match-unit", prefix_match_unit, "use e.g. --prefix-match-unit 16")
-    if prompt_len is not None and blocks is not None:
-        raise BadInput("--prompt-len and --blocks both given", hint="use one of them")
-    if platform is not None and platform not in PLATFORMS:
-        raise BadInput(f"--platform {platform}: unknown platform", hint=f"use one of {', '.join(PLATFORMS)}")
-    model_dir = None
-    if model is not None:
-        resolved = hfmodel.resolve(str(model))
-        _check_json(resolved.config_path)
-        model_dir = resolved.directory.resolve()
-    if timeout <= 0:
-        raise BadInput(f"--timeout {timeout}: must be positive")
+    _positive("blocks", req.blocks, "use e.g. {flag} 2 (N = 2 x W + 1)")
+    _positive("prefix_match_unit", req.prefix_match_unit, "use e.g. {flag} 16")
+    if req.prompt_len is not None and req.blocks is not None:
+        raise FieldError(("prompt_len", "blocks"), "{0} and {1} both given", hint="use one of them")
+    if req.platform is not None and req.platform not in PLATFORMS:
+        raise FieldError(
+            "platform",
+            "{flag} {value}: unknown platform",
+            value=req.platform,
+            hint=f"use one of {', '.join(PLATFORMS)}",
+        )
+    if req.timeout <= 0:
+        raise FieldError("timeout", "{flag} {value}: must be positive", value=req.timeout)
     return ReproOptions(
         connectors=conns,
-        block_size=block_size,
-        prompt_len=prompt_len,
-        mamba_cache_mode=mamba_cache_mode,
-        kv_role=kv_role,
-        model=model_dir,
-        timeout=timeout,
-        blocks=blocks,
-        prefix_match_unit=prefix_match_unit,
-        platform=platform,
-        triggers=parse_triggers(trigger),
-        hotfix=hotfix,
+        block_size=req.block_size,
+        prompt_len=req.prompt_len,
+        mamba_cache_mode=req.mamba_cache_mode,
+        kv_role=req.kv_role,
+        model=model_dir(req.model),
+        timeout=req.timeout,
+        blocks=req.blocks,
+        prefix_match_unit=req.prefix_match_unit,
+        platform=req.platform,
+        triggers=parse_triggers(req.trigger),
+        hotfix=req.hotfix,
     )
+
+
+def model_dir(model: str | None) -> Path | None:
+    """The directory of `--model`'s config.json (the one resolver: a directory, a config.json, a
+    bundled family name or a Hugging Face id); None: the default tiny hybrid model."""
+    if model is None:
+        return None
+    resolved = models.resolve(model)
+    _check_json(resolved.config_path)
+    return resolved.directory.resolve()
 
 
 def _check_json(cfg: Path) -> None:
@@ -163,10 +188,14 @@ def _check_json(cfg: Path) -> None:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise BadInput(f"--model {cfg}: not valid JSON ({exc})") from None
+        raise FieldError(
+            "model", "{flag} {value}: not valid JSON (" + literal(exc) + ")", value=cfg
+        ) from None
     if not isinstance(data, dict) or not data.get("architectures"):
-        raise BadInput(
-            f"--model {cfg}: no `architectures` list in this config.json",
+        raise FieldError(
+            "model",
+            "{flag} {value}: no `architectures` list in this config.json",
+            value=cfg,
             hint="give a Hugging Face style config.json (vLLM picks the model class from its architectures)",
         )
 
@@ -253,15 +282,18 @@ def _raise_for(err: wire.Error, opts: ReproOptions, answer: wire.HarnessAnswer) 
     version = answer.get("vllm", {"version": "?", "path": "?"})["version"]
     accepted = answer.get("mamba_cache_modes_accepted")
     if opts.mamba_cache_mode and accepted is not None and opts.mamba_cache_mode not in accepted:
-        raise BadInput(
-            f"--mamba-cache-mode {opts.mamba_cache_mode}: vLLM {version} does not "
-            "accept it with prefix caching",
-            hint=f"use one of: {', '.join(accepted) or 'none'}",
+        raise FieldError(
+            "mamba_cache_mode",
+            "{flag} {value}: vLLM " + literal(version) + " does not accept it with prefix caching",
+            value=opts.mamba_cache_mode,
+            hint=literal(f"use one of: {', '.join(accepted) or 'none'}"),
         )
     if opts.prefix_match_unit and answer.get("prefix_match_unit_supported") is False:
-        raise BadInput(
-            f"--prefix-match-unit {opts.prefix_match_unit}: vLLM {version} has no "
-            "prefix_match_unit (its hash granularity is the block size)"
+        raise FieldError(
+            "prefix_match_unit",
+            "{flag} {value}: vLLM " + literal(version) + " has no "
+            "prefix_match_unit (its hash granularity is the block size)",
+            value=opts.prefix_match_unit,
         )
     if kind == "not_servable":  # vLLM's own rules refuse the combination: nothing to reproduce
         raise CouldNotRun(msg, hint="vLLM itself refuses this model with this connector in this release")
@@ -272,11 +304,19 @@ def _raise_for(err: wire.Error, opts: ReproOptions, answer: wire.HarnessAnswer) 
     if kind == "model_import":  # the model class's module does not import: the config is fine
         raise CouldNotRun(msg, hint=err.get("hint"), detail=err.get("traceback"))
     if kind == "model_unsupported":
-        raise BadInput(f"--model {opts.model or default_model_dir()}: {msg}", hint=err.get("hint"))
+        hint = err.get("hint")
+        raise FieldError(
+            "model",
+            "{flag} {value}: " + literal(msg),
+            value=opts.model or default_model_dir(),
+            hint=None if hint is None else literal(hint),
+        )
     if stage == "build ModelConfig":
-        raise BadInput(
-            f"--model {opts.model or default_model_dir()}: vLLM {version} cannot read "
-            f"this config.json: {msg.split(' failed: ', 1)[-1]}",
+        raise FieldError(
+            "model",
+            "{flag} {value}: vLLM "
+            + literal(f"{version} cannot read this config.json: {msg.split(' failed: ', 1)[-1]}"),
+            value=opts.model or default_model_dir(),
             hint="fix the config.json (vLLM validates it with transformers)",
         )
     if kind == "no_vllm":

@@ -64,9 +64,31 @@ def read_bounded(
     max_bytes=0) are refused, or cut at `max_bytes` with `truncate=True`. Every
     refusal is a BadInput naming `what` (e.g. "--log app.log").
     """
-    p = os.fspath(path)
+    fd = _open_nonblocking(os.fspath(path), what)
     try:
-        fd = os.open(
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BadInput(
+                f"{what}: is {_what_it_is(st.st_mode)}, not a regular file",
+                hint="give a file saved on disk (copy a stream to a file first)",
+            )
+        cap = max(max_bytes, size_limit or 0)
+        if st.st_size > cap and not truncate:
+            raise BadInput(
+                f"{what}: {st.st_size / 1e6:.1f} MB is more than the {cap / 1e6:.0f} MB pd-doctor reads",
+                hint="cut the file down to the part that matters",
+            )
+        os.set_blocking(fd, True)
+        return _read_at_most(fd, max_bytes, what), st.st_size
+    finally:
+        os.close(fd)
+
+
+def _open_nonblocking(p: str, what: str) -> int:
+    """The file opened read-only without blocking (a FIFO or a device cannot hang the open); a
+    BadInput naming `what` for one that cannot be opened."""
+    try:
+        return os.open(
             p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
         )
     except FileNotFoundError:
@@ -86,36 +108,23 @@ def read_bounded(
                 hint="give a file saved on disk (copy a stream to a file first)",
             ) from None
         raise BadInput(f"{what}: cannot be opened ({exc.strerror or exc})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise BadInput(
-                f"{what}: is {_what_it_is(st.st_mode)}, not a regular file",
-                hint="give a file saved on disk (copy a stream to a file first)",
-            )
-        cap = max(max_bytes, size_limit or 0)
-        if st.st_size > cap and not truncate:
-            raise BadInput(
-                f"{what}: {st.st_size / 1e6:.1f} MB is more than the {cap / 1e6:.0f} MB pd-doctor reads",
-                hint="cut the file down to the part that matters",
-            )
-        os.set_blocking(fd, True)
-        chunks: list[bytes] = []
-        left = max_bytes
-        while left > 0:
-            try:
-                chunk = os.read(fd, min(left, 1 << 20))
-            except OSError as exc:
-                if exc.errno == errno.EISDIR:
-                    raise BadInput(f"{what}: is a directory, not a file") from None
-                raise BadInput(f"{what}: cannot be read ({exc.strerror or exc})") from None
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks), st.st_size
-    finally:
-        os.close(fd)
+
+
+def _read_at_most(fd: int, max_bytes: int, what: str) -> bytes:
+    chunks: list[bytes] = []
+    left = max_bytes
+    while left > 0:
+        try:
+            chunk = os.read(fd, min(left, 1 << 20))
+        except OSError as exc:
+            if exc.errno == errno.EISDIR:
+                raise BadInput(f"{what}: is a directory, not a file") from None
+            raise BadInput(f"{what}: cannot be read ({exc.strerror or exc})") from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def read_text_bounded(path: str | os.PathLike[str], max_bytes: int, what: str) -> str:

@@ -12,88 +12,51 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from vllm_pd_doctor import envs, inprocess
-from vllm_pd_doctor.errors import BadInput, PdDoctorError
+from vllm_pd_doctor.errors import BadInput, FieldError, PdDoctorError
 from vllm_pd_doctor.progress import Progress, phase, quiet
 from vllm_pd_doctor.releases import version_key
-from vllm_pd_doctor.results import ConnectorVerdict, Frame, ReproReport, Result
+from vllm_pd_doctor.results.matrix import (
+    FIRED,
+    NOT_FIRED,
+    NOT_PRESENT,
+    NOT_PROVISIONED,
+    NOT_PUBLISHED,
+    NOT_RUN,
+    NOT_RUNNABLE,
+    RAN,
+    BisectReport,
+    BisectResult,
+    BisectStep,
+    MatrixCell,
+    MatrixReport,
+    ReleaseRow,
+)
+from vllm_pd_doctor.results.repro import ConnectorVerdict, ReproReport
 from vllm_pd_doctor.target import connectors
 
-# Cell states
-FIRED = "fired"
-NOT_FIRED = "not_fired"
-NOT_PRESENT = "not_present"
-NOT_RUNNABLE = "not_runnable"
-
-# Row states
-RAN = "ran"
-NOT_PUBLISHED = "not_published"
-NOT_PROVISIONED = "could_not_provision"
-NOT_RUN = "could_not_run"
-
-
-@dataclass(frozen=True)
-class MatrixCell:
-    """One release x connector."""
-
-    connector: str
-    status: str
-    """fired, not_fired, not_present or not_runnable."""
-    hook: str | None = None
-    """The hook that truncated the P-side prompt (None when nothing ran)."""
-    call_site: Frame | None = None
-    """Where that hook called the truncation helper (vLLM file:line)."""
-    assertion_location: str | None = None
-    reason: str | None = None
-    """Why the connector is not runnable."""
-
-
-@dataclass(frozen=True)
-class ReleaseRow:
-    """One release: its cells, or why it has none."""
-
-    release: str
-    status: str
-    """ran, not_published, could_not_provision or could_not_run."""
-    cells: tuple[MatrixCell, ...] = ()
-    reason: str | None = None
-    vllm_version: str | None = None
-    python: str | None = None
-    cached: bool | None = None
-    """The environment already existed before this run."""
-    provision_s: float | None = None
-    repro_s: float | None = None
-
-    def cell(self, connector: str) -> MatrixCell | None:
-        return next((c for c in self.cells if c.connector == connector), None)
-
-    @property
-    def fired(self) -> bool:
-        return any(c.status == FIRED for c in self.cells)
-
-
-@dataclass(frozen=True)
-class MatrixReport(Result):
-    package: str
-    rows: tuple[ReleaseRow, ...]
-    connectors: tuple[str, ...]
-    releases_source: str | None
-    wall_s: float
-    jobs: int
-
-    @property
-    def fired(self) -> bool:
-        return any(r.fired for r in self.rows)
-
-    @property
-    def any_ran(self) -> bool:
-        return any(r.status == RAN for r in self.rows)
-
-    @property
-    def repro_s_total(self) -> float:
-        return sum(r.repro_s or 0.0 for r in self.rows)
+__all__ = [  # the results live in results/matrix.py; re-exported for callers of this module
+    "FIRED",
+    "NOT_FIRED",
+    "NOT_PRESENT",
+    "NOT_PROVISIONED",
+    "NOT_PUBLISHED",
+    "NOT_RUN",
+    "NOT_RUNNABLE",
+    "RAN",
+    "BisectReport",
+    "BisectResult",
+    "BisectStep",
+    "MatrixCell",
+    "MatrixReport",
+    "ReleaseRow",
+    "bisect_releases",
+    "cells_of",
+    "repro_options",
+    "run_bisect",
+    "run_matrix",
+]
 
 
 def repro_options(timeout: float = 600.0) -> inprocess.ReproOptions:
@@ -145,7 +108,7 @@ class _Runner:
 
     def __init__(self, package: str, *, jobs: int, timeout: float, progress: Progress):
         if jobs < 1:
-            raise BadInput(f"--jobs {jobs}: must be at least 1")
+            raise FieldError("jobs", "{flag} {value}: must be at least 1", value=jobs)
         self.package = package
         self.jobs = jobs
         self.opts = repro_options(timeout)
@@ -237,40 +200,6 @@ def run_matrix(
 # --- bisection -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BisectStep:
-    release: str
-    verdict: bool | None
-    """True: the connector fired; None: the release could not be tested."""
-    row: ReleaseRow | None = None
-
-
-@dataclass(frozen=True)
-class BisectResult:
-    """Where the verdict changes between two releases (pure result of `bisect_releases`)."""
-
-    candidates: tuple[str, ...]
-    """The releases searched, oldest first (endpoints included)."""
-    steps: tuple[BisectStep, ...]
-    before: str | None
-    """The newest tested release with the older endpoint's verdict."""
-    after: str | None
-    """The oldest tested release with the newer endpoint's verdict (the first change)."""
-    untested_between: tuple[str, ...] = ()
-    """Candidates between `before` and `after` that could not be tested."""
-    same_verdict: bool = False
-    """Both endpoints give the same verdict: there is no change to find."""
-    endpoint_failed: str | None = None
-    """An endpoint that could not be tested (no answer then)."""
-
-    @property
-    def outcome(self) -> str:
-        """changed (the change is located), no_change (both ends agree) or endpoint_failed."""
-        if self.endpoint_failed:
-            return "endpoint_failed"
-        return "no_change" if self.same_verdict else "changed"
-
-
 def bisect_releases(
     candidates: Sequence[str],
     probe: Callable[[str], BisectStep],
@@ -323,21 +252,6 @@ def bisect_releases(
     )
 
 
-@dataclass(frozen=True)
-class BisectReport(Result):
-    package: str
-    connector: str
-    good: str
-    bad: str
-    only_cached: bool
-    result: BisectResult
-    provisioned: tuple[str, ...]
-    """Releases whose environment this run had to create."""
-    releases_source: str | None
-    wall_s: float
-    rows: dict[str, ReleaseRow] = field(default_factory=dict)
-
-
 def run_bisect(
     package: str,
     good: str,
@@ -352,8 +266,10 @@ def run_bisect(
 ) -> BisectReport:
     """Bisect `candidates` (published releases between good and bad) on `connector` firing."""
     if connector not in connectors.connector_keys():
-        raise BadInput(
-            f"--connector {connector}: unknown connector",
+        raise FieldError(
+            "connector",
+            "{flag} {value}: unknown connector",
+            value=connector,
             hint=f"use one of {', '.join(connectors.connector_keys())}",
         )
     t0 = time.perf_counter()

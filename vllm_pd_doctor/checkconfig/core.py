@@ -8,26 +8,26 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from vllm_pd_doctor import hfmodel, targetrun
+from vllm_pd_doctor import targetrun
 from vllm_pd_doctor.checkconfig import inspect_vllm, nixl_info, parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure as compute_exposure
 from vllm_pd_doctor.checkconfig.exposure import probe_candidates
 from vllm_pd_doctor.checkconfig.model_info import load_model
 from vllm_pd_doctor.checkconfig.parse.flags import BUILTIN, FlagTable
 from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
-from vllm_pd_doctor.checkconfig.types import (
+from vllm_pd_doctor.errors import BadInput, PdDoctorError
+from vllm_pd_doctor.knowledge import models
+from vllm_pd_doctor.results.checkconfig import (
     CheckReport,
     Exposure,
     Inputs,
-    LaunchCommand,
     ModelInfo,
     ModelProblem,
     NixlInfo,
     ProbeResult,
-    Server,
     VllmSource,
 )
-from vllm_pd_doctor.errors import BadInput, PdDoctorError
+from vllm_pd_doctor.results.launch import LaunchCommand, Server
 
 
 def server_from(
@@ -101,7 +101,7 @@ def resolve_model(
 ) -> tuple[ModelInfo | None, str | None, ModelProblem | None]:
     """--model, else the first server model found offline (dir, config.json, HF cache)."""
     if model is not None:
-        found = hfmodel.resolve(str(model), what="--model")
+        found = models.resolve(str(model), what="--model")
         info = replace(load_model(found.config_path), resolved_from=found.described)
         return info, "--model" + (f" ({found.described})" if found.hf_id else ""), None
     problem: ModelProblem | None = None
@@ -112,12 +112,12 @@ def resolve_model(
             continue
         seen.add(name)
         try:
-            found = hfmodel.resolve(name, what=f"{s.name} model")
+            found = models.resolve(name, what=f"{s.name} model", bundled=False)
             info = replace(
                 load_model(found.config_path, what=f"{s.name} model"), resolved_from=found.described
             )
             return info, f"{s.name} command" + (f" ({found.described})" if found.hf_id else ""), None
-        except hfmodel.ModelNotResolved as exc:
+        except models.ModelNotResolved as exc:
             hint = exc.hint or ""
             if "--model" not in hint:
                 hint = (hint + "; " if hint else "") + (

@@ -17,16 +17,15 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     connector_key,
     label,
 )
-from vllm_pd_doctor.checkconfig.types import (
+from vllm_pd_doctor.results.checkconfig import (
     Exposure,
     ProbeResult,
     Reason,
     ReasonKind,
-    ServeConfig,
-    Server,
     SideExposure,
     Verdict,
 )
+from vllm_pd_doctor.results.launch import ServeConfig, Server
 
 K = ReasonKind
 _NO = {

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from vllm_pd_doctor.checkconfig.types import Server
+from vllm_pd_doctor.results.launch import Server
 
 _TAG_VERSION = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:(?:rc|post|\.post|\.dev|dev)\d+)?)(?:$|[-_+])")
 

@@ -18,7 +18,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from vllm_pd_doctor.checkconfig.types import SourceFact
+from vllm_pd_doctor.results.checkconfig import SourceFact
 
 CONFIG_FILES = (
     "model_executor/models/config.py",

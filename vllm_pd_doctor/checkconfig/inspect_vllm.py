@@ -13,12 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from vllm_pd_doctor.checkconfig.types import (
-    ConvLayoutOverride,
-    SourceFact,
-    TruncationSite,
-    VllmSource,
-)
+from vllm_pd_doctor.results.checkconfig import ConvLayoutOverride, SourceFact, TruncationSite, VllmSource
 from vllm_pd_doctor.target import connectors
 
 CONNECTOR_DIRS = ("distributed/kv_transfer/kv_connector",)

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor import jsoncache, targetrun
-from vllm_pd_doctor.checkconfig.types import ModelInfo, VllmSource
 from vllm_pd_doctor.errors import PdDoctorError
+from vllm_pd_doctor.results.checkconfig import ModelInfo, VllmSource
 
 _KEEP = 64
 

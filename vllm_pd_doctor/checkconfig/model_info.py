@@ -19,8 +19,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.types import ModelInfo
 from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.results.checkconfig import ModelInfo
 
 _SUB_CONFIGS = ("text_config", "llm_config", "language_config", "text_model_config")
 """Where multimodal / wrapper configs keep their language model."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor import jsoncache, procs, targetrun
-from vllm_pd_doctor.checkconfig.types import NixlInfo
+from vllm_pd_doctor.results.checkconfig import NixlInfo
 
 _SCRIPT = r"""
 import json, sys, importlib.util, importlib.metadata as md

@@ -17,12 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor import jsoncache
-from vllm_pd_doctor.checkconfig.types import (
-    ConvLayoutOverride,
-    SourceFact,
-    TruncationSite,
-    VllmSource,
-)
+from vllm_pd_doctor.results.checkconfig import ConvLayoutOverride, SourceFact, TruncationSite, VllmSource
 
 _KEEP = 32
 

@@ -1,26 +1,38 @@
 """Helpers shared by the subcommands: the option vocabulary, output streams, progress.
 
 Every option that more than one command takes is declared here once (`VllmOpt`, `PythonOpt`,
-`FormatOpt`, `QuietOpt`, `TimeoutOpt`, `DebugOpt`), so it means the same everywhere. The error
+`PackageOpt`, `FormatOpt`, `QuietOpt`, `TimeoutOpt`, `DebugOpt`, and the deployment's
+`PrefillCmdOpt`, `DecodeCmdOpt`, `ConfigOpt`, `ModelOpt`), so it means the same everywhere.
+
+One rule for the deployment, in every command that reads one (check-config, triage, report):
+`--config FILE` gives every server of the file, and `--prefill-cmd` / `--decode-cmd` each replace
+the file's server of that role (or add it); either alone is fine. `--model` goes through the one
+resolver (`knowledge.models`): a directory, a config.json, a bundled family name or a Hugging
+Face id.
+
+A command with many options declares them in one table (`Options`: name -> option and default)
+and gets its typer function from `command()`, which hands the body the values as one mapping;
+the same table words the cores' `FieldError`s with the command's flags (`worded`). The error
 boundary is `cli.main`'s: a command raises `errors.PdDoctorError` and returns an `ExitCode`.
 """
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 
 from vllm_pd_doctor import safeio
-from vllm_pd_doctor.errors import BadInput, set_debug
+from vllm_pd_doctor.errors import BadInput, FieldError, set_debug
 from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.limits import positive_seconds
 from vllm_pd_doctor.sanitize import text as safe_text
@@ -31,7 +43,7 @@ if TYPE_CHECKING:  # rich and the cores are imported where used: `--help` stays 
     from rich.spinner import Spinner
     from rich.text import Text
 
-    from vllm_pd_doctor.results import Result
+    from vllm_pd_doctor.results.base import Result
 
 
 def _set_debug(value: bool) -> bool:
@@ -88,6 +100,90 @@ TimeoutOpt = Annotated[
         metavar="SECONDS",
     ),
 ]
+
+PrefillCmdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prefill-cmd",
+        help="The prefill engine's launch command (env assignments in front allowed); with --config, "
+        "it replaces the file's prefill server.",
+        show_default=False,
+        metavar="COMMAND",
+    ),
+]
+DecodeCmdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--decode-cmd",
+        help="The decode engine's launch command; with --config, it replaces the file's decode server.",
+        show_default=False,
+        metavar="COMMAND",
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="File with the deployment: a shell script or text with the launch "
+        "commands, YAML/JSON with prefill:/decode: entries, Kubernetes "
+        "manifests (Dynamo, llm-d, kthena ...) or docker compose.",
+        show_default=False,
+        metavar="FILE",
+    ),
+]
+ModelOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--model",
+        help="The model: a directory with config.json, a config.json, a bundled family name "
+        "(nemotron-h, jamba, ...: repro/models/) or a Hugging Face id (the local HF cache, else the "
+        "Hub; HF_ENDPOINT, HF_HUB_OFFLINE honoured).",
+        show_default=False,
+        metavar="MODEL",
+    ),
+]
+
+Options = Mapping[str, tuple[Any, Any]]
+"""A command's options in --help order: parameter name -> (its `Annotated` option, default)."""
+
+
+def command(name: str, options: Options, body: Callable[[dict[str, Any]], int]) -> Callable[..., int]:
+    """The typer function of a command whose options are the table `options` (each declared once,
+    in order): typer reads its signature; `body` gets the values as one mapping."""
+    params = [
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a)
+        for n, (a, d) in options.items()
+    ]
+
+    def fn(**values: Any) -> int:
+        return body(values)
+
+    fn.__name__ = fn.__qualname__ = name.replace("-", "_")
+    fn.__signature__ = inspect.Signature(params, return_annotation=int)  # type: ignore[attr-defined]
+    fn.__annotations__ = {n: a for n, (a, _) in options.items()} | {"return": int}
+    return fn
+
+
+def flag_of(option: Any) -> str:
+    """The long flag an `Annotated[..., typer.Option(...)]` declares (e.g. `--block-size`)."""
+    info = next(a for a in get_args(option)[1:] if isinstance(a, typer.models.ParameterInfo))
+    decls = (info.default, *(info.param_decls or ()))
+    return next((d for d in decls if isinstance(d, str) and d.startswith("--")), str(decls[0]))
+
+
+def flags_of(options: Options, words: Mapping[str, str] | None = None) -> dict[str, str]:
+    """field -> flag for a command: each option's own flag, then `words` (a core's field that the
+    command calls differently, e.g. `model_dir` -> `--model`)."""
+    return {n: flag_of(a) for n, (a, _) in options.items()} | dict(words or {})
+
+
+@contextmanager
+def worded(flags: Mapping[str, str]) -> Iterator[None]:
+    """A core's `FieldError` inside, worded with the command's flags (field -> flag)."""
+    try:
+        yield
+    except FieldError as exc:
+        raise exc.worded(flags) from None
 
 
 def stderr() -> Console:

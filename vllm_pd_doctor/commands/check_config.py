@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from vllm_pd_doctor import limits
 from vllm_pd_doctor.commands._common import (
+    ConfigOpt,
     DebugOpt,
+    DecodeCmdOpt,
     FormatOpt,
+    ModelOpt,
+    PrefillCmdOpt,
     PythonOpt,
     QuietOpt,
     VllmOpt,
@@ -23,9 +26,10 @@ from vllm_pd_doctor.formats import OutputFormat
 
 HELP = """Check a P/D launch (prefill + decode commands) for vLLM #53514 and known P/D pitfalls.
 
-Reads the launch commands (--prefill-cmd/--decode-cmd or --config FILE), the model's
-config.json (--model, or a local model dir in the command) and the installed vLLM's source
-and NIXL packages (--python, default this interpreter) without importing vLLM or torch.
+Reads the launch commands (--config FILE, and/or --prefill-cmd/--decode-cmd, each replacing the
+file's server of that role), the model's config.json (--model, or the model the commands name)
+and the installed vLLM's source and NIXL packages (--python, default this interpreter) without
+importing vLLM or torch.
 The exposure verdict comes from where the installed vLLM calls its P-side truncation helper
 (file:line). --probe also runs the in-process repro (imports vLLM in a child; seconds).
 
@@ -41,41 +45,6 @@ def register(app: typer.Typer) -> None:
     app.command("check-config", help=HELP)(check_config)
 
 
-PrefillCmdOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--prefill-cmd",
-        help="The prefill engine's launch command (env assignments in front allowed).",
-        show_default=False,
-        metavar="COMMAND",
-    ),
-]
-DecodeCmdOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--decode-cmd", help="The decode engine's launch command.", show_default=False, metavar="COMMAND"
-    ),
-]
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        help="File with the deployment: a shell script or text with the launch "
-        "commands, YAML/JSON with prefill:/decode: entries, Kubernetes "
-        "manifests (Dynamo, llm-d, kthena ...) or docker compose.",
-        show_default=False,
-        metavar="FILE",
-    ),
-]
-ModelOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--model",
-        help="Local model directory or its config.json (hybrid or not).",
-        show_default=False,
-        metavar="MODEL",
-    ),
-]
 SetOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -125,7 +94,7 @@ def check_config(
 
     if list_rules:
         from vllm_pd_doctor.checkconfig.rules import RULES
-        from vllm_pd_doctor.checkconfig.types import RuleCatalogue
+        from vllm_pd_doctor.results.checkconfig import RuleCatalogue
 
         show(RuleCatalogue(RULES), fmt)
         return ExitCode.OK

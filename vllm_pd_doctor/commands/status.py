@@ -21,8 +21,8 @@ from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
 
 if TYPE_CHECKING:
+    from vllm_pd_doctor.results.status import StatusReport
     from vllm_pd_doctor.status.core import Endpoint
-    from vllm_pd_doctor.status.types import StatusReport
 
 HELP = """Is this running P/D deployment healthy? Read-only, from its metrics and NIXL side channels.
 

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from vllm_pd_doctor.commands._common import DebugOpt, FormatOpt, PythonOpt, hint, run, show
+from vllm_pd_doctor.commands._common import (
+    ConfigOpt,
+    DebugOpt,
+    DecodeCmdOpt,
+    FormatOpt,
+    ModelOpt,
+    PrefillCmdOpt,
+    PythonOpt,
+    hint,
+    run,
+    show,
+)
 from vllm_pd_doctor.errors import ExitCode
 from vllm_pd_doctor.formats import OutputFormat
 
@@ -44,36 +54,10 @@ def triage(
         list[str] | None,
         typer.Option("--decode-log", help="A log of a decode engine.", show_default=False, metavar="LOG"),
     ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config", help="The deployment (as in check-config): the connector.", show_default=False
-        ),
-    ] = None,
-    prefill_cmd: Annotated[
-        str | None,
-        typer.Option(
-            "--prefill-cmd",
-            help="The prefill engine's launch command.",
-            show_default=False,
-            metavar="COMMAND",
-        ),
-    ] = None,
-    decode_cmd: Annotated[
-        str | None,
-        typer.Option(
-            "--decode-cmd", help="The decode engine's launch command.", show_default=False, metavar="COMMAND"
-        ),
-    ] = None,
-    model: Annotated[
-        Path | None,
-        typer.Option(
-            "--model",
-            help="Local model directory, its config.json or a Hub id.",
-            show_default=False,
-            metavar="MODEL",
-        ),
-    ] = None,
+    config: ConfigOpt = None,
+    prefill_cmd: PrefillCmdOpt = None,
+    decode_cmd: DecodeCmdOpt = None,
+    model: ModelOpt = None,
     python: PythonOpt = None,
     list_classes: Annotated[bool, typer.Option("--list", help="Print the failure classes and exit.")] = False,
     fmt: FormatOpt = OutputFormat.table,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from vllm_pd_doctor.results import ConnectorVerdict, Event
+from vllm_pd_doctor.results.repro import ConnectorVerdict, Event
 
 _UNSAFE = str.maketrans({";": ",", "#": "", "\n": " ", '"': "'", "{": "(", "}": ")"})
 

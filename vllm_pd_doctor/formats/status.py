@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from vllm_pd_doctor.status.types import StatusReport
+from vllm_pd_doctor.results.status import StatusReport
 
 if TYPE_CHECKING:
     from rich.console import RenderableType

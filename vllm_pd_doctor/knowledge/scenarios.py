@@ -167,6 +167,36 @@ _SCENARIOS: tuple[Scenario, ...] = (
         ),
         connectors=("nixl",),
     ),
+    Scenario(
+        id="notify-only-failure",
+        title="Failed handshake of a notification-only D request reported for a removed request",
+        summary="A D-side request aborted before it was scheduled leaves the NIXL scheduler half a "
+        "notification-only entry (no local blocks) so its worker tells P to free the blocks; the "
+        "worker's background handshake with P fails. For a hybrid KV cache layout (the worker's "
+        "_is_hma_required), releases whose start_load_kv records every entry in _recving_metadata "
+        "(0.27.1, 0.28.0) report it in finished_recving and the scheduler, which "
+        "already removed the request, hits `assert req_id in self.requests` in "
+        "Scheduler._update_from_kv_xfer_finished; releases that record only `meta.awaiting_kvs or "
+        "any(meta.local_block_ids)` (0.32.0) drop it. vLLM's own worker start_load_kv/get_finished run "
+        "with a handshake executor stand-in whose future fails (the worker's __init__ needs NIXL).",
+        control="A normal remote-read request, still waiting for its KV, whose handshake fails the same "
+        "way: the failed receive is reported for a request the scheduler has.",
+        references=(
+            Reference(
+                "thread",
+                "vllm#57570 (the fix PR's description)",
+                "https://github.com/vllm-project/vllm/pull/57570",
+            ),
+            _gh("fix", 57570, "merged"),
+            _test(
+                "tests/v1/kv_connector/unit/test_nixl_connector.py",
+                "test_nixl_connector.py handshake-failure tests (PR #57570's test name not confirmed)",
+            ),
+        ),
+        connectors=("nixl",),
+        model_matters=True,
+        fixed_upstream=True,
+    ),
 )
 
 SCENARIOS: dict[str, Scenario] = {s.id: s for s in _SCENARIOS}
@@ -175,10 +205,6 @@ NOT_YET: dict[str, str] = {
     "preempt-final-step": "PR #48141, replaced by PR #50297 (`requires_kv_delivery`): every release "
     "pd-doctor installs (0.27.1+) already has the fix (the scheduler reads requires_kv_delivery), so no "
     "installed release can show it failing",
-    "notify-only-failure": "PR #57570: the fix is in the NIXL pull worker's start_load_kv (0.32.0 tracks "
-    "a receive only when `meta.awaiting_kvs or any(meta.local_block_ids)`; 0.27.1/0.28.0 track every "
-    "entry), and the failure needs that worker's background handshake to fail, which pd-doctor does "
-    "not drive yet (a handshake executor and a NIXL agent)",
     "hybrid-group-divergence": "vllm#46453 / PR #48425: every installed release (0.27.1+) already has "
     "the fix (KVCacheManager.get_computed_blocks_for_connector falls back to the reconciled boundary "
     "when a group hits deeper than full attention), so no installed release can show it failing",

@@ -15,28 +15,30 @@ from __future__ import annotations
 
 import time
 import urllib.parse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from vllm_pd_doctor import targetrun
-from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.errors import BadInput, CouldNotRun, FieldError
 from vllm_pd_doctor.live import engines, evidence
 from vllm_pd_doctor.live.client import Client
 from vllm_pd_doctor.live.options import (
     CONFIRM_FLAG,
     LiveOptions,
     from_repro_options,
+    from_request,
     is_loopback,
     live_connectors,
 )
 from vllm_pd_doctor.live.probe import ProbeResult, run_probe
 from vllm_pd_doctor.live.verdict import build_verdict, notes, write_result
 from vllm_pd_doctor.progress import Progress, phase
-from vllm_pd_doctor.results import ReproReport, VllmInstall
+from vllm_pd_doctor.results.repro import ReproReport, VllmInstall
 
-__all__ = ["LiveOptions", "from_repro_options", "run_live", "run_local", "run_remote"]
+__all__ = ["LiveOptions", "from_repro_options", "from_request", "run_live", "run_local", "run_remote"]
 
 
 def run_live(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
@@ -68,48 +70,11 @@ def run_local(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
     try:
         with engines.plugin_path() as pypath:
             t = time.perf_counter()
-            for attempt in (1, 2):  # a picked port can be taken before the engine binds it
-                for eng in pair:
-                    engines.start_engine(
-                        engines.engine_command(python, eng, model, tiny, device, lo),
-                        engines.engine_env(python, eng, pypath, device, run_dir, hotfix=lo.hotfix),
-                        eng,
-                        run_dir,
-                    )
-                    progress(
-                        f"starting the {eng.role} engine (vLLM {interp.vllm_version}, {device}, "
-                        f"{lo.entry.label}, HTTP {eng.port}, side channel {eng.side_port}, pid "
-                        f"{eng.proc.pid if eng.proc else '?'})"
-                    )
-                engines.write_pids(run_dir, pair)
-                try:
-                    with phase(progress, "booting the prefill and decode engines"):
-                        engines.wait_healthy(client, pair, min(lo.startup_timeout, lo.timeout), progress)
-                    break
-                except engines.PortTaken as exc:
-                    if attempt == 2 or lo.prefill_port or lo.decode_port:
-                        raise
-                    progress(f"{exc.message}; starting the pair again on other free ports")
-                    engines.stop_all(pair)
-                    pair = engines.plan(lo, run_dir)
-                    p_eng, d_eng = pair
+            launch = _Launch(python, interp.vllm_version, model, tiny, device, run_dir, pypath)
+            _start_pair(launch, lo, pair, client, progress)  # may start a new pair, in `pair`
+            p_eng, d_eng = pair
             timings["engines_healthy_s"] = round(time.perf_counter() - t, 3)
-            try:
-                res = run_probe(
-                    client, p_eng.url, d_eng.url, None, lo.prompt_len, progress, p_alive=lambda: p_eng.alive
-                )
-            except (CouldNotRun, httpx.HTTPError) as exc:
-                engines.say_tail(progress, "the prefill engine's log", p_eng.log)
-                engines.say_tail(progress, "the decode engine's log", d_eng.log)
-                if isinstance(exc, CouldNotRun):
-                    raise
-                raise CouldNotRun(f"the probe failed: {exc}", hint=f"logs: {run_dir}") from None
-            time.sleep(0.3)  # let the engine finish writing its traceback
-            log_text = evidence.read_log(p_eng.log)
-            if res.p_dead:
-                _say_traceback(progress, log_text, p_eng)
-            if "compatibility check passed" in evidence.read_log(d_eng.log):
-                res.transfer["nixl_handshake_logged"] = True
+            res, log_text = _probe(client, pair, lo, run_dir, progress)
     finally:
         timings["shutdown_s"] = round(engines.stop_all(pair), 3)
         client.close()
@@ -130,6 +95,77 @@ def run_local(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
         timings=timings,
         notes=tuple(_local_notes(res, events, p_eng, d_eng, run_dir, lo, log_text)),
     )
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """How each engine of the pair is started (the same for both, and for a second attempt)."""
+
+    python: str
+    vllm_version: str | None
+    model: Path
+    tiny: bool
+    device: str
+    run_dir: Path
+    pypath: str
+
+
+def _start_pair(
+    launch: _Launch, lo: LiveOptions, pair: list[engines.Engine], client: Client, progress: Progress
+) -> None:
+    """Start both engines and wait until they are healthy; once more on other free ports when a
+    picked port was taken before the engine bound it (the new pair replaces `pair`'s contents, so
+    the caller stops whichever pair runs)."""
+    for attempt in (1, 2):
+        for eng in pair:
+            engines.start_engine(
+                engines.engine_command(launch.python, eng, launch.model, launch.tiny, launch.device, lo),
+                engines.engine_env(
+                    launch.python, eng, launch.pypath, launch.device, launch.run_dir, hotfix=lo.hotfix
+                ),
+                eng,
+                launch.run_dir,
+            )
+            progress(
+                f"starting the {eng.role} engine (vLLM {launch.vllm_version}, {launch.device}, "
+                f"{lo.entry.label}, HTTP {eng.port}, side channel {eng.side_port}, pid "
+                f"{eng.proc.pid if eng.proc else '?'})"
+            )
+        engines.write_pids(launch.run_dir, pair)
+        try:
+            with phase(progress, "booting the prefill and decode engines"):
+                engines.wait_healthy(client, pair, min(lo.startup_timeout, lo.timeout), progress)
+            return
+        except engines.PortTaken as exc:
+            if attempt == 2 or lo.prefill_port or lo.decode_port:
+                raise
+            progress(f"{exc.message}; starting the pair again on other free ports")
+            engines.stop_all(pair)
+            pair[:] = engines.plan(lo, launch.run_dir)
+
+
+def _probe(
+    client: Client, pair: list[engines.Engine], lo: LiveOptions, run_dir: Path, progress: Progress
+) -> tuple[ProbeResult, str | None]:
+    """The P->D request and the trigger against a healthy pair; the prefill engine's log."""
+    p_eng, d_eng = pair
+    try:
+        res = run_probe(
+            client, p_eng.url, d_eng.url, None, lo.prompt_len, progress, p_alive=lambda: p_eng.alive
+        )
+    except (CouldNotRun, httpx.HTTPError) as exc:
+        engines.say_tail(progress, "the prefill engine's log", p_eng.log)
+        engines.say_tail(progress, "the decode engine's log", d_eng.log)
+        if isinstance(exc, CouldNotRun):
+            raise
+        raise CouldNotRun(f"the probe failed: {exc}", hint=f"logs: {run_dir}") from None
+    time.sleep(0.3)  # let the engine finish writing its traceback
+    log_text = evidence.read_log(p_eng.log)
+    if res.p_dead:
+        _say_traceback(progress, log_text, p_eng)
+    if "compatibility check passed" in evidence.read_log(d_eng.log):
+        res.transfer["nixl_handshake_logged"] = True
+    return res, log_text
 
 
 def _local_notes(
@@ -186,9 +222,12 @@ def run_remote(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
         if u and not urllib.parse.urlparse(u).scheme.startswith("http"):
             raise BadInput(f"{u}: not an http(s) URL", hint="e.g. http://10.0.0.5:8000")
     if not is_loopback(lo.prefill_url) and not lo.confirm_remote:
-        raise BadInput(
-            f"--prefill-url {lo.prefill_url}: this probe can kill the prefill engine there (vLLM #53514)",
-            hint=f"add {CONFIRM_FLAG} to run it against a non-local engine",
+        raise FieldError(
+            ("prefill_url", "confirm_remote"),
+            "{flag} {value}: this probe can kill the prefill engine there (vLLM #53514)",
+            value=lo.prefill_url,
+            hint="add {1} to run it against a non-local engine",
+            usual={"confirm_remote": CONFIRM_FLAG},
         )
     p_url = lo.prefill_url.rstrip("/")
     d_url = lo.decode_url.rstrip("/") if lo.decode_url else None

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor import envs, procs, targetrun
-from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.errors import CouldNotRun, FieldError
 from vllm_pd_doctor.hotfix import ENV as HOTFIX_ENV
 from vllm_pd_doctor.hotfix import ISSUE as HOTFIX_ISSUE
 from vllm_pd_doctor.inprocess import repro_dir
@@ -170,8 +170,15 @@ def family_cache_dir(config_dir: Path) -> Path:
     h = hashlib.sha256()
     for f in (config_dir / "config.json", scripts / "make_tiny_model.py", scripts / "shrink_config.py"):
         h.update(f.read_bytes())
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", config_dir.resolve().name).strip("-.") or "model"
-    return envs.home() / "models" / f"{name}-{h.hexdigest()[:12]}"
+    return envs.home() / "models" / f"{model_name(config_dir)}-{h.hexdigest()[:12]}"
+
+
+def model_name(config_dir: Path) -> str:
+    """The model's name from its directory (in a Hugging Face cache snapshot: the repository's)."""
+    d = config_dir.resolve()
+    if d.parent.name == "snapshots" and d.parent.parent.name.startswith("models--"):
+        d = Path(d.parent.parent.name.split("--")[-1])
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", d.name).strip("-.") or "model"
 
 
 def tiny_engine_args(model: Path) -> list[str]:
@@ -192,14 +199,16 @@ def model_dir(python: str, lo: LiveOptions, progress: Progress) -> tuple[Path, b
     """
     if lo.model is not None:
         if not lo.model.is_dir():
-            raise BadInput(
-                f"--model {lo.model}: not a directory",
+            raise FieldError(
+                "model",
+                "{flag} {value}: not a directory",
+                value=lo.model,
                 hint="give a local Hugging Face model directory (config + weights)",
             )
         if has_weights(lo.model):
             return lo.model, False
         src, out, shrink = lo.model, family_cache_dir(lo.model), True
-        what = f"a tiny {src.name} model (shrunk config, random weights)"
+        what = f"a tiny {model_name(src)} model (shrunk config, random weights)"
     else:
         src, shrink = repro_dir() / "models" / "tiny-hybrid", False
         out = envs.home() / "models" / "tiny-hybrid"

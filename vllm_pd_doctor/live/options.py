@@ -1,6 +1,6 @@
 """What the user asked `repro --engine live` for (validated), and which connectors it can serve.
 
-`from_repro_options` is the one adapter from the repro command's options to `LiveOptions`: every
+`from_request` is the one adapter from the repro command's `ReproRequest` to `LiveOptions`: every
 check of a live option happens there, so the engine code trusts what it is given.
 """
 
@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_pd_doctor import scenario
-from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.inprocess import repro_dir
-from vllm_pd_doctor.scenario import DEVICES
+from vllm_pd_doctor.errors import BadInput, FieldError, literal
+from vllm_pd_doctor.knowledge import models
+from vllm_pd_doctor.knowledge.models import families as families
+from vllm_pd_doctor.scenario import DEVICES, ReproRequest
 from vllm_pd_doctor.target import connectors
 
 CONFIRM_FLAG = "--i-understand-this-may-kill-prefill"
@@ -65,8 +66,11 @@ class LiveOptions:
         """The registry entry of `connector`."""
         c = connectors.get(self.connector)
         if c is None or not c.live:
-            raise BadInput(
-                f"--connector {self.connector}: the live engine cannot serve it", hint=_live_hint()
+            raise FieldError(
+                "connector",
+                "{flag} {value}: the live engine cannot serve it",
+                value=self.connector,
+                hint=_live_hint(),
             )
         return c
 
@@ -97,35 +101,47 @@ def parse_connector(value: str) -> str:
         keys = tuple(c.key for c in served)
     if not served or any(k not in {c.key for c in served} for k in keys):
         labels = ", ".join(c.label for c in served) or "no"
-        raise BadInput(f"--engine live supports the {labels} connector only", hint=_live_hint())
+        raise FieldError(
+            "engine",
+            "{flag} {value} supports the " + literal(labels) + " connector only",
+            value="live",
+            hint=_live_hint(),
+        )
     if len(keys) > 1:
-        raise BadInput("--engine live runs one connector at a time", hint=f"give one of {', '.join(keys)}")
+        raise FieldError(
+            "engine",
+            "{flag} {value} runs one connector at a time",
+            value="live",
+            hint=f"give one of {', '.join(keys)}",
+        )
     return keys[0]
 
 
-def families() -> tuple[str, ...]:
-    """The family config directories bundled under repro/models/ (names `--model` takes)."""
-    root = repro_dir() / "models"
-    return tuple(sorted(d.name for d in root.iterdir() if (d / "config.json").is_file()))
-
-
-def live_model(model: Path) -> Path:
-    """The directory `--model` names: a model directory (weights, or a config.json alone: a tiny
-    model of that family is made), a config.json, or a family name under repro/models/."""
-    given = model.expanduser()
-    if given.is_file() and given.name == "config.json":
-        given = given.parent
-    if not given.exists() and len(given.parts) == 1:
-        bundled = repro_dir() / "models" / given.name
-        if (bundled / "config.json").is_file():
-            return bundled
-    if not (given / "config.json").is_file():
+def live_model(model: Path | str) -> Path:
+    """The directory `--model` names, through the one resolver (`knowledge.models`): a model
+    directory (weights, or a config.json alone: a tiny model of that family is made), a
+    config.json, a bundled family name, or a Hugging Face id (its config.json from the HF cache or
+    the Hub: a tiny model of that family, unless the cache holds its weights too)."""
+    try:
+        found = models.resolve(str(model))
+    except models.ModelNotResolved as exc:
+        if models.looks_like_hf_id(str(model)):
+            raise
+        raise BadInput(f"{exc.message} (no config.json there)", hint=_model_hint()) from None
+    if found.config_path.name != "config.json":
         raise BadInput(
             f"--model {model}: no config.json there",
-            hint="give a local Hugging Face model directory (config + weights, or a config.json alone "
-            f"for a tiny random-weight model of its family), or a bundled family: {', '.join(families())}",
+            hint=_model_hint(),
         )
-    return given
+    return found.directory
+
+
+def _model_hint() -> str:
+    return (
+        "give a local Hugging Face model directory (config + weights, or a config.json alone for a "
+        f"tiny random-weight model of its family), a bundled family ({', '.join(families())}), or a "
+        "Hugging Face id"
+    )
 
 
 def _check_local(
@@ -133,16 +149,18 @@ def _check_local(
 ) -> None:
     """The checks of a pair pd-doctor starts itself (its ports, device and max model length)."""
     if prompt_len is not None and prompt_len + 1 > MAX_MODEL_LEN:
-        raise BadInput(
-            f"--prompt-len {prompt_len}: longer than the live engines' max model "
+        raise FieldError(
+            "prompt_len",
+            "{flag} {value}: longer than the live engines' max model "
             f"length {MAX_MODEL_LEN} allows (N + 1 tokens)",
+            value=prompt_len,
             hint="use a shorter prompt",
         )
-    for flag, port in (("--prefill-port", prefill_port), ("--decode-port", decode_port)):
+    for field, port in (("prefill_port", prefill_port), ("decode_port", decode_port)):
         if port is not None and not 0 < port < 65536:
-            raise BadInput(f"{flag} {port}: not a TCP port")
+            raise FieldError(field, "{flag} {value}: not a TCP port", value=port)
     if device not in (None, *DEVICES):
-        raise BadInput(f"--device {device}: use cpu or cuda")
+        raise FieldError("device", "{flag} {value}: use cpu or cuda", value=device)
 
 
 def from_repro_options(
@@ -152,7 +170,7 @@ def from_repro_options(
     prompt_len: int | None,
     mamba_cache_mode: str | scenario.MambaCacheMode | None,
     kv_role: str | scenario.KvRole,
-    model: Path | None,
+    model: Path | str | None,
     prefill_url: str | None,
     decode_url: str | None,
     confirm_remote: bool,
@@ -163,43 +181,65 @@ def from_repro_options(
     timeout: float,
     hotfix: bool = False,
 ) -> LiveOptions:
-    """The repro command's options, checked, as a live run's (BadInput on a bad one).
+    """`from_request` for a request given field by field (tests); choices may be strings or the
+    `scenario` enums."""
+    return from_request(
+        ReproRequest(
+            engine="live",
+            connector=connector,
+            block_size=block_size,
+            prompt_len=prompt_len,
+            mamba_cache_mode=scenario.value(mamba_cache_mode),
+            kv_role=str(scenario.value(kv_role)),
+            model=None if model is None else str(model),
+            prefill_url=prefill_url,
+            decode_url=decode_url,
+            confirm_remote=confirm_remote,
+            run_dir=run_dir,
+            prefill_port=prefill_port,
+            decode_port=decode_port,
+            device=scenario.value(device),
+            timeout=timeout,
+            hotfix=hotfix,
+        )
+    )
+
+
+def from_request(req: ReproRequest) -> LiveOptions:
+    """The request, checked, as a live run's options (a `FieldError` / BadInput on a bad one).
 
     `kv_role` is checked like the in-process engine checks it; the live pair is always a
     producer (P) and a consumer (D).
     """
-    key = parse_connector(connector)
-    if decode_url and not prefill_url:
-        raise BadInput("--decode-url needs --prefill-url")
-    if prefill_url and (prefill_port or decode_port or model or device):
-        raise BadInput(
-            "--prefill-url probes existing engines: --model, --device and the port options do not apply"
+    key = parse_connector(req.connector)
+    if req.decode_url and not req.prefill_url:
+        raise FieldError(("decode_url", "prefill_url"), "{0} needs {1}")
+    if req.prefill_url and (req.prefill_port or req.decode_port or req.model or req.device):
+        raise FieldError(
+            ("prefill_url", "model", "device"),
+            "{0} probes existing engines: {1}, {2} and the port options do not apply",
         )
-    kv_role, mamba_cache_mode, device = (
-        str(scenario.value(kv_role)),
-        scenario.value(mamba_cache_mode),
-        scenario.value(device),
-    )
     scenario.check_scenario(
-        block_size=block_size, prompt_len=prompt_len, kv_role=kv_role, mamba_cache_mode=mamba_cache_mode
+        block_size=req.block_size,
+        prompt_len=req.prompt_len,
+        kv_role=req.kv_role,
+        mamba_cache_mode=req.mamba_cache_mode,
     )
-    if not prefill_url:
-        _check_local(prompt_len, prefill_port, decode_port, device)
-    if model is not None:
-        model = live_model(model)
+    if not req.prefill_url:
+        _check_local(req.prompt_len, req.prefill_port, req.decode_port, req.device)
     return LiveOptions(
         connector=key,
-        prompt_len=prompt_len,
-        mamba_cache_mode=mamba_cache_mode,
-        model=model,
-        block_size=block_size,
-        prefill_url=prefill_url,
-        decode_url=decode_url,
-        confirm_remote=confirm_remote,
-        run_dir=run_dir.expanduser() if run_dir else None,
-        prefill_port=prefill_port,
-        decode_port=decode_port,
-        device=device,
-        timeout=timeout,
-        hotfix=hotfix,
+        prompt_len=req.prompt_len,
+        mamba_cache_mode=req.mamba_cache_mode,
+        model=live_model(req.model) if req.model is not None else None,
+        block_size=req.block_size,
+        prefill_url=req.prefill_url,
+        decode_url=req.decode_url,
+        confirm_remote=req.confirm_remote,
+        run_dir=req.run_dir.expanduser() if req.run_dir else None,
+        prefill_port=req.prefill_port,
+        decode_port=req.decode_port,
+        device=req.device,
+        timeout=req.timeout,
+        hotfix=req.hotfix,
     )

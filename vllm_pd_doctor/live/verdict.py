@@ -16,7 +16,7 @@ from vllm_pd_doctor.live.client import Outcome
 from vllm_pd_doctor.live.evidence import assertion_from_log, fatal_line, summary_for, trace_for
 from vllm_pd_doctor.live.options import LiveOptions
 from vllm_pd_doctor.live.probe import ProbeResult
-from vllm_pd_doctor.results import (
+from vllm_pd_doctor.results.repro import (
     Assertion,
     ConnectorVerdict,
     Control,

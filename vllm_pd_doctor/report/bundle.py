@@ -19,6 +19,7 @@ from vllm_pd_doctor.report.gather import ReportInputs as ReportInputs
 from vllm_pd_doctor.report.gather import gather as gather
 from vllm_pd_doctor.report.gather import given
 from vllm_pd_doctor.report.redact import RedactionContext, Redactor, hosts_in, is_secret_name, secret_values
+from vllm_pd_doctor.results.checkconfig import CheckReport
 
 HOST_SCAN = 100_000
 """Characters at each end of a log searched for host names given by context (start-up lines
@@ -245,6 +246,12 @@ def _private_files(inputs: ReportInputs, g: Gathered, pub: Public, files: dict[s
         files["raw/config" + suffix] = red.text(g.config_text.value[0])
 
 
+def _triage_next(g: Gathered) -> str | None:
+    """The next command of triage's best verdict over the logs, if any."""
+    tri = g.triage.value if g.triage.ok else None
+    return tri.verdicts[0].next if tri is not None and tri.verdicts else None
+
+
 def _status_section(inputs: ReportInputs, g: Gathered, pub: Public) -> render.Section | None:
     """The status snapshot (already public by construction: safe kinds only), when engines were given."""
     if not (inputs.prefill_urls or inputs.decode_urls):
@@ -278,6 +285,36 @@ def _collectors(g: Gathered, pub: Public) -> tuple[render.CollectorDoc, ...]:
     )
 
 
+def _commands(
+    inputs: ReportInputs, g: Gathered, pub: Public
+) -> tuple[tuple[render.CommandDoc, ...], str | None]:
+    """The launch commands as the report shows them, and why they could not be checked (if so)."""
+    if g.check is not None:
+        return docs.command_docs(g.servers, pub), None
+    commands = docs.given_commands(given(inputs), pub)
+    if inputs.config is not None or commands:
+        return commands, pub.text(g.check_config.why or "?")
+    return commands, None
+
+
+def _title(
+    g: Gathered,
+    pub: Public,
+    version: str | None,
+    run: ReproRun | None,
+    check: CheckReport | None,
+    sigs: set[str],
+) -> str:
+    """The report's title: the triage's top verdict, on the log's release (else the interpreter's)."""
+    tri = g.triage.value if g.triage.ok else None
+    top = pub.text(tri.verdicts[0].title) if tri is not None and tri.verdicts else None
+    log_version = (
+        next((i.facts.vllm_version for i in tri.inputs if i.facts.vllm_version), None) if tri else None
+    )
+    on = pub.text(log_version) if log_version else version  # the log's release names the title
+    return docs.title(on, run.report if run else None, check, sigs, top)
+
+
 def build(
     inputs: ReportInputs, g: Gathered, *, created: str | None = None
 ) -> tuple[render.ReportDoc, dict[str, str]]:
@@ -292,13 +329,7 @@ def build(
     version = pub.text(str(red_version)) if red_version else None
     files: dict[str, str] = {}
     env = _environment(inputs, g, pub)
-    commands_error = None
-    if check is not None:
-        commands = docs.command_docs(g.servers, pub)
-    else:
-        commands = docs.given_commands(given(inputs), pub)
-        if inputs.config is not None or commands:
-            commands_error = pub.text(g.check_config.why or "?")
+    commands, commands_error = _commands(inputs, g, pub)
     run: ReproRun | None = g.repro.value if g.repro.ok else None
     repro_sec = _section(g.repro, pub, lambda v: v.report)
     check_sec = _section(g.check_config, pub, lambda v: v)
@@ -311,13 +342,7 @@ def build(
     if inputs.private:
         _private_files(inputs, g, pub, files)
     files.update(standalone.files(inputs.model, run.options if run else None, version, pub))
-    tri = g.triage.value if g.triage.ok else None
-    top = pub.text(tri.verdicts[0].title) if tri is not None and tri.verdicts else None
-    log_version = (
-        next((i.facts.vllm_version for i in tri.inputs if i.facts.vllm_version), None) if tri else None
-    )
-    on = pub.text(log_version) if log_version else version  # the log's release names the title
-    title = docs.title(on, run.report if run else None, check_sec.value if check else None, sigs, top)
+    title = _title(g, pub, version, run, check_sec.value if check else None, sigs)
     fired = docs.fired(run.report if run else None) or bool(check and check.has_error)
     doc = render.ReportDoc(
         title=title,
@@ -336,7 +361,7 @@ def build(
             version,
             commands,
             any(f.startswith("repro/") for f in files),
-            docs.scenario_of(tri.verdicts[0].next if tri is not None and tri.verdicts else None),
+            docs.scenario_of(_triage_next(g)),
         ),
         logs=log_docs,
         placeholders=(),

@@ -23,7 +23,7 @@ from typing import Any
 
 from vllm_pd_doctor import limits, procs, targetrun
 from vllm_pd_doctor.errors import BadInput, PdDoctorError
-from vllm_pd_doctor.results import ReproReport
+from vllm_pd_doctor.results.repro import ReproReport
 
 ENV_PREFIXES = ("UCX_", "NIXL_", "VLLM_NIXL_", "VLLM_SSM_", "VLLM_KV_", "VLLM_MAMBA_")
 ENV_NAMES = ("VLLM_ATTENTION_BACKEND", "VLLM_KV_CACHE_LAYOUT", "VLLM_USE_V1")

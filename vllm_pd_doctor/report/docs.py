@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import shlex
 
-from vllm_pd_doctor.checkconfig.types import CheckReport, ServeConfig, Server, Severity
 from vllm_pd_doctor.report import render
 from vllm_pd_doctor.report.facts import Public
-from vllm_pd_doctor.results import ReproReport
+from vllm_pd_doctor.results.checkconfig import CheckReport, Severity
+from vllm_pd_doctor.results.launch import ServeConfig, Server
+from vllm_pd_doctor.results.repro import ReproReport
 
 _TITLE = "[Bug]: P/D disaggregation (NIXL): "
 

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor.checkconfig.parse import flags as _flags
-from vllm_pd_doctor.checkconfig.types import ServeConfig
 from vllm_pd_doctor.report.public import SafeText
 from vllm_pd_doctor.report.redact import Redactor, is_secret_name
+from vllm_pd_doctor.results.launch import ServeConfig
 
 _ARG_FILES = {
     "engine/arg_utils.py": ("EngineArgs", "AsyncEngineArgs"),

@@ -8,9 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_pd_doctor.checkconfig.types import CheckReport, Server
 from vllm_pd_doctor.report import collect
 from vllm_pd_doctor.report.collect import Collected
+from vllm_pd_doctor.results.checkconfig import CheckReport
+from vllm_pd_doctor.results.launch import Server
 
 TRIAGE_PENDING = "not run (pd-doctor triage reads the logs: issue 16)"
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from vllm_pd_doctor import hfmodel
+from vllm_pd_doctor.knowledge import models as hfmodel
 from vllm_pd_doctor.report.gather import Gathered, ReportInputs
 from vllm_pd_doctor.report.public import Placeholders, SafeText, public_file_name
 

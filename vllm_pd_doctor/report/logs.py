@@ -12,10 +12,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from vllm_pd_doctor.results.triage import Evidence
 from vllm_pd_doctor.tracebacks import TB_START, strip_prefix, traceback_end
 from vllm_pd_doctor.triage import TriageResult, Verdict, triage_text
 from vllm_pd_doctor.triage.reader import normalise
-from vllm_pd_doctor.triage.types import Evidence
 
 _CONTEXT = 2
 MAX_EXCERPT_LINES = 80

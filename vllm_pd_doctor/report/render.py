@@ -14,8 +14,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from vllm_pd_doctor.formats import OutputFormat, emit
-from vllm_pd_doctor.results import SCHEMA_VERSION
+from vllm_pd_doctor.formats import OutputFormat, emit, to_dict
+from vllm_pd_doctor.results.base import SCHEMA_VERSION
 
 BUG_TEMPLATE_URL = "https://github.com/vllm-project/vllm/issues/new?template=400-bug-report.yml"
 
@@ -329,7 +329,7 @@ def result_obj(s: Section) -> dict[str, Any]:
     """A command's result as that command prints it with --format json."""
     if not s.ok:
         return {"collected": False, "why": s.why}
-    return {"collected": True, "value": json.loads(emit(s.value, OutputFormat.json))}
+    return {"collected": True, "value": to_dict(s.value)}
 
 
 def _section_obj(s: Section) -> dict[str, Any]:

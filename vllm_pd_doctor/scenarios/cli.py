@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_pd_doctor import hfmodel, scenario
+from vllm_pd_doctor import scenario
 from vllm_pd_doctor.commands._common import hint, show
 from vllm_pd_doctor.errors import CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.knowledge import models
 from vllm_pd_doctor.knowledge import scenarios as known
 from vllm_pd_doctor.progress import Progress
+from vllm_pd_doctor.results.scenarios import CONTROL_FAILED, COULD_NOT_RUN, ScenarioCatalogue, ScenarioReport
 from vllm_pd_doctor.scenarios import run as srun
-from vllm_pd_doctor.scenarios.results import CONTROL_FAILED, COULD_NOT_RUN, ScenarioCatalogue, ScenarioReport
 
 
 def wants_scenarios(value: str) -> bool:
@@ -37,7 +38,7 @@ def run(
 ) -> int:
     ids = srun.parse_scenarios(value)
     conns = scenario.parse_connector_list(connector) if connector != "nixl" else ("all",)
-    model_dir = hfmodel.resolve(str(model)).directory.resolve() if model is not None else None
+    model_dir = models.resolve(str(model)).directory.resolve() if model is not None else None
     report = srun.run_scenarios(
         python,
         ids,

@@ -11,7 +11,7 @@ from vllm_pd_doctor.knowledge import scenarios as known
 from vllm_pd_doctor.matrix import BisectResult, BisectStep, bisect_releases
 from vllm_pd_doctor.progress import Progress, quiet
 from vllm_pd_doctor.releases import version_key
-from vllm_pd_doctor.scenarios.results import FAILS, HOLDS, ScenarioBisect, ScenarioMatrix, ScenarioRow
+from vllm_pd_doctor.results.scenarios import FAILS, HOLDS, ScenarioBisect, ScenarioMatrix, ScenarioRow
 from vllm_pd_doctor.scenarios.run import run_scenarios
 
 

@@ -10,8 +10,8 @@ from vllm_pd_doctor import inprocess, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.knowledge import scenarios as known
 from vllm_pd_doctor.progress import Progress, phase, quiet
-from vllm_pd_doctor.results import VllmInstall
-from vllm_pd_doctor.scenarios.results import (
+from vllm_pd_doctor.results.repro import VllmInstall
+from vllm_pd_doctor.results.scenarios import (
     CONTROL_FAILED,
     COULD_NOT_RUN,
     FAILS,

@@ -8,7 +8,7 @@ metrics say), `compare` (prefill vs decode handshakes; #53514 exposure), `core` 
 
 from __future__ import annotations
 
+from vllm_pd_doctor.results.status import StatusReport
 from vllm_pd_doctor.status.core import Endpoint, from_launch, run_status
-from vllm_pd_doctor.status.types import StatusReport
 
 __all__ = ["Endpoint", "StatusReport", "from_launch", "run_status"]

@@ -9,11 +9,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vllm_pd_doctor.status.types import Comparison, Evidence, Finding
+from vllm_pd_doctor.results.status import Comparison, Evidence, Finding
 from vllm_pd_doctor.status.window import Window
 
 if TYPE_CHECKING:
-    from vllm_pd_doctor.checkconfig.facts import TruncationSite
+    from vllm_pd_doctor.results.checkconfig import TruncationSite
 
 FIELDS = ("compatibility_hash", "block_size", "kv_cache_layout", "attn_backend_name", "dcp_size", "pcp_size")
 

@@ -17,8 +17,8 @@ import httpx
 
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.knowledge import metrics as km
+from vllm_pd_doctor.results.status import EngineStatus, HandshakeView, StatusReport
 from vllm_pd_doctor.status import compare, findings, scenarios, scrape, sidechannel
-from vllm_pd_doctor.status.types import EngineStatus, HandshakeView, StatusReport
 from vllm_pd_doctor.status.window import Window
 
 SIDE_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"

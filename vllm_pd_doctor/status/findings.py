@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from vllm_pd_doctor.knowledge import metrics as m
-from vllm_pd_doctor.status.types import Evidence, Finding
+from vllm_pd_doctor.results.status import Evidence, Finding
 from vllm_pd_doctor.status.window import Window
 
 LLMD = "llm-d/llm-d docs/monitoring/prometheus-alerting-rules.yaml"

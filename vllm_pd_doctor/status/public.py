@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vllm_pd_doctor.status.types import StatusReport
+from vllm_pd_doctor.results.status import StatusReport
 
 SCHEMA_VERSION = 1
 PUBLIC_FIELDS = (

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
+from vllm_pd_doctor.results.status import Evidence, Finding
 from vllm_pd_doctor.status.compare import _hybrid
-from vllm_pd_doctor.status.types import Evidence, Finding
 from vllm_pd_doctor.status.window import Window
 
 CLASSES = {

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_pd_doctor.knowledge.metrics import ReleaseMetrics
+from vllm_pd_doctor.results.status import Evidence
 from vllm_pd_doctor.status import scrape
 from vllm_pd_doctor.status.scrape import Scrape
 from vllm_pd_doctor.status.sidechannel import Handshake
-from vllm_pd_doctor.status.types import Evidence
 
 WIRE_SUFFIX = {"counter": "_total", "histogram": "_count", "gauge": ""}
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.results.triage import Evidence, InputSummary, TriageResult, Verdict
 from vllm_pd_doctor.triage.decide import Context, Release, finish, raw_verdicts
 from vllm_pd_doctor.triage.reader import open_binary
 from vllm_pd_doctor.triage.scan import FileScan, scan
-from vllm_pd_doctor.triage.types import Evidence, InputSummary, TriageResult, Verdict
 
 __all__ = [
     "Context",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
-from vllm_pd_doctor.triage.types import Confidence
+from vllm_pd_doctor.results.triage import Confidence
 
 CHECK = "pd-doctor check-config --prefill-cmd '...' --decode-cmd '...' (or --config FILE)"
 """The `next` command of configuration classes."""

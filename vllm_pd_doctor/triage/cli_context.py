@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_pd_doctor.checkconfig.types import Server
+from vllm_pd_doctor.results.launch import Server
+from vllm_pd_doctor.results.triage import ClassInfo, FailureCatalogue
 from vllm_pd_doctor.triage.decide import Context
 from vllm_pd_doctor.triage.entries import CLASSES
-from vllm_pd_doctor.triage.types import ClassInfo, FailureCatalogue
 
 
 def build_context(

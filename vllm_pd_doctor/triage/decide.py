@@ -6,13 +6,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from vllm_pd_doctor.checkconfig.types import ModelInfo
 from vllm_pd_doctor.releases import version_key
+from vllm_pd_doctor.results.checkconfig import ModelInfo
+from vllm_pd_doctor.results.triage import CONFIDENCE_RANK, Confidence, Evidence, LogFacts, Verdict
 from vllm_pd_doctor.target import connectors
 from vllm_pd_doctor.triage.catalogue import FailureClass
 from vllm_pd_doctor.triage.entries import CLASSES
 from vllm_pd_doctor.triage.scan import FileScan, Hit
-from vllm_pd_doctor.triage.types import CONFIDENCE_RANK, Confidence, Evidence, LogFacts, Verdict
 
 ID_53514 = "nixl-p-side-truncation-53514"
 _REMOTE_ID = re.compile(r"'remote_engine_id': '([\w-]+)'")

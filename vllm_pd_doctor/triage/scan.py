@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from vllm_pd_doctor.results.triage import Evidence, LogFacts
 from vllm_pd_doctor.triage.entries import CLASSES
 from vllm_pd_doctor.triage.reader import Record, candidate_lines, normalise, side_of
-from vllm_pd_doctor.triage.types import Evidence, LogFacts
 
 MAX_EVIDENCE = 3
 """Evidence lines kept per matcher (the first ones)."""

@@ -23,7 +23,7 @@ from vllm_pd_doctor.checkconfig.parse.loader import (
     load_config_file,
     parse_config_text,
 )
-from vllm_pd_doctor.checkconfig.types import LaunchCommand, ServeConfig
+from vllm_pd_doctor.results.launch import LaunchCommand, ServeConfig
 
 
 def parse_launch(cmd: LaunchCommand, *, table: FlagTable = BUILTIN) -> ServeConfig:

@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from vllm_pd_doctor.checkconfig.parse.flags import BOOL, BUILTIN, INT, JSON, FlagTable
-from vllm_pd_doctor.checkconfig.types import ServeConfig
 from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.results.launch import ServeConfig
 from vllm_pd_doctor.shell.words import unresolved_names
 
 _MODEL_JSON = ("kv-transfer-config", "speculative-config")

@@ -17,8 +17,8 @@ from vllm_pd_doctor.checkconfig.parse.formats.shell import prepare
 from vllm_pd_doctor.checkconfig.parse.registry import Source, walk
 from vllm_pd_doctor.checkconfig.parse.symbolic import Interp, LimitReached
 from vllm_pd_doctor.checkconfig.parse.wrappers import Found
-from vllm_pd_doctor.checkconfig.types import LaunchCommand
 from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.results.launch import LaunchCommand
 from vllm_pd_doctor.shell.expand import Scope, expand
 from vllm_pd_doctor.shell.words import ShellSyntaxError, tokenize
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.manifests import role_from_name
-from vllm_pd_doctor.checkconfig.types import LaunchCommand
+from vllm_pd_doctor.results.launch import LaunchCommand
 
 ROLES = ("prefill", "decode")
 """Roles of the KV transfer; an encoder instance (E/P/D) has role `encoder`."""

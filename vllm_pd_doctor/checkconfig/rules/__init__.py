@@ -26,7 +26,7 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     connector_names,
     uses_nixl,
 )
-from vllm_pd_doctor.checkconfig.types import Finding, Rule
+from vllm_pd_doctor.results.checkconfig import Finding, Rule
 
 TOPICS = (release, topology, roles, compat, handshake, hybrid, transport, scenarios)
 """Catalogue order: by topic, then as written in the module."""

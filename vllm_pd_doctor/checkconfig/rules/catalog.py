@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vllm_pd_doctor.checkconfig.types import Finding, Rule, Severity
+from vllm_pd_doctor.results.checkconfig import Finding, Rule, Severity
 
 if TYPE_CHECKING:
     from vllm_pd_doctor.checkconfig.rules.context import Context

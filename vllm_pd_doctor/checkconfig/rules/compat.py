@@ -13,7 +13,8 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     label,
     pair_label,
 )
-from vllm_pd_doctor.checkconfig.types import Finding, ServeConfig, Server
+from vllm_pd_doctor.results.checkconfig import Finding
+from vllm_pd_doctor.results.launch import ServeConfig, Server
 
 _HANDSHAKE_REFS = ("vllm docs nixl_connector_compatibility", "vllm PR #29503")
 

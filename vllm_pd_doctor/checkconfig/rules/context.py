@@ -6,15 +6,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.types import (
-    Exposure,
-    ModelInfo,
-    ModelProblem,
-    NixlInfo,
-    ServeConfig,
-    Server,
-    VllmSource,
-)
+from vllm_pd_doctor.results.checkconfig import Exposure, ModelInfo, ModelProblem, NixlInfo, VllmSource
+from vllm_pd_doctor.results.launch import ServeConfig, Server
 from vllm_pd_doctor.target import connectors
 
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from vllm_pd_doctor.checkconfig.types import Server
+from vllm_pd_doctor.results.launch import Server
 
 _IMAGE_TOKENS = (
     ("cpu", ("cpu",)),

@@ -23,8 +23,9 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     pair_label,
     uses_nixl,
 )
-from vllm_pd_doctor.checkconfig.types import Finding, Server, VllmSource
 from vllm_pd_doctor.knowledge import nixl_compat
+from vllm_pd_doctor.results.checkconfig import Finding, VllmSource
+from vllm_pd_doctor.results.launch import Server
 
 UNKNOWN = "the vLLM inside"
 """An image whose tag names no vLLM release: P and D differ only if the releases inside do."""

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, label
-from vllm_pd_doctor.checkconfig.types import Finding, Verdict
+from vllm_pd_doctor.results.checkconfig import Finding, Verdict
 from vllm_pd_doctor.target import connectors
 
 

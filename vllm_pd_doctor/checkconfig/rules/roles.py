@@ -16,7 +16,8 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     label,
     pair_label,
 )
-from vllm_pd_doctor.checkconfig.types import Finding, Server
+from vllm_pd_doctor.results.checkconfig import Finding
+from vllm_pd_doctor.results.launch import Server
 
 
 @rule(

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, connector_entries, connector_key, label
-from vllm_pd_doctor.checkconfig.types import Finding, Server
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
+from vllm_pd_doctor.results.checkconfig import Finding
+from vllm_pd_doctor.results.launch import Server
 
 CONSUMING = ("kv_consumer", "kv_both")
 PRODUCING = ("kv_producer", "kv_both")

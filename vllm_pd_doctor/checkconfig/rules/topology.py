@@ -18,7 +18,8 @@ from itertools import combinations
 
 from vllm_pd_doctor.checkconfig.rules.catalog import E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, connector_names, label, uses_nixl
-from vllm_pd_doctor.checkconfig.types import Finding, Server
+from vllm_pd_doctor.results.checkconfig import Finding
+from vllm_pd_doctor.results.launch import Server
 
 DEFAULT_SIDE_CHANNEL_PORT = 5600
 LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")

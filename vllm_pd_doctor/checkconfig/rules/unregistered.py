@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_pd_doctor.checkconfig.types import Severity, VllmSource
 from vllm_pd_doctor.knowledge import connector_registry
 from vllm_pd_doctor.knowledge.connector_registry import Registry
+from vllm_pd_doctor.results.checkconfig import Severity, VllmSource
 from vllm_pd_doctor.target import connectors
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_pd_doctor.results import Result
+from vllm_pd_doctor.results.base import Result
 
 SEVERITIES = ("error", "warning", "info")
 

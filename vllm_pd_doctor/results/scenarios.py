@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_pd_doctor.results import Result, VllmInstall
+from vllm_pd_doctor.results.base import Result
+from vllm_pd_doctor.results.repro import VllmInstall
 
 FAILS = "fails"
 HOLDS = "holds"

@@ -1,6 +1,10 @@
-"""Resolve a model argument the way a user gives it: a directory, a config.json, or a Hugging Face id.
+"""The one model resolver: a directory, a config.json, a bundled family name, or a Hugging Face id.
 
-Shared by `repro --model` and `check-config` (tool process; no vLLM import). A Hugging Face id
+Every command's `--model` goes through `resolve` (check-config, triage, report, and both repro
+engines; tool process, no vLLM import). A bundled family name (`nemotron-h`, `jamba`, ...: the
+directories of `repro/models/` with a config.json, `families()`) names pd-doctor's own config of
+that family; a path that exists wins over it, and the models a launch command names are never
+taken for one (`bundled=False`). A Hugging Face id
 is resolved as vLLM itself would fetch it, through `huggingface_hub` (imported only then), and
 only `config.json` (a few KB): first the local Hugging Face cache (`HF_HUB_CACHE`, else
 `HF_HOME/hub`, else `~/.cache/huggingface/hub`), then `hf_hub_download` from `HF_ENDPOINT`
@@ -15,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.errors import BadInput, CouldNotRun
 
 _HF_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -29,7 +33,8 @@ class ResolvedModel:
     config_path: Path
     """The config.json file."""
     source: str
-    """'directory', 'file', 'hf-cache' (the local Hugging Face cache) or 'hub' (downloaded)."""
+    """'directory', 'file', 'family' (bundled under repro/models/), 'hf-cache' (the local Hugging
+    Face cache) or 'hub' (downloaded)."""
     hf_id: str | None = None
     endpoint: str | None = None
     """For 'hub': the endpoint it came from."""
@@ -41,6 +46,8 @@ class ResolvedModel:
             return f"downloaded from {self.endpoint} (huggingface_hub)"
         if self.source == "hf-cache":
             return "local HF cache" + (" (HF_HUB_OFFLINE)" if offline() else "")
+        if self.source == "family":
+            return f"bundled family {self.given}"
         return self.source
 
     @property
@@ -50,6 +57,32 @@ class ResolvedModel:
 
 class ModelNotResolved(BadInput):
     """The model argument names nothing readable here; `hint` says where to put config.json."""
+
+
+def assets_dir() -> Path:
+    """pd-doctor's repro assets (models, scripts): installed beside the package, or at the
+    repository's top level."""
+    here = Path(__file__).resolve().parent.parent
+    for cand in (here / "_repro", here.parent / "repro"):
+        if cand.is_dir():
+            return cand
+    raise CouldNotRun(
+        "pd-doctor's repro assets are missing (repro/ or vllm_pd_doctor/_repro/)", hint="reinstall pd-doctor"
+    )
+
+
+def families() -> tuple[str, ...]:
+    """The family configs bundled under repro/models/ (the names `--model` takes)."""
+    root = assets_dir() / "models"
+    return tuple(sorted(d.name for d in root.iterdir() if (d / "config.json").is_file()))
+
+
+def _family(name: str) -> Path | None:
+    """repro/models/NAME/config.json for a bare name (no path separator), if bundled."""
+    if "/" in name or "\\" in name or name in (".", "..") or Path(name).name != name:
+        return None
+    cfg = assets_dir() / "models" / name / "config.json"
+    return cfg if cfg.is_file() else None
 
 
 def looks_like_hf_id(name: str) -> bool:
@@ -123,8 +156,9 @@ def _download(hf_id: str, what: str) -> Path:
     return Path(got)
 
 
-def resolve(name: str, *, what: str = "--model") -> ResolvedModel:
-    """A directory holding config.json, a config.json file, or an HF id in the local HF cache."""
+def resolve(name: str, *, what: str = "--model", bundled: bool = True) -> ResolvedModel:
+    """A directory holding config.json, a config.json file, a bundled family name (with
+    `bundled`), or a Hugging Face id (the local HF cache, else the Hub)."""
     raw = name.strip()
     if not raw:
         raise ModelNotResolved(
@@ -141,6 +175,9 @@ def resolve(name: str, *, what: str = "--model") -> ResolvedModel:
         )
     if p.is_file():
         return ResolvedModel(raw, p, "file")
+    family = _family(raw) if bundled else None
+    if family is not None:
+        return ResolvedModel(raw, family, "family")
     if looks_like_hf_id(raw):
         found = _from_hf_cache(raw)
         if found is not None:
@@ -154,7 +191,8 @@ def resolve(name: str, *, what: str = "--model") -> ResolvedModel:
             f"config.json` there, or save its config.json into a directory and pass --model DIR "
             f"(pd-doctor looks under {target})",
         )
+    known = f", a bundled family ({', '.join(families())})" if bundled else ""
     raise ModelNotResolved(
         f"{what} {raw}: no such file or directory",
-        hint="give a directory with config.json, a config.json, or a Hugging Face model id",
+        hint=f"give a directory with config.json, a config.json{known}, or a Hugging Face model id",
     )

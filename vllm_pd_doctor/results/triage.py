@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from vllm_pd_doctor.results import Result
+from vllm_pd_doctor.results.base import Result
 
 Confidence = Literal["decisive", "likely", "possible"]
 CONFIDENCE_RANK: dict[str, int] = {"decisive": 0, "likely": 1, "possible": 2}

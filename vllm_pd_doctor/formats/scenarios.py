@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vllm_pd_doctor.knowledge import scenarios as known
-from vllm_pd_doctor.scenarios.results import (
+from vllm_pd_doctor.results.scenarios import (
     FAILS,
     HOLDS,
     Outcome,

@@ -1,27 +1,13 @@
-"""Typed results of pd-doctor's checks (frozen dataclasses) and their JSON shape.
-
-Core modules return these; only the CLI layer and `formats/` render them.
-"""
+"""What `pd-doctor repro` answers, on either engine: the verdict per connector, what vLLM did
+(assertion, truncation, control, timeline) and the report (frozen dataclasses)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_pd_doctor.results.base import Result
 from vllm_pd_doctor.target import wire
-
-SCHEMA_VERSION = 1
-"""Version of every JSON document pd-doctor prints (`schema_version`)."""
-
-
-class Result:
-    """Base of every result a command prints (a frozen dataclass).
-
-    `formats.emit` renders only these; `tests/test_formats.py` finds every subclass in the
-    package and fails on one without a formatter in every format.
-    """
-
-    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -393,12 +379,3 @@ class ReproReport(Result):
     @property
     def any_ran(self) -> bool:
         return any(r.ran for r in self.results)
-
-
-@dataclass(frozen=True)
-class EnvChange(Result):
-    """`envs create` / `envs rm`: the interpreters made ready, or the directories removed."""
-
-    action: str
-    """create or rm."""
-    paths: tuple[str, ...]

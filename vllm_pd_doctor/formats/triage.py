@@ -1,0 +1,184 @@
+"""`pd-doctor triage`'s verdicts and its failure catalogue (`TriageResult`, `FailureCatalogue`) in
+every format."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from vllm_pd_doctor.results.base import SCHEMA_VERSION
+from vllm_pd_doctor.results.triage import FailureCatalogue, TriageResult
+
+# --- table (rich, for people)
+
+
+def triage_table(r: TriageResult) -> RenderableType:
+    """`pd-doctor triage` for people: one panel per verdict, best first."""
+    parts: list[RenderableType] = []
+    for w in r.warnings:
+        parts.append(Text(f"note: {w}", style="yellow"))
+    if not r.verdicts:
+        t = Text("No known cause. ", style="bold")
+        t.append("The most informative lines:\n" if r.informative else "No exception and no ERROR line.")
+        for e in r.informative:
+            t.append(f"  {e.file}:{e.line}: {e.text}\n")
+        parts.append(t)
+    style = {"decisive": "bold red", "likely": "red", "possible": "yellow"}
+    for n, v in enumerate(r.verdicts, 1):
+        body = Text()
+        body.append(f"{v.confidence}", style=style.get(v.confidence, ""))
+        body.append(f"  ({v.cls}, {v.side} side)\n")
+        if v.note:
+            body.append(f"{v.note}\n", style="italic")
+        for e in v.evidence:
+            body.append(f"  {e.file}:{e.line}: ", style="dim")
+            body.append(f"{e.text}\n")
+        body.append("fix: ", style="bold")
+        body.append(f"{v.fix}\n")
+        if v.missing:
+            body.append("missing: ", style="bold")
+            body.append("; ".join(v.missing) + "\n")
+        body.append("next: ", style="bold")
+        body.append(f"{v.next}\n")
+        body.append("refs: " + ", ".join(v.references), style="dim")
+        parts.append(Panel(body, title=f"{n}. {v.title}", title_align="left"))
+    inputs = Table(title="inputs", title_justify="left")
+    for col in ("log", "side", "lines", "vLLM", "architecture", "kv_role", "connector"):
+        inputs.add_column(col)
+    for i in r.inputs:
+        f = i.facts
+        inputs.add_row(
+            i.file,
+            i.side,
+            str(i.lines),
+            f.vllm_version or "-",
+            f.architecture or "-",
+            f.kv_role or "-",
+            f.connector or "-",
+        )
+    parts.append(inputs)
+    return Group(*parts)
+
+
+def catalogue_table(c: FailureCatalogue) -> RenderableType:
+    """`pd-doctor triage --list`: the failure classes."""
+    table = Table(title="pd-doctor triage: failure classes", title_justify="left")
+    for col in ("class", "title", "side", "references"):
+        table.add_column(col)
+    for x in c.classes:
+        table.add_row(x.id, x.title, x.side, ", ".join(x.references))
+    return table
+
+
+# --- JSON (documents with schema_version)
+
+
+def triage_obj(r: TriageResult) -> dict[str, Any]:
+    """`pd-doctor triage --format json` (a `results.triage.TriageResult`)."""
+
+    def ev(e: Any) -> dict[str, Any] | None:
+        return None if e is None else {"file": e.file, "line": e.line, "text": e.text}
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "verdicts": [
+            {
+                "class": v.cls,
+                "title": v.title,
+                "confidence": v.confidence,
+                "side": v.side,
+                "evidence": [ev(e) for e in v.evidence],
+                "missing": list(v.missing),
+                "fix": v.fix,
+                "references": list(v.references),
+                "next": v.next,
+                "note": v.note,
+            }
+            for v in r.verdicts
+        ],
+        "no_known_cause": not r.verdicts,
+        "informative": [ev(e) for e in r.informative],
+        "inputs": [
+            {
+                "file": i.file,
+                "side": i.side,
+                "lines": i.lines,
+                "bytes": i.bytes,
+                "facts": {
+                    "vllm_version": i.facts.vllm_version,
+                    "architecture": i.facts.architecture,
+                    "kv_role": i.facts.kv_role,
+                    "connector": i.facts.connector,
+                    "prefix_caching": i.facts.prefix_caching,
+                    "hybrid": i.facts.hybrid,
+                },
+                "first_exception": ev(i.first_exception),
+                "last_error": ev(i.last_error),
+            }
+            for i in r.inputs
+        ],
+        "release": r.release,
+        "warnings": list(r.warnings),
+    }
+
+
+def catalogue_obj(c: FailureCatalogue) -> dict[str, Any]:
+    """`pd-doctor triage --list --format json`."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "classes": [
+            {
+                "id": x.id,
+                "title": x.title,
+                "side": x.side,
+                "fix": x.fix,
+                "references": list(x.references),
+                "next": x.next,
+            }
+            for x in c.classes
+        ],
+    }
+
+
+# --- Markdown
+
+
+def triage_md(r: TriageResult) -> str:
+    """`pd-doctor triage --format markdown`: the verdicts as an issue comment."""
+    out = ["## pd-doctor triage\n\n"]
+    for w in r.warnings:
+        out.append(f"> **note:** {w}\n\n")
+    if not r.verdicts:
+        out.append("**No known cause.** The most informative lines:\n\n")
+        out.extend(f"- `{e.file}:{e.line}`: `{e.text}`\n" for e in r.informative)
+        if not r.informative:
+            out.append("- (no exception and no ERROR line in the logs)\n")
+    for n, v in enumerate(r.verdicts, 1):
+        out.append(f"### {n}. {v.title}\n\n")
+        out.append(f"- class: `{v.cls}`, confidence: **{v.confidence}**, side: {v.side}\n")
+        if v.note:
+            out.append(f"- {v.note}\n")
+        out.append(f"- fix: {v.fix}\n")
+        out.append(f"- next: `{v.next}`\n")
+        if v.missing:
+            out.append("- missing to decide: " + "; ".join(v.missing) + "\n")
+        out.append("- references: " + ", ".join(v.references) + "\n\n")
+        if v.evidence:
+            out.append("```text\n")
+            out.extend(f"{e.file}:{e.line}: {e.text}\n" for e in v.evidence)
+            out.append("```\n\n")
+    out.append("Inputs: " + ", ".join(f"`{i.file}` ({i.side}, {i.lines} lines)" for i in r.inputs) + "\n")
+    return "".join(out)
+
+
+def catalogue_md(c: FailureCatalogue) -> str:
+    """`pd-doctor triage --list --format markdown`."""
+    rows = "".join(
+        f"| `{x.id}` | {x.title.replace('|', '/')} | {x.side} | {', '.join(x.references)} |\n"
+        for x in c.classes
+    )
+    return "| class | title | side | references |\n|---|---|---|---|\n" + rows
