@@ -21,8 +21,8 @@ from typing import Any
 
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
 from vllm_pd_doctor.knowledge import scenarios as known
-from vllm_pd_doctor.scenarios import run as srun
 from vllm_pd_doctor.results.scenarios import FAILS, HOLDS, NOT_APPLICABLE
+from vllm_pd_doctor.scenarios import run as srun
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "tests" / "fixtures" / "recorded"
