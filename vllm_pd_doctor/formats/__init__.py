@@ -49,87 +49,152 @@ Documenter = Callable[[Any, Options], Any]
 """A result's JSON document as plain data (dicts, lists, str, numbers, bools, None)."""
 
 
-@functools.cache
-def _per_type() -> dict[type, tuple[Formatter, Documenter, Formatter]]:
-    """Every result type pd-doctor renders: (table, JSON document, markdown)."""
-    from vllm_pd_doctor.formats import checkconfig, envs, hotfix, matrix, repro, scenarios, status, triage
-    from vllm_pd_doctor.formats._common import render
-    from vllm_pd_doctor.results import checkconfig as rc
-    from vllm_pd_doctor.results import envs as re
-    from vllm_pd_doctor.results import hotfix as rh
-    from vllm_pd_doctor.results import matrix as rm
+Entry = tuple[Formatter, Documenter, Formatter]
+"""A result type's (table, JSON document, markdown) functions."""
+
+
+def _table(fn: Callable[[Any], Any]) -> Formatter:
+    def render_table(r: Any, o: Options) -> str:
+        from vllm_pd_doctor.formats._common import render
+
+        return render(fn(r), width=o.width, color=o.color)
+
+    return render_table
+
+
+def _doc(fn: Callable[[Any], Any]) -> Documenter:
+    return lambda r, o: fn(r)
+
+
+def _text(fn: Callable[[Any], str]) -> Formatter:
+    return lambda r, o: fn(r)
+
+
+def _repro() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import repro
     from vllm_pd_doctor.results import repro as rr
-    from vllm_pd_doctor.results import scenarios as rsc
-    from vllm_pd_doctor.results import status as rs
-    from vllm_pd_doctor.results import triage as rt
-
-    def table(fn: Callable[[Any], Any]) -> Formatter:
-        return lambda r, o: render(fn(r), width=o.width, color=o.color)
-
-    def doc(fn: Callable[[Any], Any]) -> Documenter:
-        return lambda r, o: fn(r)
-
-    def text(fn: Callable[[Any], str]) -> Formatter:
-        return lambda r, o: fn(r)
 
     return {
         rr.ReproReport: (
             lambda r, o: repro.repro_text(r, width=o.width, color=o.color),
             lambda r, o: repro.repro_to_obj(r, as_list=o.as_list),
-            text(repro.repro_md),
+            _text(repro.repro_md),
         ),
-        rc.CheckReport: (
-            table(checkconfig.check_table),
-            doc(checkconfig.check_obj),
-            text(checkconfig.check_md),
-        ),
-        rc.RuleCatalogue: (
-            table(checkconfig.rules_table),
-            doc(checkconfig.rules_obj),
-            text(checkconfig.rules_md),
-        ),
-        rm.MatrixReport: (table(matrix.matrix_table), doc(matrix.matrix_obj), text(matrix.matrix_md)),
-        rm.BisectReport: (text(matrix.bisect_text), doc(matrix.bisect_obj), text(matrix.bisect_md)),
-        re.EnvListing: (table(envs.envs_table), doc(envs.envs_obj), text(envs.envs_md)),
-        re.EnvChange: (text(envs.env_change_text), doc(envs.env_change_obj), text(envs.env_change_md)),
-        rh.Status: (
-            table(hotfix.hotfix_status_table),
-            doc(hotfix.hotfix_status_obj),
-            text(hotfix.hotfix_status_md),
-        ),
-        rh.Change: (
-            text(hotfix.hotfix_change_text),
-            doc(hotfix.hotfix_change_obj),
-            text(hotfix.hotfix_change_md),
-        ),
-        rt.TriageResult: (table(triage.triage_table), doc(triage.triage_obj), text(triage.triage_md)),
-        rt.FailureCatalogue: (
-            table(triage.catalogue_table),
-            doc(triage.catalogue_obj),
-            text(triage.catalogue_md),
-        ),
-        rsc.ScenarioReport: (
-            table(scenarios.report_table),
-            doc(scenarios.report_obj),
-            text(scenarios.report_md),
-        ),
-        rsc.ScenarioMatrix: (
-            table(scenarios.matrix_table),
-            doc(scenarios.matrix_obj),
-            text(scenarios.matrix_md),
-        ),
-        rsc.ScenarioCatalogue: (
-            table(scenarios.catalogue_table),
-            doc(scenarios.catalogue_obj),
-            text(scenarios.catalogue_md),
-        ),
-        rsc.ScenarioBisect: (
-            text(scenarios.bisect_text),
-            doc(scenarios.bisect_obj),
-            text(scenarios.bisect_md),
-        ),
-        rs.StatusReport: (table(status.status_table), doc(status.status_obj), text(status.status_md)),
     }
+
+
+def _checkconfig() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import checkconfig as f
+    from vllm_pd_doctor.results import checkconfig as rc
+
+    return {
+        rc.CheckReport: (_table(f.check_table), _doc(f.check_obj), _text(f.check_md)),
+        rc.RuleCatalogue: (_table(f.rules_table), _doc(f.rules_obj), _text(f.rules_md)),
+    }
+
+
+def _matrix() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import matrix as f
+    from vllm_pd_doctor.results import matrix as rm
+
+    return {
+        rm.MatrixReport: (_table(f.matrix_table), _doc(f.matrix_obj), _text(f.matrix_md)),
+        rm.BisectReport: (_text(f.bisect_text), _doc(f.bisect_obj), _text(f.bisect_md)),
+    }
+
+
+def _envs() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import envs as f
+    from vllm_pd_doctor.results import envs as re
+
+    return {
+        re.EnvListing: (_table(f.envs_table), _doc(f.envs_obj), _text(f.envs_md)),
+        re.EnvChange: (_text(f.env_change_text), _doc(f.env_change_obj), _text(f.env_change_md)),
+    }
+
+
+def _hotfix() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import hotfix as f
+    from vllm_pd_doctor.results import hotfix as rh
+
+    return {
+        rh.Status: (_table(f.hotfix_status_table), _doc(f.hotfix_status_obj), _text(f.hotfix_status_md)),
+        rh.Change: (_text(f.hotfix_change_text), _doc(f.hotfix_change_obj), _text(f.hotfix_change_md)),
+    }
+
+
+def _triage() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import triage as f
+    from vllm_pd_doctor.results import triage as rt
+
+    return {
+        rt.TriageResult: (_table(f.triage_table), _doc(f.triage_obj), _text(f.triage_md)),
+        rt.FailureCatalogue: (_table(f.catalogue_table), _doc(f.catalogue_obj), _text(f.catalogue_md)),
+    }
+
+
+def _scenarios() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import scenarios as f
+    from vllm_pd_doctor.results import scenarios as rsc
+
+    return {
+        rsc.ScenarioReport: (_table(f.report_table), _doc(f.report_obj), _text(f.report_md)),
+        rsc.ScenarioMatrix: (_table(f.matrix_table), _doc(f.matrix_obj), _text(f.matrix_md)),
+        rsc.ScenarioCatalogue: (_table(f.catalogue_table), _doc(f.catalogue_obj), _text(f.catalogue_md)),
+        rsc.ScenarioBisect: (_text(f.bisect_text), _doc(f.bisect_obj), _text(f.bisect_md)),
+    }
+
+
+def _status() -> dict[type, Entry]:
+    from vllm_pd_doctor.formats import status as f
+    from vllm_pd_doctor.results import status as rs
+
+    return {rs.StatusReport: (_table(f.status_table), _doc(f.status_obj), _text(f.status_md))}
+
+
+_FEATURES: dict[str, Callable[[], dict[type, Entry]]] = {
+    "repro": _repro,
+    "checkconfig": _checkconfig,
+    "matrix": _matrix,
+    "envs": _envs,
+    "hotfix": _hotfix,
+    "triage": _triage,
+    "scenarios": _scenarios,
+    "status": _status,
+}
+"""`results/<feature>.py` -> its formats (`formats/<feature>.py`), imported only when one of that
+feature's results is rendered: a check-config run never imports the repro or triage formats."""
+
+
+@functools.cache
+def _feature(name: str) -> dict[type, Entry]:
+    builder = _FEATURES.get(name)
+    return builder() if builder is not None else {}
+
+
+def _entry(rt: type) -> Entry | None:
+    return _feature(rt.__module__.rpartition(".")[2]).get(rt)
+
+
+def _per_type() -> dict[type, Entry]:
+    """Every result type pd-doctor renders: (table, JSON document, markdown)."""
+    out: dict[type, Entry] = {}
+    for name in _FEATURES:
+        out.update(_feature(name))
+    return out
+
+
+def _pick(entry: Entry, fmt: OutputFormat) -> Formatter:
+    table, document, markdown = entry
+    if fmt is OutputFormat.json:
+
+        def as_json(r: Any, o: Options) -> str:
+            from vllm_pd_doctor.formats._common import dumps
+
+            return dumps(document(r, o))
+
+        return as_json
+    return table if fmt is OutputFormat.table else markdown
 
 
 @functools.cache
@@ -139,17 +204,7 @@ def formatters() -> dict[tuple[type, OutputFormat], Formatter]:
     Each result type (a `results.Result` subclass) has one entry per format;
     `tests/test_formats.py` finds every `Result` subclass in the package and checks it has all.
     """
-    from vllm_pd_doctor.formats._common import dumps
-
-    def as_json(fn: Documenter) -> Formatter:
-        return lambda r, o: dumps(fn(r, o))
-
-    out: dict[tuple[type, OutputFormat], Formatter] = {}
-    for rt, (table, document, markdown) in _per_type().items():
-        out[rt, OutputFormat.table] = table
-        out[rt, OutputFormat.json] = as_json(document)
-        out[rt, OutputFormat.markdown] = markdown
-    return out
+    return {(rt, fmt): _pick(entry, fmt) for rt, entry in _per_type().items() for fmt in OutputFormat}
 
 
 def _plain(value: Any) -> Any:
@@ -179,7 +234,7 @@ def _key(k: Any) -> str:
 def to_dict(result: Result, *, as_list: bool = False) -> Any:
     """`result`'s JSON document as plain data: what `emit(result, json)` writes, for the report to
     embed (a dict; a list for a repro report with `as_list`)."""
-    entry = _per_type().get(type(result))
+    entry = _entry(type(result))
     if entry is None:
         raise TypeError(f"no json format for {type(result).__name__}")
     from vllm_pd_doctor.sanitize import clean
@@ -191,7 +246,8 @@ def emit(
     result: Result, fmt: OutputFormat, *, width: int = 110, color: bool = False, as_list: bool = False
 ) -> str:
     """`result` as text in `fmt`: the one way a command's result reaches its output."""
-    fn = formatters().get((type(result), OutputFormat(fmt)))
+    entry = _entry(type(result))
+    fn = None if entry is None else _pick(entry, OutputFormat(fmt))
     if fn is None:
         raise TypeError(f"no {OutputFormat(fmt).value} format for {type(result).__name__}")
     from vllm_pd_doctor.sanitize import clean

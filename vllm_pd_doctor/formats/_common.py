@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, RenderableType
+if TYPE_CHECKING:  # rich is imported where a table is rendered (a JSON run never loads it)
+    from rich.console import RenderableType
 
 CONNECTOR_PREFIX = "vllm/distributed/kv_transfer/kv_connector/v1/"
 
@@ -19,6 +20,8 @@ def short_location(location: str) -> str:
 
 def render(renderable: RenderableType, *, width: int = 110, color: bool = False) -> str:
     """Render to a string (formatters are pure functions returning text)."""
+    from rich.console import Console
+
     buf = io.StringIO()
     console = Console(
         file=buf,

@@ -3,11 +3,10 @@ every format."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Group, RenderableType
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:  # rich only where a table is built: check-config --format json never loads it
+    from rich.console import RenderableType
 
 from vllm_pd_doctor.formats._common import (
     md_cell_br,
@@ -58,6 +57,10 @@ _VERDICT_STYLE = {"exposed": "bold red", "not exposed": "bold green", "unknown":
 
 
 def check_table(r: CheckReport) -> RenderableType:
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     e = r.exposure
     head = Text.assemble(
         ("vLLM #53514 (P-side N-1 truncation): ", "bold"),
@@ -101,6 +104,9 @@ def check_table(r: CheckReport) -> RenderableType:
 
 
 def rules_table(c: RuleCatalogue) -> RenderableType:
+    from rich.table import Table
+    from rich.text import Text
+
     t = Table(title=f"check-config rules ({len(c.rules)})", show_lines=False, expand=True)
     t.add_column("id", no_wrap=True)
     t.add_column("severity", no_wrap=True)

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vllm_pd_doctor.results.base import SCHEMA_VERSION
-from vllm_pd_doctor.results.triage import FailureCatalogue, TriageResult
+from vllm_pd_doctor.results.triage import FailureCatalogue, Located, TriageResult, UnknownCause
 
 # --- table (rich, for people)
 
@@ -21,6 +21,8 @@ def triage_table(r: TriageResult) -> RenderableType:
     parts: list[RenderableType] = []
     for w in r.warnings:
         parts.append(Text(f"note: {w}", style="yellow"))
+    if r.unknown is not None:
+        parts.append(_unknown_panel(r.unknown))
     if not r.verdicts:
         t = Text("No known cause. ", style="bold")
         t.append("The most informative lines:\n" if r.informative else "No exception and no ERROR line.")
@@ -62,6 +64,30 @@ def triage_table(r: TriageResult) -> RenderableType:
         )
     parts.append(inputs)
     return Group(*parts)
+
+
+def _unknown_panel(u: UnknownCause) -> RenderableType:
+    body = Text()
+    body.append(u.confidence, style="yellow")
+    body.append(f"  ({u.side} side)\n")
+    body.append(f"  {u.evidence.file}:{u.evidence.line}: ", style="dim")
+    body.append(f"{u.evidence.text}\n")
+    o = u.origin
+    if o is not None:
+        what = o.exception or o.level or ""
+        line = f" line {o.line}" + (f" of {o.release}" if o.release else "") if o.line else ""
+        body.append("origin: ", style="bold")
+        body.append(f"{o.package}/{o.file}:{o.function} ({o.kind} {what}{line}, by {o.how})\n")
+        if o.condition:
+            body.append("condition: ", style="bold")
+            body.append(f"{o.condition}\n")
+        body.append("releases: ", style="bold")
+        change = f"; {o.change} in {o.changed_in}" if o.changed_in else "; still in the newest indexed"
+        body.append(f"{o.releases}{change}\n")
+    body.append("next: ", style="bold")
+    body.append(f"{u.next}\n")
+    body.append(f"search upstream: {u.search}", style="dim")
+    return Panel(body, title="Where it came from (no known class)", title_align="left")
 
 
 def catalogue_table(c: FailureCatalogue) -> RenderableType:
@@ -123,6 +149,45 @@ def triage_obj(r: TriageResult) -> dict[str, Any]:
         ],
         "release": r.release,
         "warnings": list(r.warnings),
+        "unknown": unknown_obj(r.unknown),
+        "located": [{"evidence": ev(ll.evidence), "origin": located_obj(ll.origin)} for ll in r.located],
+    }
+
+
+def located_obj(o: Located | None) -> dict[str, Any] | None:
+    """One origin (`vllm_pd_doctor.results.triage.Located`) as JSON."""
+    if o is None:
+        return None
+    return {
+        "package": o.package,
+        "file": o.file,
+        "function": o.function,
+        "kind": o.kind,
+        "exception": o.exception,
+        "level": o.level,
+        "condition": o.condition,
+        "template": o.template,
+        "line": o.line,
+        "release": o.release,
+        "releases": o.releases,
+        "changed_in": o.changed_in,
+        "change": o.change,
+        "how": o.how,
+        "exact": o.exact,
+    }
+
+
+def unknown_obj(u: UnknownCause | None) -> dict[str, Any] | None:
+    if u is None:
+        return None
+    return {
+        "confidence": u.confidence,
+        "evidence": {"file": u.evidence.file, "line": u.evidence.line, "text": u.evidence.text},
+        "origin": located_obj(u.origin),
+        "side": u.side,
+        "next": u.next,
+        "search": u.search,
+        "note": u.note,
     }
 
 
@@ -152,6 +217,8 @@ def triage_md(r: TriageResult) -> str:
     out = ["## pd-doctor triage\n\n"]
     for w in r.warnings:
         out.append(f"> **note:** {w}\n\n")
+    if r.unknown is not None:
+        out.append(_unknown_md(r.unknown))
     if not r.verdicts:
         out.append("**No known cause.** The most informative lines:\n\n")
         out.extend(f"- `{e.file}:{e.line}`: `{e.text}`\n" for e in r.informative)
@@ -172,6 +239,24 @@ def triage_md(r: TriageResult) -> str:
             out.extend(f"{e.file}:{e.line}: {e.text}\n" for e in v.evidence)
             out.append("```\n\n")
     out.append("Inputs: " + ", ".join(f"`{i.file}` ({i.side}, {i.lines} lines)" for i in r.inputs) + "\n")
+    return "".join(out)
+
+
+def _unknown_md(u: UnknownCause) -> str:
+    out = [f"**No known class** (confidence: `{u.confidence}`, side: {u.side}).\n\n"]
+    out.append(f"- line: `{u.evidence.file}:{u.evidence.line}`: `{u.evidence.text}`\n")
+    o = u.origin
+    if o is not None:
+        what = o.exception or o.level or ""
+        line = f" line {o.line}" + (f" of {o.release}" if o.release else "") if o.line else ""
+        out.append(
+            f"- origin: `{o.package}/{o.file}:{o.function}` ({o.kind} {what}{line}, located by {o.how})\n"
+        )
+        if o.condition:
+            out.append(f"- condition: `{o.condition}`\n")
+        change = f"; {o.change} in {o.changed_in}" if o.changed_in else "; still in the newest indexed"
+        out.append(f"- releases: {o.releases}{change}\n")
+    out.append(f"- next: `{u.next}`\n- search upstream: `{u.search}`\n\n")
     return "".join(out)
 
 

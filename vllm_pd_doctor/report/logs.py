@@ -9,10 +9,10 @@ prefixes as written, with their line numbers.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from vllm_pd_doctor.results.triage import Evidence
+from vllm_pd_doctor.results.triage import Evidence, Located
 from vllm_pd_doctor.tracebacks import TB_START, strip_prefix, traceback_end
 from vllm_pd_doctor.triage import TriageResult, Verdict, triage_text
 from vllm_pd_doctor.triage.reader import normalise
@@ -46,7 +46,8 @@ class Excerpt:
     lines: tuple[str, ...]
     origin: str | None = None
     """Where the code raised or logged it: a traceback's innermost vLLM (else innermost) frame
-    with the exception, an ERROR record's logger location (`core.py:710`)."""
+    with the exception, an ERROR record's logger location (`core.py:710`); then the statement
+    triage's origin index located for a line of it (`triage: vllm/...:function (raise ...)`)."""
 
     @property
     def last_line(self) -> int:
@@ -114,9 +115,11 @@ def find(text: str, name: str = "log") -> LogFindings:
         spans.append((a, b, "signature"))
         last = b
     excerpts = []
+    located = {ll.evidence.line: ll.origin for ll in result.located}  # 1-based, bounded per log
     for a, b, kind in _merge(sorted(spans)):
         reasons = tuple(dict.fromkeys(r for k in range(a, b + 1) for r in reasons_at.get(k, ())))
-        origin = origin_of(kind, body[a : b + 1], srcs[a : b + 1])
+        here = [o for ln, o in sorted(located.items()) if a < ln <= b + 1]
+        origin = with_located(origin_of(kind, body[a : b + 1], srcs[a : b + 1]), here)
         excerpts.append(
             Excerpt(kind=kind, reasons=reasons, first_line=a + 1, lines=tuple(raw[a : b + 1]), origin=origin)
         )
@@ -224,6 +227,17 @@ def origin_of(kind: str, body: list[str], srcs: list[str | None]) -> str | None:
     return exc
 
 
+def with_located(origin: str | None, here: Sequence[Located]) -> str | None:
+    """The log's own origin of an excerpt and beside it triage's: the statement its origin index
+    located for the excerpt's raise/assert line (else its first located line)."""
+    o = next((x for x in here if x.kind != "log"), here[0] if here else None)
+    if o is None:
+        return origin
+    what = o.exception or o.level or ""
+    tri = f"triage: {o.package}/{o.where} ({o.kind} {what}".rstrip() + f"; {o.releases})"
+    return f"{origin}; {tri}" if origin else tri
+
+
 def _merge(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     out: list[tuple[int, int, str]] = []
     for a, b, kind in spans:
@@ -298,6 +312,16 @@ def public_triage(r: TriageResult, text: Callable[[str], str]) -> TriageResult:
         informative=evs(r.informative),
         warnings=tuple(text(w) for w in r.warnings),
         release=text(r.release) if r.release else None,
+        # the origins are vLLM's source (public); the lines and the search built from one are the log's
+        located=tuple(replace(ll, evidence=evs((ll.evidence,))[0]) for ll in r.located),
+        unknown=None
+        if r.unknown is None
+        else replace(
+            r.unknown,
+            evidence=evs((r.unknown.evidence,))[0],
+            search=text(r.unknown.search),
+            note=opt(r.unknown.note),
+        ),
     )
 
 

@@ -51,7 +51,8 @@ class ExcerptDoc:
     last_line: int
     text: str
     origin: str | None = None
-    """Where the code raised or logged it (the log's innermost frame, or its logger location)."""
+    """Where the code raised or logged it (the log's innermost frame, or its logger location), and
+    the statement triage located for it (`triage: ...`)."""
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,66 @@ class LogFacts:
 
 
 @dataclass(frozen=True)
+class Located:
+    """The statement of vLLM (or NIXL, LMCache) that wrote or raised a log line (origin index)."""
+
+    package: str
+    file: str
+    """Relative to the package (`v1/core/sched/scheduler.py`)."""
+    function: str
+    kind: str
+    """`log`, `raise` or `assert`."""
+    exception: str | None
+    level: str | None
+    condition: str | None
+    """The assert test or the enclosing `if` test, as source."""
+    template: str | None
+    """The message as the source builds it (`...` where a value goes)."""
+    line: int | None
+    release: str | None
+    """The release `line` is in (the log's own when `exact`)."""
+    releases: str
+    """The indexed releases that hold the statement (`0.20.2 (or older) - 0.28.0`)."""
+    changed_in: str | None
+    """The first indexed release after them (None: the newest indexed still has it)."""
+    change: str | None
+    """`changed` or `removed` in `changed_in`."""
+    how: str
+    """`logger` ([file:line] of the log), `frame` (the traceback's file/line), `statement` (the
+    frame's source line), `function` (the frame's function) or `template` (the message)."""
+    exact: bool
+    """The log's own release was read at the line it names."""
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.function}"
+
+
+@dataclass(frozen=True)
+class LocatedLine:
+    """A log line and the statement that wrote it."""
+
+    evidence: Evidence
+    origin: Located
+
+
+@dataclass(frozen=True)
+class UnknownCause:
+    """With no known class: where the failure came from and what to do next."""
+
+    evidence: Evidence
+    """The first exception (else the last ERROR) of the log."""
+    origin: Located | None
+    side: Side
+    next: str
+    """`pd-doctor repro --scenario ...` where a scenario covers that code, else the report."""
+    search: str
+    """What to search upstream (issues and PRs) for."""
+    note: str | None = None
+    confidence: str = "unknown-cause"
+
+
+@dataclass(frozen=True)
 class InputSummary:
     """One log read."""
 
@@ -106,6 +166,10 @@ class TriageResult(Result):
     warnings: tuple[str, ...] = field(default_factory=tuple)
     release: str | None = None
     """The vLLM release examined with --python, if any."""
+    unknown: UnknownCause | None = None
+    """With no verdict: the origin of the failure (`confidence: unknown-cause`)."""
+    located: tuple[LocatedLine, ...] = ()
+    """ERROR lines, exceptions and warnings of the logs with the statement that wrote each."""
 
     @property
     def found(self) -> bool:

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.knowledge import origins
 from vllm_pd_doctor.results.triage import Evidence, InputSummary, TriageResult, Verdict
-from vllm_pd_doctor.triage.decide import Context, Release, finish, raw_verdicts
+from vllm_pd_doctor.triage.decide import Context, Release, finish, raw_verdicts, release_note, unknown_cause
 from vllm_pd_doctor.triage.reader import open_binary
 from vllm_pd_doctor.triage.scan import FileScan, scan
 
@@ -63,15 +64,27 @@ def check_inputs(inputs: Sequence[LogInput]) -> None:
 def triage(inputs: Sequence[LogInput], ctx: Context | None = None) -> TriageResult:
     """Read every log once and name the cause; `BadInput` for a log that cannot be read."""
     check_inputs(inputs)
+    ctx = ctx or Context()
+    index, release = _index(ctx)
     scans = []
     for item in inputs:
         try:
             stream, size = open_binary(item.path)
             with stream:
-                scans.append(scan(stream, item.path, item.side, size))
+                scans.append(scan(stream, item.path, item.side, size, index, release))
         except (OSError, EOFError) as exc:
             raise BadInput(f"{item.path}: cannot be read ({exc})") from None
-    return _result(scans, ctx or Context())
+    return _result(scans, ctx)
+
+
+def _index(ctx: Context) -> tuple[origins.OriginIndex, str | None]:
+    """The origin index (with --python's installed release added) and that release."""
+    rel = ctx.release
+    if rel is None or not rel.version:
+        return origins.load(), None
+    if rel.path:
+        return origins.with_installed(rel.path, rel.version), rel.version
+    return origins.load(), rel.version
 
 
 def triage_text(
@@ -79,17 +92,21 @@ def triage_text(
 ) -> TriageResult:
     """Triage one log held in memory (what the report calls)."""
     data = text.encode("utf-8", errors="replace")
-    fs = scan(io.BytesIO(data), name, side, len(data))
-    return _result([fs], ctx or Context())
+    ctx = ctx or Context()
+    index, release = _index(ctx)
+    fs = scan(io.BytesIO(data), name, side, len(data), index, release)
+    return _result([fs], ctx)
 
 
 def triage_texts(items: Sequence[tuple[str, str]], ctx: Context | None = None) -> TriageResult:
     """Triage logs held in memory, (name, text) each, on one timeline (what the report calls)."""
+    ctx = ctx or Context()
+    index, release = _index(ctx)
     scans = []
     for name, text in items:
         data = text.encode("utf-8", errors="replace")
-        scans.append(scan(io.BytesIO(data), name, None, len(data)))
-    return _result(scans, ctx or Context())
+        scans.append(scan(io.BytesIO(data), name, None, len(data), index, release))
+    return _result(scans, ctx)
 
 
 def _result(scans: list[FileScan], ctx: Context) -> TriageResult:
@@ -117,6 +134,8 @@ def _result(scans: list[FileScan], ctx: Context) -> TriageResult:
         for fs, f in zip(scans, facts, strict=True)
     )
     informative: tuple[Evidence, ...] = ()
+    unknown = unknown_cause(scans) if not verdicts else None
+    warnings.extend(n for fs in scans if fs.located and (n := release_note(fs)))
     if not verdicts:
         seen: list[Evidence] = []
         for fs in scans:
@@ -130,6 +149,8 @@ def _result(scans: list[FileScan], ctx: Context) -> TriageResult:
         informative=informative,
         warnings=tuple(dict.fromkeys(warnings)),
         release=rel.version if rel else None,
+        unknown=unknown,
+        located=tuple(ll for fs in scans for ll in fs.located),
     )
 
 
@@ -156,5 +177,9 @@ def release_from_python(python: str | None) -> Release:
     except OSError:
         has_assert = None
     return Release(
-        version=facts.vllm_version, truncates_late=truncates_late, where=where, has_assert=has_assert
+        version=facts.vllm_version,
+        truncates_late=truncates_late,
+        where=where,
+        has_assert=has_assert,
+        path=str(facts.vllm_path),
     )

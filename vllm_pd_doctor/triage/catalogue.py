@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
+from vllm_pd_doctor.knowledge import origins as origin_index
 from vllm_pd_doctor.results.triage import Confidence
 
 CHECK = "pd-doctor check-config --prefill-cmd '...' --decode-cmd '...' (or --config FILE)"
@@ -23,6 +24,46 @@ NIXL_ENV = "pd-doctor check-config --python PYTHON (lists the NIXL packages and 
 
 Role = Literal["cause", "support", "require"]
 Origin = Literal["vllm", "nixl", "ucx", "mooncake", "lmcache", "zmq", "python", "vllm-ascend"]
+
+
+@dataclass(frozen=True)
+class Code:
+    """A statement of vLLM's source, across releases: the file and function that hold it and,
+    to tell it from the function's other statements, its kind, exception/level, condition or
+    message words. A line located there (`triage/locate.py`) hits, whatever its wording."""
+
+    file: str
+    """Relative to the package, or its tail (`v1/core/kv_cache_utils.py`); a folder ending in `/`
+    (`distributed/kv_transfer/kv_connector/v1/nixl/`) for code that moved between its files."""
+    function: str
+    """Qualified (`Scheduler.schedule`) or its last name (`schedule`); `a|b` for a renamed one."""
+    what: str | None = None
+    """Exception type of a raise/assert, or a log call's level."""
+    kind: str | None = None
+    """`log`, `raise` or `assert`."""
+    condition: str | None = None
+    """Text the guarding condition (or the assert test) holds."""
+    words: str | None = None
+    """Text the message template holds (for a function with several messages of one kind)."""
+
+    def fits(self, o: origin_index.Origin) -> bool:
+        if self.file.endswith("/"):
+            if not (o.file.startswith(self.file) or f"/{self.file}" in f"/{o.file}"):
+                return False
+        elif not (o.file == self.file or o.file.endswith("/" + self.file)):
+            return False
+        if not any(o.function == f or o.function.endswith("." + f) for f in self.function.split("|")):
+            return False
+        if (self.what and o.what != self.what) or (self.kind and o.kind != self.kind):
+            return False
+        if self.condition and self.condition not in (o.condition or ""):
+            return False
+        return not (self.words and self.words not in (o.template or ""))
+
+    def __str__(self) -> str:
+        what = f" {self.kind or ''} {self.what or ''}".rstrip()
+        cond = f" if {self.condition}" if self.condition else ""
+        return f"{self.file}:{self.function}{what}{cond}"
 
 
 @dataclass(frozen=True)
@@ -44,6 +85,9 @@ class Matcher:
     """Literal that vLLM's source holds for this line (tests grep the installed releases)."""
     min_count: int = 1
     """Hits needed before it counts (a line repeated for a stuck request, not a transient one)."""
+    code: Code | None = None
+    """The statement that writes the line: a line located there hits too, in any release's words.
+    A matcher with only `code` has an empty anchor and pattern."""
 
     @cached_property
     def regex(self) -> re.Pattern[str]:
@@ -80,12 +124,25 @@ class FailureClass:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+def C(
+    file: str,
+    function: str,
+    confidence: Confidence = "likely",
+    role: Role = "cause",
+    **where: str,
+) -> Matcher:
+    """A matcher keyed to code only (see `Code`)."""
+    return Matcher("", "", confidence, role, code=Code(file, function, **where))
+
+
 def problems(c: FailureClass) -> list[str]:
     """What an entry lacks (a test fails on any)."""
     out = []
     if not c.matchers or not any(m.role == "cause" for m in c.matchers):
         out.append(f"{c.id}: no cause matcher")
     for m in (*c.matchers, *c.excludes):
+        if not m.anchor and m.code is None:
+            out.append(f"{c.id}: a matcher with neither anchor nor code")
         if m.anchor not in m.pattern.replace("\\", "") and not _anchor_ok(m):
             out.append(f"{c.id}: anchor {m.anchor!r} does not appear in pattern {m.pattern!r}")
         try:

@@ -6,12 +6,22 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from vllm_pd_doctor.knowledge.origin_scenarios import scenario_for
 from vllm_pd_doctor.releases import version_key
 from vllm_pd_doctor.results.checkconfig import ModelInfo
-from vllm_pd_doctor.results.triage import CONFIDENCE_RANK, Confidence, Evidence, LogFacts, Verdict
+from vllm_pd_doctor.results.triage import (
+    CONFIDENCE_RANK,
+    Confidence,
+    Evidence,
+    Located,
+    LogFacts,
+    UnknownCause,
+    Verdict,
+)
 from vllm_pd_doctor.target import connectors
 from vllm_pd_doctor.triage.catalogue import FailureClass
 from vllm_pd_doctor.triage.entries import CLASSES
+from vllm_pd_doctor.triage.locate import located
 from vllm_pd_doctor.triage.scan import FileScan, Hit
 
 ID_53514 = "nixl-p-side-truncation-53514"
@@ -30,6 +40,8 @@ class Release:
     """file:line of the call sites read."""
     has_assert: bool | None = None
     """The scheduler holds `assert num_new_tokens > 0`."""
+    path: str | None = None
+    """The installed vllm package (its statements join the origin index)."""
 
 
 @dataclass(frozen=True)
@@ -212,3 +224,81 @@ def _correlate(
             v = replace(v, note=note, confidence=conf)
         out.append((v, ts, fatal))
     return out
+
+
+def unknown_cause(scans: Sequence[FileScan]) -> UnknownCause | None:
+    """With no known class: the origin of the first exception (else of the last ERROR, else of the
+    first located exception), where the code has it, and the next step."""
+    pick: tuple[FileScan, Evidence, Located | None] | None = None
+    for fs in scans:
+        for ev in (fs.first_exception, fs.last_error):
+            if ev is None:
+                continue
+            loc = next((ll.origin for ll in fs.located if ll.evidence.line == ev.line), None)
+            if pick is None or (pick[2] is None and loc is not None):
+                pick = (fs, ev, loc)
+        if pick is None or pick[2] is None:
+            exc = next((ll for ll in fs.located if ll.origin.kind != "log"), None)
+            if exc is not None:
+                pick = (fs, exc.evidence, exc.origin)
+        if (pick is None or pick[2] is None) and (frame := _cut_frame(fs)) is not None:
+            pick = frame
+    if pick is None:
+        return None
+    fs, ev, loc = pick
+    side = fs.file_side if fs.file_side in ("prefill", "decode") else "unknown"
+    scenario = scenario_for(loc.function) if loc else None
+    if scenario:
+        nxt = f"{scenario.next_step} --python PYTHON (it drives {loc.function if loc else 'that code'})"
+    else:
+        nxt = "pd-doctor report --log LOG (attach it upstream with the search below)"
+    return UnknownCause(
+        evidence=ev,
+        origin=loc,
+        side=side,  # type: ignore[arg-type]
+        next=nxt,
+        search=_search(loc, ev),
+        note=release_note(fs),
+    )
+
+
+def _cut_frame(fs: FileScan) -> tuple[FileScan, Evidence, Located] | None:
+    """A traceback cut before its exception line (a pasted excerpt): its last frame in vLLM's code."""
+    loc = fs.locator
+    f = loc.indexed_frame if loc is not None else None
+    if loc is None or f is None or fs.last_frame is None:
+        return None
+    o = loc.index.frame(f.path, f.line, f.function, "")
+    if o is None:
+        return None
+    return fs, fs.last_frame, located(loc.index, o, "frame", False, loc.release)
+
+
+def _search(loc: Located | None, ev: Evidence) -> str:
+    """An upstream search string: the function and the template's longest literal, else the line."""
+    if loc is None:
+        text = ev.text.split(": ", 1)[-1] if ev.text[:1].isalpha() else ev.text
+        return f'repo:vllm-project/vllm "{text[:80].strip()}"'
+    words = max((p.strip() for p in (loc.template or "").split("...")), key=len, default="")
+    parts = loc.function.split(".")
+    fn = parts[-2] if parts[-1].startswith("__") and len(parts) > 1 else parts[-1]  # a class for __init__
+    quoted = f' "{words[:80]}"' if len(words) >= 12 else (f' "{loc.condition}"' if loc.condition else "")
+    repo = {"vllm": "vllm-project/vllm", "nixl": "ai-dynamo/nixl", "lmcache": "LMCache/LMCache"}.get(
+        loc.package, loc.package
+    )
+    return f"repo:{repo} {fn}{quoted}"
+
+
+def release_note(fs: FileScan) -> str | None:
+    """A log whose vLLM release the origin index lacks says so (its lines were located by message)."""
+    from vllm_pd_doctor.knowledge import origins
+
+    rel = fs.version or fs.release_hint
+    index = fs.locator.index if fs.locator is not None else origins.load()
+    have = index.releases.get("vllm", ())
+    if rel and have and not index.has_release(rel):
+        return (
+            f"{fs.file}: vLLM {rel} is not in the origin index ({have[0]} - {have[-1]}): its lines were "
+            "located by their message; pass --python of that release for its exact statements"
+        )
+    return None

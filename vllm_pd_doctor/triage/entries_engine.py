@@ -3,10 +3,12 @@ Mamba/HMA, block size and TP, handshake and side channel). See `entries.py`."""
 
 from __future__ import annotations
 
-from vllm_pd_doctor.triage.catalogue import CHECK, FailureClass
+from vllm_pd_doctor.triage.catalogue import CHECK, C, FailureClass
 from vllm_pd_doctor.triage.catalogue import Matcher as M
 
 NNT = "num_new_tokens"
+NIXL_DIR = "distributed/kv_transfer/kv_connector/v1/nixl/"
+"""The NIXL connector's package (0.20+: worker.py, then base_worker.py/pull_worker.py/push_worker.py)."""
 
 
 ENGINE_CLASSES: tuple[FailureClass, ...] = (
@@ -17,6 +19,13 @@ ENGINE_CLASSES: tuple[FailureClass, ...] = (
         matchers=(
             M(NNT, r"assert num_new_tokens > 0", "possible", source_needle="assert num_new_tokens > 0"),
             M("sched/scheduler.py", r"v1/core/sched/scheduler\.py.*in schedule\b", "possible", "support"),
+            C(
+                "v1/core/sched/scheduler.py",
+                "schedule",
+                "possible",
+                kind="assert",
+                condition="num_new_tokens > 0",
+            ),
         ),
         excludes=(
             M("async_llm_engine", r"async_llm_engine|vllm/core/scheduler\.py", origin="vllm"),
@@ -72,6 +81,14 @@ ENGINE_CLASSES: tuple[FailureClass, ...] = (
                 "decisive",
                 source_needle="requires DS conv state layout",
             ),
+            C(NIXL_DIR, "__init__", "decisive", kind="assert", condition="is_conv_state_dim_first()"),
+            C(
+                "distributed/kv_transfer/kv_connector/v1/ssm_conv_transfer_utils.py",
+                "derive_mamba_conv_split",
+                "decisive",
+                kind="assert",
+                condition="is_conv_state_dim_first()",
+            ),
         ),
         lookalikes="A launch line that merely sets VLLM_SSM_CONV_STATE_LAYOUT=DS is not the failure; "
         "the worker's assertion is.",
@@ -91,6 +108,9 @@ ENGINE_CLASSES: tuple[FailureClass, ...] = (
                 source_needle="Hybrid KV cache manager is disabled",
             ),
             M("To serve at least one request", r"To serve at least one request", "decisive", "support"),
+            # the function that unifies the specs once HMA is off: a warning since 0.27, a ValueError
+            # ("... disabled but failed to convert ...") before; kv_cache_planning.py in 0.33
+            C("v1/core/", "unify_hybrid_kv_cache_specs", "likely"),
         ),
         lookalikes="`Turning off hybrid kv cache manager because --kv-transfer-config is set` alone is "
         "harmless for a model without hybrid layers.",
@@ -109,6 +129,13 @@ ENGINE_CLASSES: tuple[FailureClass, ...] = (
                 r"is not divisible by remote block size|Remote block size \d+ is not divisible",
                 "decisive",
                 source_needle="Local block size {self.block_size} is not divisible",
+            ),
+            C(
+                "distributed/kv_transfer/kv_connector/utils.py",
+                "block_size_ratio",
+                "decisive",
+                kind="assert",
+                condition="% remote_block_size == 0",
             ),
         ),
         lookalikes="`NIXL compatibility check passed` and a `Transfer plan` line are the healthy "
@@ -227,6 +254,13 @@ ENGINE_CLASSES: tuple[FailureClass, ...] = (
                 r"Remote NIXL agent engine ID mismatch",
                 "likely",
                 source_needle="Remote NIXL agent engine ID mismatch",
+            ),
+            C(
+                NIXL_DIR,
+                "_nixl_handshake",
+                "likely",
+                kind="raise",
+                condition="engine_id != expected_engine_id",
             ),
         ),
         lookalikes="`Querying metadata on path: tcp://localhost:...` is normal on one host.",

@@ -3,8 +3,10 @@ UCX, NIXL packages, Mooncake, telemetry, transfers). See `entries.py`."""
 
 from __future__ import annotations
 
-from vllm_pd_doctor.triage.catalogue import CHECK, NIXL_ENV, FailureClass
+from vllm_pd_doctor.triage.catalogue import CHECK, NIXL_ENV, C, FailureClass
 from vllm_pd_doctor.triage.catalogue import Matcher as M
+
+NIXL_DIR = "distributed/kv_transfer/kv_connector/v1/nixl/"
 
 TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
     FailureClass(
@@ -39,12 +41,21 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
                 "decisive",
                 source_needle="Potentially invalid KV blocks",
             ),
+            C(NIXL_DIR, "_get_new_notifs", "decisive", kind="log", what="ERROR", words="invalid KV blocks"),
             M(
                 "Releasing expired KV blocks",
                 r"Releasing expired KV blocks",
                 "possible",
                 "support",
                 source_needle="Releasing expired KV blocks",
+            ),
+            C(
+                NIXL_DIR,
+                "get_finished|get_transfer_results|_reap_expired_send_leases",
+                "possible",
+                "support",
+                kind="log",
+                words="Releasing expired KV blocks",
             ),
         ),
         lookalikes="`Releasing expired KV blocks` alone is P reclaiming blocks of an aborted request; the "
@@ -82,6 +93,14 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
                 "possible",
                 "support",
                 source_needle="Skipping KV post-processing",
+            ),
+            C(
+                NIXL_DIR,
+                "get_finished|get_transfer_results",
+                "possible",
+                "support",
+                kind="log",
+                words="Skipping KV post-processing",
             ),
         ),
         lookalikes="A request seen once or twice in WAITING_FOR_REMOTE_KVS is a normal transfer in flight.",
@@ -230,6 +249,14 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
                 "decisive",
                 source_needle="Got kv_transfer_params, but no KVConnector",
             ),
+            C(
+                "v1/engine/core.py",
+                "add_request",
+                "decisive",
+                kind="log",
+                what="WARNING",
+                words="no KVConnector",
+            ),
         ),
         lookalikes="`Creating v1 connector with name: NixlConnector` shows a configured connector.",
         fix="Pass --kv-transfer-config with the same connector to both engines.",
@@ -315,6 +342,13 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
                 r"assert len\(local_block_descs_ids\) == len\(remote_block_descs_ids\)",
                 "likely",
                 source_needle="assert len(local_block_descs_ids) == len(remote_block_descs_ids)",
+            ),
+            C(
+                NIXL_DIR,
+                "_read_blocks|_xfer_blocks",
+                "likely",
+                kind="assert",
+                condition="len(local_block_descs_ids) == len(remote_block_descs_ids)",
             ),
         ),
         lookalikes="`start_load_kv ... Num local_block_ids: 4. Num remote_block_ids: 4.` is a normal load.",

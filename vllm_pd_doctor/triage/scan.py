@@ -7,14 +7,19 @@ import re
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from vllm_pd_doctor.results.triage import Evidence, LogFacts
+from vllm_pd_doctor.knowledge import origins as origin_index
+from vllm_pd_doctor.knowledge.origins import Origin, OriginIndex
+from vllm_pd_doctor.results.triage import Evidence, LocatedLine, LogFacts
 from vllm_pd_doctor.triage.entries import CLASSES
+from vllm_pd_doctor.triage.locate import Locator, located
 from vllm_pd_doctor.triage.reader import Record, candidate_lines, normalise, side_of
 
 MAX_EVIDENCE = 3
 """Evidence lines kept per matcher (the first ones)."""
 MAX_TEXT = 400
 """Characters of a line kept as evidence."""
+MAX_LOCATED = 64
+"""Located lines kept per log (exceptions first: they are kept past this, up to twice)."""
 
 _FACT_ANCHORS = (
     "Resolved architecture",
@@ -94,7 +99,7 @@ def triggers() -> tuple[bytes, ...]:
 @functools.cache
 def head_triggers() -> tuple[bytes, ...]:
     """Every catalogue and fact anchor not already covered by TRIGGERS, plus TRIGGERS."""
-    words = {m.anchor for c in CLASSES for m in (*c.matchers, *c.excludes)} | set(_FACT_ANCHORS)
+    words = {m.anchor for c in CLASSES for m in (*c.matchers, *c.excludes) if m.anchor} | set(_FACT_ANCHORS)
     extra = {w for w in words if not any(t in w for t in TRIGGERS)}
     minimal = {w for w in extra if not any(o != w and o in w for o in extra)}
     return triggers() + tuple(t.encode() for t in sorted(minimal))
@@ -128,6 +133,12 @@ class FileScan:
     first_exception: Evidence | None = None
     last_error: Evidence | None = None
     last_ts: str | None = None
+    locator: Locator | None = None
+    located: list[LocatedLine] = field(default_factory=list)
+    release_hint: str | None = None
+    """--python's release (the log's own version, when it states one, comes first)."""
+    last_frame: Evidence | None = None
+    """The last traceback frame in vLLM's code (a traceback cut before its exception line ends there)."""
 
     def facts(self) -> LogFacts:
         # hybrid only from what the engine logged about its own KV cache (Mamba page alignment,
@@ -162,9 +173,18 @@ def evidence(r: Record) -> Evidence:
     return Evidence(file=r.file, line=r.line, text=text)
 
 
-def scan(stream: BinaryIO, file: str, side: str | None = None, size: int | None = None) -> FileScan:
-    """Read one log to its end."""
-    fs = FileScan(file=file, side=side, bytes=size or 0)
+def scan(
+    stream: BinaryIO,
+    file: str,
+    side: str | None = None,
+    size: int | None = None,
+    index: OriginIndex | None = None,
+    release: str | None = None,
+) -> FileScan:
+    """Read one log to its end; `index` locates its lines (default: the packaged origin index),
+    in the log's release, else `release` (--python's)."""
+    fs = FileScan(file=file, side=side, bytes=size or 0, release_hint=release)
+    fs.locator = Locator(index if index is not None else origin_index.load(), release)
     worth = _worth()
     for lineno, raw in candidate_lines(stream, triggers(), head_triggers(), HEAD_BYTES):
         if not raw:
@@ -179,8 +199,8 @@ def scan(stream: BinaryIO, file: str, side: str | None = None, size: int | None 
 def _worth() -> tuple[str, ...]:
     """A candidate line is normalised only when it holds one of these: an anchor of the
     catalogue or of the facts, or an error word (first exception, last ERROR)."""
-    words = {m.anchor for c in CLASSES for m in (*c.matchers, *c.excludes)} | set(_FACT_ANCHORS)
-    words |= {"RROR", "rror", "xception", "CRITICAL"}
+    words = {m.anchor for c in CLASSES for m in (*c.matchers, *c.excludes) if m.anchor} | set(_FACT_ANCHORS)
+    words |= {"RROR", "rror", "xception", "CRITICAL", 'File "'}
     return tuple(sorted((w for w in words if not any(o != w and o in w for o in words)), key=len))
 
 
@@ -189,24 +209,64 @@ def _flat() -> tuple[tuple[str, re.Pattern[str], tuple[str, int]], ...]:
     """(anchor, regex, hit key) for every matcher and exclude of the catalogue."""
     out = []
     for c in CLASSES:
-        out += [(m.anchor, m.regex, (c.id, i)) for i, m in enumerate(c.matchers)]
-        out += [(m.anchor, m.regex, (c.id, -1 - i)) for i, m in enumerate(c.excludes)]
+        out += [(m.anchor, m.regex, (c.id, i)) for i, m in enumerate(c.matchers) if m.anchor]
+        out += [(m.anchor, m.regex, (c.id, -1 - i)) for i, m in enumerate(c.excludes) if m.anchor]
     return tuple(out)
+
+
+@functools.cache
+def _code_keys(index: OriginIndex) -> dict[int, tuple[tuple[str, int], ...]]:
+    """id(origin) -> hit keys of the matchers and excludes keyed to that statement (built once)."""
+    coded = []
+    for c in CLASSES:
+        coded += [(m.code, (c.id, i)) for i, m in enumerate(c.matchers) if m.code]
+        coded += [(m.code, (c.id, -1 - i)) for i, m in enumerate(c.excludes) if m.code]
+    out: dict[int, tuple[tuple[str, int], ...]] = {}
+    for o in index.origins:
+        keys = tuple(k for code, k in coded if code.fits(o))
+        if keys:
+            out[id(o)] = keys
+    return out
+
+
+def _hit(fs: FileScan, key: tuple[str, int], r: Record) -> None:
+    hit = fs.hits.get(key)
+    if hit is None:
+        hit = fs.hits[key] = Hit(first_ts=r.ts)
+    hit.count += 1
+    if len(hit.evidence) < MAX_EVIDENCE:
+        hit.evidence.append(evidence(r))
+    hit.sides.add(r.side or fs.side or "")
+
+
+def _locate(fs: FileScan, r: Record) -> Origin | None:
+    loc = fs.locator
+    if loc is None:
+        return None
+    loc.release = fs.version or fs.release_hint
+    before = loc.indexed_frame
+    got = loc.locate(r)
+    if loc.indexed_frame is not None and loc.indexed_frame is not before:
+        fs.last_frame = evidence(r)
+    if got is None:
+        return None
+    o, how, exact = got
+    is_exc = how != "logger" and o.kind != "log"
+    if len(fs.located) < MAX_LOCATED or (is_exc and len(fs.located) < 2 * MAX_LOCATED):
+        fs.located.append(LocatedLine(evidence(r), located(loc.index, o, how, exact, loc.release)))
+    return o
 
 
 def _record(fs: FileScan, r: Record) -> None:
     msg = r.msg
     if r.ts:
         fs.last_ts = r.ts
-    for anchor, rx, key in _flat():
-        if anchor in msg and rx.search(msg):
-            hit = fs.hits.get(key)
-            if hit is None:
-                hit = fs.hits[key] = Hit(first_ts=r.ts)
-            hit.count += 1
-            if len(hit.evidence) < MAX_EVIDENCE:
-                hit.evidence.append(evidence(r))
-            hit.sides.add(r.side or fs.side or "")
+    keys = {key for anchor, rx, key in _flat() if anchor in msg and rx.search(msg)}
+    o = _locate(fs, r)
+    if o is not None and fs.locator is not None:
+        keys.update(_code_keys(fs.locator.index).get(id(o), ()))
+    for key in sorted(keys):
+        _hit(fs, key, r)
     _facts(fs, msg)
     stripped = msg.lstrip()
     if _EXC_LINE.match(stripped) and fs.first_exception is None:

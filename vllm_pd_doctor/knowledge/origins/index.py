@@ -1,0 +1,318 @@
+"""The origin index as the tool reads it: every statement that writes a log line or raises, per
+release, and the lookups triage needs (by logger/frame location, by function, by message).
+
+Matcher structures are built once per index: templates are keyed by their longest literal word,
+so matching a message costs one `re.findall` of its words and a few `str.find`s (a regular
+expression per template would be too slow over a 1 GB log).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from vllm_pd_doctor.knowledge.origins.extract import PLACEHOLDER
+
+MIN_LITERAL = 16
+"""Literal characters a template needs before a message match counts (`Error: %s` does not)."""
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """One statement (deduplicated across releases)."""
+
+    package: str
+    file: str
+    """Relative to the package (`v1/core/sched/scheduler.py`)."""
+    function: str
+    kind: str
+    """`log`, `raise` or `assert` (`frame`: a traceback frame in an indexed function that raised
+    without a statement of its own)."""
+    what: str
+    """Level of a log call, exception type of a raise/assert."""
+    template: str | None
+    condition: str | None
+    spans: tuple[tuple[str, int, int], ...]
+    """(release, first line, last line) for every release that holds the statement, oldest first."""
+
+    @property
+    def releases(self) -> tuple[str, ...]:
+        return tuple(r for r, _a, _b in self.spans)
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.function}"
+
+    def line_in(self, release: str | None) -> int | None:
+        return next((a for r, a, _b in self.spans if r == release), None)
+
+    @property
+    def text(self) -> str | None:
+        """The template for people: placeholders shown as `...`."""
+        return self.template.replace(PLACEHOLDER, "...") if self.template else None
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """Where a statement lives in the indexed releases."""
+
+    first: str
+    last: str
+    changed_in: str | None
+    """The first indexed release after `last` (None when `last` is the newest indexed)."""
+    change: str | None
+    """`changed` (its function still raises/logs, differently) or `removed` (no such statement)."""
+    since_oldest: bool
+    """`first` is the oldest indexed release (it may be older still)."""
+
+
+def _anchor(template: str) -> str | None:
+    """The longest word wholly inside a literal part (a word touching a placeholder may continue
+    into the value in the log, so it cannot be looked up whole)."""
+    best: str | None = None
+    parts = template.split("\n", 1)[0].split(PLACEHOLDER)
+    for i, part in enumerate(parts):
+        for m in _WORD.finditer(part):
+            if (i > 0 and m.start() == 0) or (i < len(parts) - 1 and m.end() == len(part)):
+                continue
+            if best is None or len(m.group(0)) > len(best):
+                best = m.group(0)
+    return best
+
+
+def _matched(parts: list[str], msg: str, weight: int) -> int:
+    """Literal characters of the template found in order in the message (0: no match). A message
+    cut short (a pasted excerpt, a line cut at the reader's limit) matches on what it still holds:
+    the parts found first must carry most of the template's literal text."""
+    pos = 0
+    got = 0
+    for p in parts:
+        i = msg.find(p, pos)
+        if i < 0:
+            if msg.find(p.strip(), pos) >= 0:
+                i = msg.find(p.strip(), pos)
+                p = p.strip()
+            else:
+                return got if got >= MIN_LITERAL and got * 5 >= weight * 3 else 0
+        pos = i + len(p)
+        got += len(p.strip())
+    return got
+
+
+class OriginIndex:
+    """Origins of every indexed package and release; read-only once built."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.releases: dict[str, tuple[str, ...]] = {}
+        self.origins: list[Origin] = []
+        self._lines_cache: dict[str, dict[tuple[str, str], dict[int, Origin]]] = {}
+        for package, pkg in doc.get("packages", {}).items():
+            rels: list[str] = pkg["releases"]
+            self.releases[package] = tuple(rels)
+            for f, fn, kind, what, tmpl, cond, spans in pkg["origins"]:
+                sp = tuple((rels[r], a, b) for r, a, b in spans)
+                self.origins.append(Origin(package, f, fn, kind, what, tmpl, cond, sp))
+
+    # --- releases -------------------------------------------------------------------------
+    def has_release(self, release: str | None, package: str = "vllm") -> bool:
+        return release is not None and base(release) in self.releases.get(package, ())
+
+    def lifetime(self, o: Origin) -> Lifetime:
+        rels = self.releases.get(o.package, ())
+        have = [rels.index(r) for r in o.releases if r in rels]
+        first, last = min(have), max(have)
+        nxt = rels[last + 1] if last + 1 < len(rels) else None
+        change = None
+        if nxt is not None:
+            same = self._by_function.get((o.package, o.file, o.function), [])
+            alike = any(x.kind == o.kind and x.what == o.what and nxt in x.releases for x in same)
+            change = "changed" if alike else "removed"
+        return Lifetime(rels[first], rels[last], nxt, change, first == 0)
+
+    # --- lookups ----------------------------------------------------------------------------
+    @cached_property
+    def _by_function(self) -> dict[tuple[str, str, str], list[Origin]]:
+        out: dict[tuple[str, str, str], list[Origin]] = defaultdict(list)
+        for o in self.origins:
+            out[(o.package, o.file, o.function)].append(o)
+        return out
+
+    @cached_property
+    def _files(self) -> dict[str, list[tuple[str, str]]]:
+        """basename -> (package, file) of every indexed file."""
+        out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for pkg, f in sorted({(o.package, o.file) for o in self.origins}):
+            out[f.rsplit("/", 1)[-1]].append((pkg, f))
+        return out
+
+    def _lines(self, release: str) -> dict[tuple[str, str], dict[int, Origin]]:
+        """(package, file) -> line -> origin in one release (built on first use per release)."""
+        got = self._lines_cache.get(release)
+        if got is None:
+            got = defaultdict(dict)
+            for o in self.origins:
+                if o.kind == "def":  # its span covers its statements' lines
+                    continue
+                for r, a, b in o.spans:
+                    if r == release:
+                        d = got[(o.package, o.file)]
+                        for ln in range(a, b + 1):
+                            d.setdefault(ln, o)
+            self._lines_cache[release] = got
+        return got
+
+    @cached_property
+    def _anchors(self) -> dict[str, list[tuple[Origin, list[str], int]]]:
+        out: dict[str, list[tuple[Origin, list[str], int]]] = defaultdict(list)
+        for o in self.origins:
+            if not o.template:
+                continue
+            first = o.template.split("\n", 1)[0]
+            parts = [p for p in first.split(PLACEHOLDER) if p]
+            weight = sum(len(p.strip()) for p in parts)
+            a = _anchor(o.template)
+            if a is not None and weight >= MIN_LITERAL:
+                out[a].append((o, parts, weight))
+        return out
+
+    def files(self, path: str) -> list[tuple[str, str]]:
+        """(package, file) for a path as logs write it: `scheduler.py`, `v1/core/sched/scheduler.py`,
+        `distributed/.../v1/nixl_connector.py`, or a frame's absolute path."""
+        path = path.replace("\\", "/")
+        cands = self._files.get(path.rsplit("/", 1)[-1], [])
+        return [c for c in cands if _suffix_ok(path, *c)]
+
+    def at(self, path: str, line: int, release: str | None) -> Origin | None:
+        """The statement at `path:line` of `release` (None without a release the index holds)."""
+        if release is None:
+            return None
+        lines = self._lines(base(release))
+        for pkg, f in self.files(path):
+            o = lines.get((pkg, f), {}).get(line)
+            if o is not None:
+                return o
+        return None
+
+    @cached_property
+    def _by_name(self) -> dict[str, list[Origin]]:
+        """A function's last name -> every statement of every function so named."""
+        out: dict[str, list[Origin]] = defaultdict(list)
+        for o in self.origins:
+            out[o.function.rsplit(".", 1)[-1]].append(o)
+        return out
+
+    def in_function(self, path: str, function: str) -> list[Origin]:
+        """Every statement of `function` (its last name: tracebacks print `schedule`, the index
+        `Scheduler.schedule`) in the file `path` names; for a file the index does not hold (moved
+        since: 0.1x's `v1/nixl_connector.py` is 0.20's `v1/nixl/worker.py`), in its folder's tree."""
+        named = self._by_name.get(function.rsplit(".", 1)[-1], [])
+        files = set(self.files(path))
+        out = [o for o in named if (o.package, o.file) in files]
+        if out or files:
+            return out
+        where = _package_dir(path, tuple(self.releases))
+        if where is None:
+            return []
+        pkg, folder = where
+        stem = path.rsplit("/", 1)[-1].split("_", 1)[0].removesuffix(".py")  # nixl_connector.py: nixl
+        return [o for o in named if o.package == pkg and o.file.startswith(folder) and stem in o.file]
+
+    def match(self, msg: str, what: str | None = None, path: str | None = None) -> Origin | None:
+        """The origin whose template the message fits best (most literal characters; then the
+        exception type or level `what`, then the file `path` names)."""
+        best: tuple[int, int, int, int, int, Origin] | None = None
+        seen: set[str] = set()
+        # the logger named its file: an origin in another file counts only in the same folder (a
+        # helper logging with stacklevel=2 names its caller), never across folders
+        dirs = {f.rsplit("/", 1)[0] for _p, f in self.files(path)} if path else set()
+        for w in _WORD.findall(msg):
+            if w in seen:
+                continue
+            seen.add(w)
+            for o, parts, full in self._anchors.get(w, ()):
+                if best is not None and full < best[0]:
+                    continue
+                weight = _matched(parts, msg, full)
+                if not weight or (dirs and o.file.rsplit("/", 1)[0] not in dirs):
+                    continue
+                same_what = int(what is not None and o.what == what)
+                same_file = int(path is not None and path.rsplit("/", 1)[-1] == o.file.rsplit("/", 1)[-1])
+                newest = self._newest(o)
+                key = (weight, same_what, same_file, int(o.package == "vllm"), newest, o)
+                if best is None or key[:5] > best[:5]:
+                    best = key
+        return best[5] if best else None
+
+    def _newest(self, o: Origin) -> int:
+        rels = self.releases.get(o.package, ())
+        last = o.spans[-1][0] if o.spans else ""
+        return rels.index(last) if last in rels else -1
+
+    def frame(self, path: str, line: int, function: str, what: str) -> Origin | None:
+        """A traceback frame in an indexed function that raised without a statement of its own
+        (a KeyError from a lookup, a ZeroDivisionError): the function, at the frame's line."""
+        mine = self.in_function(path, function)
+        if not mine:
+            return None
+        first = mine[0]
+        releases = sorted({r for o in mine for r in o.releases}, key=self._order(first.package))
+        spans = tuple((r, line, line) for r in releases)
+        return Origin(first.package, first.file, first.function, "frame", what, None, None, spans)
+
+    def _order(self, package: str) -> Callable[[str], int]:
+        rels = self.releases.get(package, ())
+        return lambda r: rels.index(r) if r in rels else -1
+
+    def statement(self, text: str, path: str, function: str) -> Origin | None:
+        """The statement whose source a traceback prints (`assert num_new_tokens > 0`, `raise
+        ValueError(`) in `function` of `path`, without knowing the release."""
+        text = text.strip()
+        for o in self.in_function(path, function):
+            if (
+                o.kind == "assert"
+                and o.condition
+                and text.startswith("assert ")
+                and (text[7:].rstrip(",( ").startswith(o.condition.split("\n", 1)[0][:60]))
+            ):
+                return o
+            if o.kind == "raise" and text.startswith(f"raise {o.what}"):
+                return o
+        return None
+
+
+def _suffix_ok(path: str, package: str, file: str) -> bool:
+    """A log's path names this file: relative as vLLM's logger writes it (whole or a tail), elided
+    (`distributed/.../v1/x.py`: head and tail fit), or absolute (`.../vllm/<file>`)."""
+    if "..." in path:  # elided: the tail must fit (as a relative or an absolute path), the head too
+        head, _, tail = path.partition("...")
+        head, tail = head.strip("/"), tail.strip("/")
+        if not tail:
+            return False
+        tail_ok = file == tail or file.endswith("/" + tail) or _suffix_ok("/" + tail, package, file)
+        return tail_ok and (not head or path.startswith("/") or file.startswith(head))
+    if path == file or file.endswith("/" + path):
+        return True
+    if path.endswith("/" + file):
+        seg = path[: -len(file) - 1].rsplit("/", 1)[-1]
+        return seg == package or seg.startswith(package + "_cu")
+    return False
+
+
+def _package_dir(path: str, packages: tuple[str, ...]) -> tuple[str, str] | None:
+    """(package, folder relative to it, ending in `/`) of an absolute frame path."""
+    for pkg in packages:
+        i = path.rfind(f"/{pkg}/")
+        if i >= 0:
+            rel = path[i + len(pkg) + 2 :]
+            return pkg, rel.rsplit("/", 1)[0] + "/" if "/" in rel else ""
+    return None
+
+
+def base(release: str) -> str:
+    """`0.28.0+cpu` -> `0.28.0`."""
+    return release.split("+", 1)[0].lstrip("v")

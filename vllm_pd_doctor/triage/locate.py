@@ -1,0 +1,159 @@
+"""Map log records to the statement that wrote them (the origin index of `knowledge.origins`).
+
+Per record, best first: an ERROR/WARNING line's logger location (`[v1/core/sched/scheduler.py:123]`)
+in the log's release; an exception line through the last traceback frame before it (its
+file/line in the release, else the frame's source line in its function); else the message's
+template across every indexed release. A `Locator` is one log's state (the last frame seen).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from vllm_pd_doctor.knowledge.origins import Origin, OriginIndex, base
+from vllm_pd_doctor.knowledge.origins.extract import PLACEHOLDER
+from vllm_pd_doctor.results.triage import Located
+from vllm_pd_doctor.triage.reader import Record
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+_EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning))(?::\s?(.*))?$")
+_SRC = re.compile(r"^(.*?):(\d+)$")
+LEVELS = ("ERROR", "CRITICAL", "WARNING", "WARN")
+
+
+@dataclass
+class _Frame:
+    path: str
+    line: int
+    function: str
+    source: str | None = None
+
+
+class Locator:
+    """Locates one log's records in order (it keeps the traceback frame being read)."""
+
+    def __init__(self, index: OriginIndex, release: str | None = None) -> None:
+        self.index = index
+        self.release = release
+        """The release whose line numbers apply (the log's, or --python's)."""
+        self.frame: _Frame | None = None
+        self.indexed_frame: _Frame | None = None
+        """The last frame in a file the index holds (the deepest vLLM code of the traceback)."""
+        self._expect_source = False
+
+    def exact_release(self) -> str | None:
+        return self.release if self.index.has_release(self.release) else None
+
+    def locate(self, r: Record) -> tuple[Origin, str, bool] | None:
+        """(origin, how, exact) of one record: how is `logger`, `frame`, `statement`,
+        `function` or `template`; exact when the release's own line was read."""
+        msg = r.msg.strip()
+        if m := _FRAME.match(r.msg):
+            self.frame = _Frame(m.group(1), int(m.group(2)), m.group(3))
+            if self.index.in_function(self.frame.path, self.frame.function):
+                self.indexed_frame = self.frame
+            self._expect_source = True
+            return None
+        if self._expect_source and self.frame is not None:
+            self._expect_source = False
+            if not _EXC.match(msg) and msg and not msg.startswith("Traceback"):
+                self.frame.source = msg
+                return None
+        if m := _EXC.match(msg):
+            frame, self.frame = self.frame, None
+            deepest, self.indexed_frame = self.indexed_frame, None
+            return self._exception(m.group(1).rsplit(".", 1)[-1], m.group(2) or "", frame, deepest)
+        if msg.startswith("Traceback") or r.msg.startswith((" ", "\t")):
+            return None
+        if r.level not in LEVELS:
+            return None
+        return self._logged(r)
+
+    def _exception(
+        self, exc: str, text: str, frame: _Frame | None, deepest: _Frame | None
+    ) -> tuple[Origin, str, bool] | None:
+        rel = self.exact_release()
+        if frame is not None:
+            o = self.index.at(frame.path, frame.line, rel)
+            # the release's statement at that line must be this frame's and raise this exception
+            # (a log of another release, read with --python's, points elsewhere)
+            if o is not None and o.kind != "log" and o.what == exc and _same_function(o, frame.function):
+                return o, "frame", True
+            if frame.source:
+                o = self.index.statement(frame.source, frame.path, frame.function)
+                if o is not None:
+                    return o, "statement", False
+        if text:
+            o = self.index.match(text, exc)
+            if o is not None and o.kind != "log":
+                return o, "template", False
+        if frame is not None:
+            mine = [o for o in self.index.in_function(frame.path, frame.function) if o.what == exc]
+            if len({(o.file, o.function, o.kind, o.what) for o in mine}) == 1:
+                return mine[-1], "function", False
+        if deepest is not None:
+            o = self.index.frame(deepest.path, deepest.line, deepest.function, exc)
+            if o is not None:
+                return o, "frame", False
+        return None
+
+    def _logged(self, r: Record) -> tuple[Origin, str, bool] | None:
+        rel = self.exact_release()
+        path = None
+        if r.src and (m := _SRC.match(r.src)):
+            path = m.group(1)
+            o = self.index.at(path, int(m.group(2)), rel)
+            if o is not None and o.kind == "log" and o.what == _level(r.level) and _fits(o, r.msg):
+                return o, "logger", True
+        o = self.index.match(r.msg, _level(r.level), path)
+        if o is not None:
+            return o, "template", False
+        return None
+
+
+def _same_function(o: Origin, function: str) -> bool:
+    return o.function == function or o.function.endswith("." + function)
+
+
+def _level(level: str | None) -> str | None:
+    return "WARNING" if level == "WARN" else level
+
+
+def _fits(o: Origin, msg: str) -> bool:
+    if not o.template:
+        return True
+    first = o.template.split("\n", 1)[0]
+    pos = 0
+    for p in (p for p in first.split(PLACEHOLDER) if p):
+        i = msg.find(p.strip(), pos)
+        if i < 0:
+            return False
+        pos = i + len(p.strip())
+    return True
+
+
+def located(index: OriginIndex, o: Origin, how: str, exact: bool, release: str | None) -> Located:
+    """The result type of one located origin (with its lifetime across the indexed releases)."""
+    life = index.lifetime(o)
+    rel = base(release) if release and exact else None
+    first = f"{life.first} (or older)" if life.since_oldest else life.first
+    span = first if life.first == life.last and not life.since_oldest else f"{first} - {life.last}"
+    return Located(
+        package=o.package,
+        file=o.file,
+        function=o.function,
+        kind=o.kind,
+        exception=(o.what or None) if o.kind != "log" else None,
+        level=o.what if o.kind == "log" else None,
+        condition=o.condition,
+        template=o.text,
+        line=o.line_in(rel) if rel else o.spans[-1][1],
+        # a frame's line is the log's own (its release, when the log states one)
+        release=rel or ((base(release) if release else None) if o.kind == "frame" else o.spans[-1][0]),
+        releases=span,
+        changed_in=life.changed_in,
+        change=life.change,
+        how=how,
+        exact=exact,
+    )
