@@ -159,9 +159,13 @@ def ids(c: rules.Context) -> list[str]:
     return [f.id for f in rules.run_checks(c)]
 
 
+OPEN_UPSTREAM = {"scenario-abort-race", "scenario-d-extra-block"}
+"""Exposure every NIXL P/D has on every release pd-doctor's scenario runs hold (open upstream)."""
+
+
 def test_clean_baselines_have_no_findings():
-    assert ids(ctx()) == []
-    assert ids(ctx(P0H, D0H, model=HYBRID)) == []
+    assert [i for i in ids(ctx()) if i not in OPEN_UPSTREAM] == []
+    assert [i for i in ids(ctx(P0H, D0H, model=HYBRID)) if i not in OPEN_UPSTREAM] == []
 
 
 # rule id -> (triggering context, clean context)
@@ -337,6 +341,29 @@ CASES = {
         ctx(P0 + " --attention-config.backend FLASHINFER", D0 + " --attention-backend FLASH_ATTN"),
         ctx(P0 + ' --attention-config \'{"backend":"FLASH_ATTN"}\'', D0 + " --attention-backend flash_attn"),
     ),
+    "scenario-abort-race": (ctx(), ctx(P0, "vllm serve M --port 8200")),
+    "scenario-abort-race/moriio-not-applicable": (
+        ctx(),
+        ctx(P0.replace("Nixl", "MoRIIO"), D0.replace("Nixl", "MoRIIO")),
+    ),
+    "scenario-hybrid-load-failure": (
+        ctx(P0H, D0H, model=HYBRID, vllm=V_BUGGY),
+        ctx(P0H, D0H, model=HYBRID, vllm=V_FIXED),
+    ),
+    "scenario-hybrid-load-failure/dense": (
+        ctx(P0H, D0H, model=HYBRID, vllm=V_BUGGY),
+        ctx(vllm=V_BUGGY),
+    ),
+    "scenario-lease-reaper": (ctx(vllm=V_BUGGY), ctx(vllm=V_FIXED)),
+    "scenario-lease-reaper/consumer-only": (
+        ctx(vllm=V_BUGGY),
+        ctx("vllm serve M --port 8100", D0, vllm=V_BUGGY),
+    ),
+    "scenario-d-extra-block": (ctx(), ctx(P0, D0.replace("Nixl", "Mooncake"))),
+    "scenario-exposure-unknown": (
+        ctx(vllm=VllmSource(python="py", version="0.30.0", path="/v/vllm", sites=EARLY)),
+        ctx(),
+    ),
     "handshake-compat": (
         ctx(
             None,
@@ -400,7 +427,9 @@ def test_every_rule_has_a_case():
 
 def test_severity_depends_on_context():
     f = rules.run_checks(ctx(P0 + " --block-size 16", D0 + " --block-size 32"))
-    assert [(x.id, x.severity) for x in f] == [("block-size-mismatch", Severity.warning)]
+    assert [(x.id, x.severity) for x in f if x.id not in OPEN_UPSTREAM] == [
+        ("block-size-mismatch", Severity.warning)
+    ]
     f = rules.run_checks(
         ctx(
             P0 + " --dtype half",

@@ -363,3 +363,21 @@ def test_private_bundle_is_named_so_and_lists_what_it_copies(cli, tmp_path):
         raw = z.read("raw/config.yaml").decode()
     assert "PlantedApiKey42" not in raw and "gpu-node-17" not in raw  # the second line still holds
     assert "--enforce-eager" in raw  # otherwise verbatim
+
+
+def test_reproduction_runs_the_scenario_triage_chose(cli, tmp_path):
+    """A log with the abort race (prime-rl PR #2843's traceback): triage's next step is
+    `repro --scenario abort-race`, and the report's reproduction runs that scenario."""
+    from vllm_pd_doctor.report import docs
+
+    assert docs.scenario_of("pd-doctor repro --scenario abort-race") == "abort-race"
+    assert docs.scenario_of("pd-doctor repro --scenario nope") is None
+    assert docs.scenario_of("pd-doctor status --prefill-url URL") is None
+    out = tmp_path / "bundle"
+    log = Path(__file__).parent / "fixtures" / "triage" / "prime-rl-2843-abort-race.log"
+    proc = cli("report", "--python", sys.executable, "-o", str(out), "--quiet", "--log", str(log))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((out / "report.json").read_text())
+    steps = [s["command"] for s in doc["reproduction"]]
+    assert any(s.startswith("pd-doctor repro --vllm ") and s.endswith("--scenario abort-race") for s in steps)
+    assert "--scenario abort-race" in (out / "report.md").read_text()

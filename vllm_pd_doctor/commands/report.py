@@ -131,10 +131,20 @@ PrivateOpt = Annotated[
         "is named *-PRIVATE and is not for posting.",
     ),
 ]
+PrefillUrlOpt = Annotated[
+    list[str] | None,
+    typer.Option("--prefill-url", metavar="URL", help="A running prefill's base URL: add a status snapshot."),
+]
+DecodeUrlOpt = Annotated[
+    list[str] | None,
+    typer.Option("--decode-url", metavar="URL", help="A running decode's base URL: add a status snapshot."),
+]
 
 OPTIONS: Options = {
     "prefill_cmd": (PrefillCmdOpt, None),
     "decode_cmd": (DecodeCmdOpt, None),
+    "prefill_url": (PrefillUrlOpt, None),
+    "decode_url": (DecodeUrlOpt, None),
     "config": (ConfigOpt, None),
     "model": (ModelOpt, None),
     "python": (PythonOpt, None),
@@ -168,6 +178,11 @@ def _check(v: Mapping[str, Any]) -> None:
         models.resolve(str(v["model"]))  # the one resolver: a clear line for a model it cannot find
     if v["timeout"] <= 0:
         raise BadInput(f"--timeout {v['timeout']}: must be positive")
+    from vllm_pd_doctor.status.core import check_url
+
+    for flag in ("prefill_url", "decode_url"):
+        for u in v[flag] or ():
+            check_url(u, "--" + flag.replace("_", "-"))
 
 
 def _dest(v: Mapping[str, Any]) -> Path:
@@ -198,6 +213,8 @@ def inputs_of(v: Mapping[str, Any], python: str) -> ReportInputs:
         home=os.environ.get("HOME") or str(Path.home()),
         redact_extra=tuple(v["redact_extra"] or ()),
         private=v["private"],
+        prefill_urls=tuple(v["prefill_url"] or ()),
+        decode_urls=tuple(v["decode_url"] or ()),
     )
 
 

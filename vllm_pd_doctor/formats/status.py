@@ -32,6 +32,8 @@ def _verdict(r: StatusReport) -> str:
     if not r.findings:
         return "healthy: no finding"
     counts = {s: sum(1 for f in r.findings if f.severity == s) for s in ("error", "warning", "info")}
+    if not counts["error"] and not counts["warning"]:
+        return f"healthy: {counts['info']} info (exposure, nothing seen failing)"
     return ("UNHEALTHY: " if r.errors else "no error: ") + ", ".join(
         f"{n} {s}" for s, n in counts.items() if n
     )

@@ -246,6 +246,21 @@ def _private_files(inputs: ReportInputs, g: Gathered, pub: Public, files: dict[s
         files["raw/config" + suffix] = red.text(g.config_text.value[0])
 
 
+def _triage_next(g: Gathered) -> str | None:
+    """The next command of triage's best verdict over the logs, if any."""
+    tri = g.triage.value if g.triage.ok else None
+    return tri.verdicts[0].next if tri is not None and tri.verdicts else None
+
+
+def _status_section(inputs: ReportInputs, g: Gathered, pub: Public) -> render.Section | None:
+    """The status snapshot (already public by construction: safe kinds only), when engines were given."""
+    if not (inputs.prefill_urls or inputs.decode_urls):
+        return None
+    if g.status.ok:
+        return render.Section(ok=True, value=g.status.value)
+    return render.Section(ok=False, why=pub.text(g.status.why or "?"))
+
+
 def _section(c: Collected, pub: Public, typed: Callable[[Any], Any]) -> render.Section:
     """A collector's typed result (public form), or why there is none."""
     if c.ok:
@@ -342,7 +357,12 @@ def build(
         config_file=config_name,
         repro=repro_sec,
         check_config=check_sec,
-        reproduction=docs.reproduction(version, commands, any(f.startswith("repro/") for f in files)),
+        reproduction=docs.reproduction(
+            version,
+            commands,
+            any(f.startswith("repro/") for f in files),
+            docs.scenario_of(_triage_next(g)),
+        ),
         logs=log_docs,
         placeholders=(),
         redact_hosts=inputs.redact_hosts,
@@ -351,6 +371,7 @@ def build(
         exit_code=1 if fired else 0,
         private=inputs.private,
         commands_error=commands_error,
+        status=_status_section(inputs, g, pub),
         **env,
     )
     # rendering adds no data of its own, so the placeholders are all known once the doc is built

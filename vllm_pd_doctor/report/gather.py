@@ -15,6 +15,10 @@ from vllm_pd_doctor.results.launch import Server
 
 TRIAGE_PENDING = "not run (pd-doctor triage reads the logs: issue 16)"
 
+NO_STATUS = "no running engines given (use --prefill-url/--decode-url)"
+STATUS_INTERVAL = 2.0
+"""Seconds between the snapshot's two /metrics readings (status's default --interval)."""
+
 LOG_CAP = 500_000
 """Characters of each log kept in raw/logs/ (head and tail, the cut marked): the copy is
 redacted whole (about 1 s per MB), after the cut, so this bounds its cost."""
@@ -38,6 +42,9 @@ class ReportInputs:
     """--redact-extra: site-specific regular expressions to redact everywhere."""
     private: bool = False
     """--private: add verbatim copies of the inputs (raw/); never the default for posting."""
+    prefill_urls: tuple[str, ...] = ()
+    decode_urls: tuple[str, ...] = ()
+    """--prefill-url/--decode-url: running engines; the bundle gets a `pd-doctor status` snapshot."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,8 @@ class Gathered:
     """value: (text, size) of the --config file, attached as raw/config."""
     triage: Collected = field(default_factory=lambda: Collected.fail(TRIAGE_PENDING))
     """value: `pd-doctor triage`'s typed result over the logs (issue 16 fills it in `gather`)."""
+    status: Collected = field(default_factory=lambda: Collected.fail(NO_STATUS))
+    """value: `status.public.snapshot` of the running engines (public form by construction)."""
 
     @property
     def check(self) -> CheckReport | None:
@@ -103,6 +112,7 @@ def _gather(inputs: ReportInputs, progress: Callable[[str], None]) -> Gathered:
                 model=inputs.model,
                 progress=progress,
             )
+        status_f = pool.submit(_status, inputs) if inputs.prefill_urls or inputs.decode_urls else None
         interp = interp_f.result()
         has_vllm = bool(interp.ok and interp.value.get("vllm_path"))
         progress("running vLLM's environment collector (python -m vllm.collect_env)")
@@ -135,6 +145,7 @@ def _gather(inputs: ReportInputs, progress: Callable[[str], None]) -> Gathered:
             logs=logs_c,
             config_text=cfg,
             triage=_triage(inputs, logs_c, has_vllm),
+            status=status_f.result() if status_f is not None else Collected.fail(NO_STATUS),
         )
     finally:
         # on Ctrl-C do not wait here for the children: gather() stops them by PID
@@ -165,5 +176,19 @@ def _triage(inputs: ReportInputs, logs_c: tuple[tuple[Path, Collected], ...], ha
             except Exception:
                 model = None
         return Collected(True, triage.triage_texts(texts, triage.Context(release=release, model=model)))
+
+    return collect.guarded(go)
+
+
+def _status(inputs: ReportInputs) -> Collected:
+    """`pd-doctor status` over the running engines, as its public snapshot; never raises."""
+
+    def go() -> Collected:
+        from vllm_pd_doctor.status import core, public
+
+        eps = [core.Endpoint("prefill", u) for u in inputs.prefill_urls]
+        eps += [core.Endpoint("decode", u) for u in inputs.decode_urls]
+        r = core.run_status(eps, STATUS_INTERVAL, timeout=min(inputs.timeout, 10.0))
+        return Collected(True, public.snapshot(r))
 
     return collect.guarded(go)

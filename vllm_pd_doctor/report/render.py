@@ -116,6 +116,8 @@ class ReportDoc:
     private: bool = False
     """A private bundle: verbatim copies (second-line redaction only) under raw/."""
     commands_error: str | None = None
+    status: Section | None = None
+    """value: `status.public.snapshot` of the running engines (--prefill-url/--decode-url)."""
 
 
 def _cnc(why: str | None) -> str:
@@ -296,6 +298,7 @@ def render_markdown(doc: ReportDoc) -> str:
     p.extend(_result_md("pd-doctor repro of vLLM #53514 (P-side N-1 truncation)", doc.repro))
     p.extend(_commands_md(doc))
     p.extend(_result_md("Configuration check (pd-doctor check-config)", doc.check_config))
+    p.extend(_status_md(doc))
     p.append("#### Minimal reproduction\n\n")
     for what, cmd in doc.reproduction:
         p.append(f"{what}:\n\n")
@@ -304,6 +307,23 @@ def render_markdown(doc: ReportDoc) -> str:
     p.extend(_logs_md(doc))
     p.extend(_about_md(doc))
     return "".join(p)
+
+
+def _status_md(doc: ReportDoc) -> list[str]:
+    s = doc.status
+    if s is None:
+        return []
+    out = ["#### Running deployment (pd-doctor status)\n\n"]
+    if not s.ok or not isinstance(s.value, dict):
+        return [*out, f"{_cnc(s.why)}\n\n"]
+    v = s.value
+    engines = ", ".join(f"{e.get('role')} vLLM {e.get('vllm_version') or '?'}" for e in v.get("engines", []))
+    out.append(
+        f"{'healthy' if v.get('healthy') else 'UNHEALTHY'} ({engines}; window {v.get('interval_s')} s)\n\n"
+    )
+    for f in v.get("findings", []):
+        out.append(f"- **{f.get('severity')}** `{f.get('id')}`: {f.get('fix')} (next: `{f.get('next')}`)\n")
+    return [*out, "\n"]
 
 
 def result_obj(s: Section) -> dict[str, Any]:
@@ -341,6 +361,7 @@ def to_obj(doc: ReportDoc) -> dict[str, Any]:
         "repro": result_obj(doc.repro),
         "check_config": result_obj(doc.check_config),
         "reproduction": [{"what": w, "command": c} for w, c in doc.reproduction],
+        **({"status": _section_obj(doc.status)} if doc.status is not None else {}),
         "logs": [asdict(lg) for lg in doc.logs],
         "placeholders": dict(doc.placeholders),
         "redact_hosts": doc.redact_hosts,

@@ -18,7 +18,7 @@ import httpx
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.knowledge import metrics as km
 from vllm_pd_doctor.results.status import EngineStatus, HandshakeView, StatusReport
-from vllm_pd_doctor.status import compare, findings, scrape, sidechannel
+from vllm_pd_doctor.status import compare, findings, scenarios, scrape, sidechannel
 from vllm_pd_doctor.status.window import Window
 
 SIDE_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
@@ -177,6 +177,8 @@ def judge(
             found.extend(compare.handshake_findings(pw, dw, cmp))
     for pw in p:
         found.extend(compare.exposure_53514(pw, python_vllm))
+    for w in (*p, *d):
+        found.extend(scenarios.scenario_exposure(w))
     order = {"error": 0, "warning": 1, "info": 2}
     found.sort(key=lambda f: order.get(f.severity, 3))
     return StatusReport(

@@ -14,6 +14,7 @@ from vllm_pd_doctor.checkconfig.rules import (
     hybrid,
     release,
     roles,
+    scenarios,
     topology,
     transport,
 )
@@ -27,7 +28,7 @@ from vllm_pd_doctor.checkconfig.rules.context import (
 )
 from vllm_pd_doctor.results.checkconfig import Finding, Rule
 
-TOPICS = (release, topology, roles, compat, handshake, hybrid, transport)
+TOPICS = (release, topology, roles, compat, handshake, hybrid, transport, scenarios)
 """Catalogue order: by topic, then as written in the module."""
 _ORDER = {m.__name__: i for i, m in enumerate(TOPICS)}
 

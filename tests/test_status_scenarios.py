@@ -1,0 +1,56 @@
+"""status: the running decode's exposure to the scenarios, from recorded real engines (fast tier)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from vllm_pd_doctor.status import record
+from vllm_pd_doctor.status.scenarios import scenario_exposure
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "status"
+
+
+def _windows(case: str) -> dict[str, object]:
+    wins, _, _ = record.replay(FIX / case)
+    return {w.role: w for w in wins}
+
+
+def test_healthy_032_decode_is_exposed_to_the_open_abort_race_only():
+    d = _windows("a-healthy-traffic")["decode"]
+    got = {f.id: f for f in scenario_exposure(d)}  # type: ignore[arg-type]
+    assert set(got) == {"exposed-abort-race"}
+    f = got["exposed-abort-race"]
+    assert f.severity == "info" and f.next.startswith("pd-doctor repro --scenario abort-race")
+    assert f.triage_class == "kv-xfer-finished-for-freed-request"
+    assert any("scheduler.py:" in e.value for e in f.evidence)
+
+
+def test_hybrid_model_on_028_is_exposed_to_hybrid_load_failure_with_the_upgrade():
+    # the 0.28.0 engine of the mixed-release case, read as a decode (same /version, model, side channel)
+    p = _windows("b-version-block-mismatch")["prefill"]
+    as_decode = replace(p, role="decode")  # type: ignore[type-var]
+    got = {f.id: f for f in scenario_exposure(as_decode)}  # type: ignore[arg-type]
+    f = got["exposed-hybrid-load-failure"]
+    assert f.severity in ("warning", "info")
+    assert "0.32.0" in f.fix and f.next.startswith("pd-doctor repro --scenario hybrid-load-failure")
+    # its 0.32.0 decode holds
+    d = _windows("b-version-block-mismatch")["decode"]
+    assert "exposed-hybrid-load-failure" not in {x.id for x in scenario_exposure(d)}  # type: ignore[arg-type]
+
+
+def test_decode_without_a_side_channel_or_unknown_release():
+    d = _windows("b-decode-without-connector")["decode"]
+    assert list(scenario_exposure(d)) == []  # type: ignore[arg-type]
+    d = _windows("a-healthy-idle")["decode"]
+    other = replace(d, after=replace(d.after, version="0.30.1"))  # type: ignore[type-var, attr-defined]
+    assert [f.id for f in scenario_exposure(other)] == ["scenario-exposure-unknown"]  # type: ignore[arg-type]
+
+
+def test_prefill_on_028_is_exposed_to_the_lease_reaper_and_032_is_not():
+    p = _windows("b-version-block-mismatch")["prefill"]
+    got = {f.id: f for f in scenario_exposure(p)}  # type: ignore[arg-type]
+    assert set(got) == {"exposed-lease-reaper"}
+    assert got["exposed-lease-reaper"].severity == "warning" and "0.32.0" in got["exposed-lease-reaper"].fix
+    p32 = _windows("a-healthy-traffic")["prefill"]
+    assert list(scenario_exposure(p32)) == []  # type: ignore[arg-type]

@@ -1,0 +1,95 @@
+"""The running decode's release + model against the `repro --scenario` failures (beside #53514's).
+
+Read from knowledge/scenario_exposure (real `repro --scenario all` runs per release), for a decode
+engine whose NIXL side channel answered (the connector these runs are keyed by); the model's kind
+from its config.json as `compare` reads it. Exposure is not a failure seen: a healthy engine on an
+affected release gets an info finding, a hybrid model on a release whose load-failure path crashes a
+warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from vllm_pd_doctor.knowledge import scenario_exposure as sx
+from vllm_pd_doctor.results.status import Evidence, Finding
+from vllm_pd_doctor.status.compare import _hybrid
+from vllm_pd_doctor.status.window import Window
+
+CLASSES = {
+    "abort-race": "kv-xfer-finished-for-freed-request",
+    "hybrid-load-failure": "hybrid-kv-load-failure-crash",
+    "lease-reaper": "kv-lease-expired",
+}
+PREFILL_SIDE = ("lease-reaper",)
+"""Scenarios whose failing engine is the prefill (the others: the decode)."""
+"""The triage class whose next step is each scenario (triage/entries_2026.py)."""
+FIXES = {
+    "abort-race": "no upstream fix is merged (vllm PRs #56089/#46304 open): carry a scheduler patch that "
+    "skips finished-transfer ids of freed requests (prime-rl PR #2843) and keep client aborts away "
+    "from requests still waiting for KV",
+    "hybrid-load-failure": "upgrade vLLM to a release with PR #50388",
+    "lease-reaper": "upgrade vLLM to a release whose NIXL worker reaps every expired lease "
+    "(_reap_expired_send_leases)",
+}
+REFS = {
+    "abort-race": ("vllm-project/vllm#46240", "vllm-project/vllm#48615"),
+    "hybrid-load-failure": ("vllm-project/vllm#45474", "vllm-project/vllm PR #50388"),
+    "lease-reaper": ("vllm-project/vllm#58222", "vllm-project/vllm PR #50789"),
+}
+
+
+def scenario_exposure(d: Window) -> Iterable[Finding]:
+    """One finding per scenario this engine's release + model is exposed to (or one when unknown);
+    each scenario on the side it kills (PREFILL_SIDE on a prefill, the others on a decode)."""
+    version = d.after.version
+    if not version or d.handshake is None:
+        return
+    rel = sx.base(version)
+    model = d.after.model_root or (d.after.models[0] if d.after.models else None)
+    if rel not in sx.releases():
+        if d.role != "decode":
+            return
+        yield Finding(
+            id="scenario-exposure-unknown",
+            severity="info",
+            title=f"vLLM {rel} was not among the releases pd-doctor's scenarios ran on",
+            evidence=(Evidence(d.label, "/version", version),),
+            triage_class=None,
+            fix=f"run them on it: pd-doctor repro --vllm {rel} --scenario all",
+            next=f"pd-doctor repro --vllm {rel} --scenario all",
+        )
+        return
+    hybrid = _hybrid(d.after.model_root)
+    for sid in CLASSES:
+        if (sid in PREFILL_SIDE) != (d.role == "prefill"):
+            continue
+        x = sx.exposure(sid, rel, "nixl", None if hybrid is None else bool(hybrid))
+        if x.verdict != sx.EXPOSED:
+            continue
+        yield _finding(d, x, version, model, hybrid)
+
+
+def _finding(d: Window, x: sx.ScenarioExposure, version: str, model: str | None, hybrid: object) -> Finding:
+    ev = [
+        Evidence(d.label, "/version", version),
+        Evidence(d.label, "scenario run", f"{x.scenario} {x.reason} ({x.source})"),
+    ]
+    severity, suffix = ("warning" if x.scenario == "lease-reaper" else "info"), ""
+    if x.scenario == "hybrid-load-failure":
+        ev.append(Evidence(d.label, "/v1/models", f"{model}: {hybrid or 'config.json not readable here'}"))
+        severity = "warning" if hybrid else "info"
+        suffix = "" if hybrid else " if the model is hybrid"
+    fix = FIXES[x.scenario]
+    if x.holds_from:
+        fix += f" ({x.holds_from} is the first release in pd-doctor's runs where it holds)"
+    return Finding(
+        id=f"exposed-{x.scenario}",
+        severity=severity,
+        title=f"the {d.role}'s vLLM {x.release} is exposed to the {x.scenario} scenario{suffix}",
+        evidence=tuple(ev),
+        triage_class=CLASSES[x.scenario],
+        fix=fix,
+        next=f"{x.next_step} --vllm {x.release}",
+        references=REFS[x.scenario],
+    )
