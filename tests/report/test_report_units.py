@@ -374,7 +374,7 @@ def test_reproduction_runs_the_scenario_triage_chose(cli, tmp_path):
     assert docs.scenario_of("pd-doctor repro --scenario nope") is None
     assert docs.scenario_of("pd-doctor status --prefill-url URL") is None
     out = tmp_path / "bundle"
-    log = Path(__file__).parent / "fixtures" / "triage" / "prime-rl-2843-abort-race.log"
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "triage" / "prime-rl-2843-abort-race.log"
     proc = cli("report", "--python", sys.executable, "-o", str(out), "--quiet", "--log", str(log))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "report.json").read_text())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
 from vllm_pd_doctor.results.status import Evidence, Finding
 from vllm_pd_doctor.status.compare import _hybrid
@@ -64,7 +65,8 @@ def scenario_exposure(d: Window) -> Iterable[Finding]:
     for sid in CLASSES:
         if (sid in PREFILL_SIDE) != (d.role == "prefill"):
             continue
-        x = sx.exposure(sid, rel, "nixl", None if hybrid is None else bool(hybrid))
+        # the engine answered on its NIXL side channel: the pull connector (status does not tell push)
+        x = sx.exposure(sid, rel, connectors.DEFAULT_KEY, None if hybrid is None else bool(hybrid))
         if x.verdict != sx.EXPOSED:
             continue
         yield _finding(d, x, version, model, hybrid)

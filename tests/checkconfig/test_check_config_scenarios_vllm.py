@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.vllm
-FIX = Path(__file__).parent / "fixtures" / "check_config"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "check_config"
 
 
 @pytest.mark.slow

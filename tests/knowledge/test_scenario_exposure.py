@@ -9,7 +9,7 @@ from pathlib import Path
 
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _generator():

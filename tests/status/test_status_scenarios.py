@@ -8,7 +8,7 @@ from pathlib import Path
 from vllm_pd_doctor.status import record
 from vllm_pd_doctor.status.scenarios import scenario_exposure
 
-FIX = Path(__file__).resolve().parent / "fixtures" / "status"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "status"
 
 
 def _windows(case: str) -> dict[str, object]:

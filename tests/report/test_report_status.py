@@ -1,12 +1,12 @@
 """report --prefill-url/--decode-url: a `pd-doctor status` snapshot of recorded real engines in the
-bundle, in public form (fast tier; the engines' answers are served as tests/test_status.py does)."""
+bundle, in public form (fast tier; the engines' answers are served as tests/status/test_status.py does)."""
 
 from __future__ import annotations
 
 import json
 import sys
 
-from tests.test_status import recorded_pair
+from tests.status.test_status import recorded_pair
 
 
 def test_report_adds_the_status_snapshot_public(cli, tmp_path):
