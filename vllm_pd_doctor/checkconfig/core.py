@@ -167,13 +167,7 @@ def check(
         vsrc = _release_from_images(vsrc, servers, _warn)
     if minfo is not None and vsrc.path is not None and vsrc.error is None:
         minfo = _registry_family(minfo, interp, vsrc, progress, _warn)
-    nixl: NixlInfo | None = facts.nixl
-    if release_env is not None:  # pd-doctor's own environment: its NIXL is not the deployment's
-        nixl = None
-        _warn(
-            f"checked against pd-doctor's own vLLM {release_env} environment (--vllm); "
-            "the deployment's NIXL packages are not checked"
-        )
+    nixl = _deployment_nixl(facts.nixl, release_env, _warn)
     ctx = rules.Context(servers=servers, model=minfo, vllm=vsrc, nixl=nixl, model_problem=mproblem)
     static = compute_exposure(ctx)
     probe_result = _probe(ctx, static, interp, progress) if probe else None
@@ -182,11 +176,52 @@ def check(
     findings = list(rules.run_checks(ctx))
     findings.sort(key=lambda f: (f.severity.rank, 0 if f.id.startswith("n1-") else 1))
 
+    inputs = _inputs(servers, given, config, minfo, msource, interp, vsrc, nixl, probe, warnings, variables)
+    return CheckReport(
+        inputs=inputs,
+        exposure=ctx.exposure,
+        findings=tuple(findings),
+        vllm=vsrc,
+        nixl=nixl,
+        model=minfo,
+        elapsed_s=time.perf_counter() - t0,
+        servers=servers,
+    )
+
+
+def _deployment_nixl(
+    nixl: NixlInfo | None, release_env: str | None, warn: Callable[[str], None]
+) -> NixlInfo | None:
+    """The NIXL packages the deployment's interpreter has; none for pd-doctor's own environment."""
+    if release_env is None:
+        return nixl
+    warn(
+        f"checked against pd-doctor's own vLLM {release_env} environment (--vllm); "
+        "the deployment's NIXL packages are not checked"
+    )
+    return None
+
+
+def _inputs(
+    servers: tuple[Server, ...],
+    given: Mapping[str, str],
+    config: Path | None,
+    minfo: ModelInfo | None,
+    msource: str | None,
+    interp: str,
+    vsrc: VllmSource,
+    nixl: NixlInfo | None,
+    probe: bool,
+    warnings: list[str],
+    variables: Mapping[str, str] | None,
+) -> Inputs:
+    """What check-config read (and what it was not given), for the report's inputs section."""
+
     def joined(role: str) -> str | None:
         got = [given[s.name] for s in servers if s.role == role and s.name in given]
         return ", ".join(got) if got else None
 
-    inputs = Inputs(
+    return Inputs(
         prefill=joined("prefill"),
         decode=joined("decode"),
         config_file=str(config) if config is not None else None,
@@ -202,16 +237,6 @@ def check(
             for s in servers
         ),
         variables=tuple(sorted((variables or {}).items())),
-    )
-    return CheckReport(
-        inputs=inputs,
-        exposure=ctx.exposure,
-        findings=tuple(findings),
-        vllm=vsrc,
-        nixl=nixl,
-        model=minfo,
-        elapsed_s=time.perf_counter() - t0,
-        servers=servers,
     )
 
 

@@ -228,25 +228,11 @@ def bisect(
     debug: DebugOpt = False,
 ) -> int:
     from vllm_pd_doctor import envs as envs_mod
-    from vllm_pd_doctor.knowledge import releases as rel
     from vllm_pd_doctor.matrix import run_bisect
 
     progress = progress_printer(not quiet)
     pkg = _package(package)
-    for flag, v in (("--good", good), ("--bad", bad)):
-        if not rel.is_release(v):
-            raise BadInput(f"{flag} {v}: not a release version", hint=f"e.g. {examples.LATE}")
-    if rel.version_key(good) == rel.version_key(bad):
-        raise BadInput(f"--good and --bad are the same release ({good})")
-    if connector not in connectors.connector_keys():
-        raise BadInput(
-            f"--connector {connector}: unknown connector",
-            hint=f"use one of {', '.join(connectors.connector_keys())}",
-        )
-    pub = rel.published(pkg)
-    for flag, v in (("--good", good), ("--bad", bad)):
-        if v not in pub.versions:
-            raise BadInput(f"{flag} {v}: {_unknown_reason(pub, v)}")
+    pub = _check_bisect_range(pkg, good, bad, connector)
     candidates = pub.between(good, bad)
     if only_cached:
         missing = [v for v in (good, bad) if envs_mod.find(pkg, v) is None]
@@ -279,3 +265,25 @@ def bisect(
             hint("--only-cached: releases not searched (no cached environment): " + ", ".join(skipped))
     show(report, fmt)
     return BISECT_EXIT[report.result.outcome]
+
+
+def _check_bisect_range(pkg: str, good: str, bad: str, connector: str) -> rel.PublishedReleases:
+    """--good/--bad are two different published releases and --connector is known: the releases
+    published for `pkg` (what bisect searches between)."""
+    from vllm_pd_doctor.knowledge import releases as rel
+
+    for flag, v in (("--good", good), ("--bad", bad)):
+        if not rel.is_release(v):
+            raise BadInput(f"{flag} {v}: not a release version", hint=f"e.g. {examples.LATE}")
+    if rel.version_key(good) == rel.version_key(bad):
+        raise BadInput(f"--good and --bad are the same release ({good})")
+    if connector not in connectors.connector_keys():
+        raise BadInput(
+            f"--connector {connector}: unknown connector",
+            hint=f"use one of {', '.join(connectors.connector_keys())}",
+        )
+    pub = rel.published(pkg)
+    for flag, v in (("--good", good), ("--bad", bad)):
+        if v not in pub.versions:
+            raise BadInput(f"{flag} {v}: {_unknown_reason(pub, v)}")
+    return pub

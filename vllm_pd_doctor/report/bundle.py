@@ -333,11 +333,7 @@ def build(
     run: ReproRun | None = g.repro.value if g.repro.ok else None
     repro_sec = _section(g.repro, pub, lambda v: v.report)
     check_sec = _section(g.check_config, pub, lambda v: v)
-    config_name = (
-        pub.safe.rename.get(inputs.config.name) or pub.text(inputs.config.name)
-        if g.config_text is not None and inputs.config
-        else None
-    )
+    config_name = _config_name(inputs, g, pub)
     log_docs, sigs = _logs(g, pub, inputs.log_cap, files, inputs.private)
     if inputs.private:
         _private_files(inputs, g, pub, files)
@@ -348,11 +344,7 @@ def build(
         title=title,
         pd_doctor_version=__version__,
         created=created or time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        triage=(  # the catalogue's words as written, the logs' words public (report/logs.py)
-            render.Section(ok=True, value=logs.public_triage(g.triage.value, pub.text))
-            if g.triage.ok
-            else _section(g.triage, pub, lambda v: v)
-        ),
+        triage=_triage_section(g, pub),
         commands=commands,
         config_file=config_name,
         repro=repro_sec,
@@ -379,6 +371,20 @@ def build(
     files["report.md"] = render.render_markdown(doc)
     files["report.json"] = render.render_json(doc)
     return doc, files
+
+
+def _config_name(inputs: ReportInputs, g: Gathered, pub: Public) -> str | None:
+    """The config file's name as the public bundle writes it (None: no config was read)."""
+    if g.config_text is None or not inputs.config:
+        return None
+    return pub.safe.rename.get(inputs.config.name) or pub.text(inputs.config.name)
+
+
+def _triage_section(g: Gathered, pub: Public) -> render.Section:
+    """Triage's verdict: the catalogue's words as written, the logs' words public (report/logs.py)."""
+    if g.triage.ok:
+        return render.Section(ok=True, value=logs.public_triage(g.triage.value, pub.text))
+    return _section(g.triage, pub, lambda v: v)
 
 
 # --- writing -------------------------------------------------------------------------------

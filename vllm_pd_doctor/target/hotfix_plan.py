@@ -228,42 +228,12 @@ def plan_class(key: str, vllm_name: str, cls: Any) -> dict[str, Any]:
             continue
         call, parents, line = late[0]
         entry.update(helper=helper, helper_at=_where(fn), late_call_at=_at(late_fn, line))
-        sig_params = _params(fn)
-        if sig_params is None or len(sig_params) != 2:
-            return out("refused", f"{helper} does not take exactly (self, request): {sig_params}")
-        late_params = _params(late_fn) or []
-        if (
-            len(call.args) != 1
-            or call.keywords
-            or not isinstance(call.args[0], ast.Name)
-            or len(late_params) < 2
-            or call.args[0].id != late_params[1]
-        ):
-            return out("refused", f"{connectors.LATE_HOOK} does not call {helper} with its request alone")
-        keys, flags = _condition(parents)
-        if "do_remote_decode" not in keys or not flags:
-            return out(
-                "refused",
-                f"cannot read which requests {connectors.LATE_HOOK} truncates "
-                f"(condition keys {keys}, flags {flags})",
-            )
-        others = [
-            h
-            for h in (
-                connectors.EARLY_HOOK,
-                "update_state_after_alloc",
-                "request_finished",
-                "build_connector_meta",
-            )
-            if _self_calls(getattr(half, h, None), helper)
-        ]
-        guard = _guard(fn)
-        if guard is None and others:
-            return out(
-                "refused",
-                f"{helper} has no guard and is also called from "
-                f"{', '.join(others)}: adding one could change those paths",
-            )
+        refused = _call_refusal(fn, helper, call, late_fn)
+        if refused is not None:
+            return out("refused", refused)
+        refused, keys, flags, guard = _condition_refusal(half, fn, helper, parents)
+        if refused is not None:
+            return out("refused", refused)
         if early_fn is None or (attr is not None and not hasattr(cls, connectors.EARLY_HOOK)):
             return out("refused", f"{cls.__qualname__} has no {connectors.EARLY_HOOK}")
         entry.update(
@@ -276,6 +246,55 @@ def plan_class(key: str, vllm_name: str, cls: Any) -> dict[str, Any]:
             f"{half.__qualname__}.{connectors.LATE_HOOK} calls {helper} after the local prefix-cache lookup",
         )
     return out("no truncation", f"no hook of {half.__qualname__} calls a truncation helper")
+
+
+def _call_refusal(fn: Any, helper: str, call: ast.Call, late_fn: Any) -> str | None:
+    """Why the late hook's call of `helper` cannot be moved before the lookup (None: it can)."""
+    sig_params = _params(fn)
+    if sig_params is None or len(sig_params) != 2:
+        return f"{helper} does not take exactly (self, request): {sig_params}"
+    late_params = _params(late_fn) or []
+    if (
+        len(call.args) != 1
+        or call.keywords
+        or not isinstance(call.args[0], ast.Name)
+        or len(late_params) < 2
+        or call.args[0].id != late_params[1]
+    ):
+        return f"{connectors.LATE_HOOK} does not call {helper} with its request alone"
+    return None
+
+
+def _condition_refusal(
+    half: Any, fn: Any, helper: str, parents: list[ast.AST]
+) -> tuple[str | None, list[str], list[str], str | None]:
+    """Which requests the late hook truncates, and the helper's guard: (why not, keys, flags,
+    guard)."""
+    keys, flags = _condition(parents)
+    if "do_remote_decode" not in keys or not flags:
+        why = (
+            f"cannot read which requests {connectors.LATE_HOOK} truncates "
+            f"(condition keys {keys}, flags {flags})"
+        )
+        return why, keys, flags, None
+    others = [
+        h
+        for h in (
+            connectors.EARLY_HOOK,
+            "update_state_after_alloc",
+            "request_finished",
+            "build_connector_meta",
+        )
+        if _self_calls(getattr(half, h, None), helper)
+    ]
+    guard = _guard(fn)
+    if guard is None and others:
+        why = (
+            f"{helper} has no guard and is also called from "
+            f"{', '.join(others)}: adding one could change those paths"
+        )
+        return why, keys, flags, None
+    return None, keys, flags, guard
 
 
 def _params(fn: Any) -> list[str] | None:

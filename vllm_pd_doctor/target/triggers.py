@@ -87,35 +87,9 @@ def run_variant(
     small = block
     budget = small if name in ("chunked", "preempt") else default_budget
     scheduler, factory = build(budget)
-    connector = getattr(scheduler, "connector", None)
-    if connector is None:
-        raise drive.InternalsError("build Scheduler", "the scheduler created no KV connector")
-    hooks = observe.wrap_connector(rec, connector)
-    lookups = observe.wrap_lookups(rec, scheduler.kv_cache_manager)
-    if not lookups:
-        raise drive.InternalsError(
-            "watch the prefix-cache lookup",
-            "the KV cache manager has none of " + ", ".join(observe.LOOKUP_METHODS),
-        )
+    connector, hooks, lookups = _watch(scheduler, rec)
 
-    # Each request gets its own kv_transfer_params (vLLM marks them, e.g. _p_side_truncated).
-    def params() -> dict[str, Any]:
-        return {"do_remote_decode": True}
-
-    prompt = prompt_tokens(n, vocab)
-    warm_len: int | None = n
-    preempt_after = None
-    if name == "same-prompt":
-        trigger_prompt = list(prompt)
-    elif name in ("shared-prefix", "chunked"):
-        last = prompt[-1]
-        trigger_prompt = [*prompt[:-1], 3 + (last - 3 + 1) % max(vocab - 3, 8)]
-    elif name == "preempt":
-        warm_len = None
-        trigger_prompt = prompt_tokens(n + block, vocab, salt=1)
-        preempt_after = 1
-    else:
-        raise drive.InternalsError("choose the trigger", f"unknown trigger {name!r}")
+    prompt, trigger_prompt, warm_len, preempt_after = _prompts(name, n, block, vocab)
 
     def steps(m: int) -> int:
         return -(-m // budget) + 8
@@ -123,26 +97,13 @@ def run_variant(
     warm_res = None
     if warm_len is not None:
         rec.phase = f"{phase_prefix}warmup"
-        warm = factory.make(f"{phase_prefix}{name}-warmup", prompt, params())
+        warm = factory.make(f"{phase_prefix}{name}-warmup", prompt, _params())
         warm_res = drive.run_request(scheduler, rec, warm, steps(n))
         warm_res["truncation"] = observe.summarize(rec, str(warm.request_id))
     rec.phase = f"{phase_prefix}trigger"
     rid = f"{phase_prefix}{name}-trigger"
-    trig = factory.make(rid, trigger_prompt, params())
-    assertion = dict(NOT_FIRED)
-    try:
-        res = drive.run_request(scheduler, rec, trig, steps(len(trigger_prompt)), preempt_after=preempt_after)
-    except drive.InternalsError:
-        raise
-    except Exception as exc:
-        assertion = describe_exception(exc, rid, rec)
-        res = {
-            "len_before": len(trigger_prompt),
-            "len_after": len(trig.prompt_token_ids),
-            "scheduled_tokens": 0,
-            "scheduled_steps": [],
-            "preempted_by": None,
-        }
+    trig = factory.make(rid, trigger_prompt, _params())
+    res, assertion = _run_trigger(scheduler, rec, trig, rid, len(trigger_prompt), steps, preempt_after)
     truncation = observe.summarize(rec, rid)
     truncations = len(rec.of_kind("truncate", rid))
     why = None
@@ -170,6 +131,70 @@ def run_variant(
             type(getattr(connector, "connector_scheduler", None) or connector)
         ),
     }
+
+
+def _params() -> dict[str, Any]:
+    """A P-side request's kv_transfer_params: each request gets its own dict (vLLM marks them,
+    e.g. _p_side_truncated)."""
+    return {"do_remote_decode": True}
+
+
+def _run_trigger(
+    scheduler: Any,
+    rec: observe.Recorder,
+    trig: Any,
+    rid: str,
+    len_before: int,
+    steps: Callable[[int], int],
+    preempt_after: int | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Schedule the trigger request (`len_before` tokens long): (what the scheduler did, the
+    assertion vLLM raised or not)."""
+    try:
+        res = drive.run_request(scheduler, rec, trig, steps(len_before), preempt_after=preempt_after)
+    except drive.InternalsError:
+        raise
+    except Exception as exc:
+        return {
+            "len_before": len_before,
+            "len_after": len(trig.prompt_token_ids),
+            "scheduled_tokens": 0,
+            "scheduled_steps": [],
+            "preempted_by": None,
+        }, describe_exception(exc, rid, rec)
+    return res, dict(NOT_FIRED)
+
+
+def _watch(scheduler: Any, rec: observe.Recorder) -> tuple[Any, Any, Any]:
+    """Wrap the scheduler's connector hooks and the KV cache manager's lookups with watchers:
+    (connector, hooks wrapped, lookups wrapped)."""
+    connector = getattr(scheduler, "connector", None)
+    if connector is None:
+        raise drive.InternalsError("build Scheduler", "the scheduler created no KV connector")
+    hooks = observe.wrap_connector(rec, connector)
+    lookups = observe.wrap_lookups(rec, scheduler.kv_cache_manager)
+    if not lookups:
+        raise drive.InternalsError(
+            "watch the prefix-cache lookup",
+            "the KV cache manager has none of " + ", ".join(observe.LOOKUP_METHODS),
+        )
+    return connector, hooks, lookups
+
+
+def _prompts(
+    name: str, n: int, block: int, vocab: int
+) -> tuple[list[int], list[int], int | None, int | None]:
+    """A variant's prompts: (warm-up prompt, trigger prompt, warm-up length or None, preempt after
+    this many steps or None)."""
+    prompt = prompt_tokens(n, vocab)
+    if name == "same-prompt":
+        return prompt, list(prompt), n, None
+    if name in ("shared-prefix", "chunked"):
+        last = prompt[-1]
+        return prompt, [*prompt[:-1], 3 + (last - 3 + 1) % max(vocab - 3, 8)], n, None
+    if name == "preempt":
+        return prompt, prompt_tokens(n + block, vocab, salt=1), None, 1
+    raise drive.InternalsError("choose the trigger", f"unknown trigger {name!r}")
 
 
 def granularity_note(n: int, hash_block: int) -> str | None:
