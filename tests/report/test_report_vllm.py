@@ -197,6 +197,10 @@ def normalise(md: str, python: str) -> str:
     md = re.sub(r'"[^"\n]*/pd-doctor-target-[A-Za-z0-9_]+/', '"<tmp>/pd-doctor-target-<x>/', md)
     md = re.sub(r"\(\d+ bytes, attached as", "(<n> bytes, attached as", md)  # the log names tmp
     md = re.sub(r"^(\*\*`log \d+ \([^)\n]*\)`\*\*) \(\d+ bytes\)", r"\1 (<n> bytes)", md, flags=re.M)
+    # what vLLM's collect_env prints (machine-dependent, blanked above) takes placeholders too, so
+    # their numbers and counts vary with the machine: the kinds stay, the numbers go
+    md = re.sub(r"<([a-z]+)-\d+>", r"<\1-n>", md)
+    md = re.sub(r"^Values replaced: .*$", "Values replaced: <counts>", md, flags=re.M)
     # line numbers of pd-doctor's own target modules (they move whenever those files change)
     return re.sub(r'(vllm_pd_doctor_target/[a-z_]+\.py", line )\d+', r"\1<n>", md)
 
