@@ -101,13 +101,15 @@ def ep(eng: engines.Engine, role: str | None = None) -> Endpoint:
 def window(
     eps: list[Endpoint], case: str | None, how: dict[str, Any], during: Any = None, interval: float = INTERVAL
 ) -> Any:
-    """One status window, with `during` running meanwhile; recorded when asked."""
+    """One status window, with `during` running inside it (started once every engine has been read
+    the first time: on a fast machine traffic started earlier can finish before that read, leaving
+    the window empty); recorded when asked."""
     th = None
     if during is not None:
         th = threading.Thread(target=during, daemon=True)
-        th.start()
     t0 = time.monotonic()
-    wins = core.gather(eps, interval, timeout=20.0)  # a loaded 2-core box: engines answer slowly
+    # a loaded 2-core box: engines answer slowly
+    wins = core.gather(eps, interval, timeout=20.0, on_first_read=th.start if th is not None else None)
     report = core.judge(wins, eps, interval=interval, elapsed=time.monotonic() - t0)
     if th is not None:
         th.join(timeout=120)

@@ -120,8 +120,12 @@ def gather(
     timeout: float = 5.0,
     python_vllm: Path | None = None,
     progress: Callable[[str], None] = lambda s: None,
+    on_first_read: Callable[[], None] | None = None,
 ) -> list[Window]:
-    """Every engine read, the side channels probed (in the interval), every engine read again."""
+    """Every engine read, the side channels probed (in the interval), every engine read again.
+
+    `on_first_read` is called once every engine has been read the first time: what happens after it
+    falls inside the window (a test starts its traffic there, never before the first read)."""
     with scrape.client(timeout) as c, ThreadPoolExecutor(max_workers=min(16, 2 * len(endpoints))) as pool:
         t0 = time.monotonic()
         first = list(pool.map(lambda e: scrape.read(c, e.url), endpoints))
@@ -131,6 +135,8 @@ def gather(
                 "; ".join(f"{e.role} {e.url}: {s.error}" for e, s in down),
                 hint="check the URL (scheme, host, port) and that the engine is a running vLLM server",
             )
+        if on_first_read is not None:
+            on_first_read()
         sides = list(pool.map(lambda e: _probe_side(e, timeout), endpoints))
         for e, sc in zip(endpoints, first, strict=True):
             if e.role == "prefill":
