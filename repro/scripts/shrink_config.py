@@ -3,7 +3,8 @@
 `shrink(cfg)` keeps the architecture and model_type and every field it does not know, and sets:
 the sizes every family shares (hidden 128, 2 attention heads of 64, vocab 512, ...) where the
 config has them, and per model_type the family's own layer-pattern fields, so the tiny model has
-at least one attention layer and one Mamba / linear-attention layer, with small state sizes.
+at least one attention layer and one Mamba / linear-attention layer, with small state sizes
+(one dense family, qwen3, for the live scenarios whose failure is on the non-Mamba path).
 Used by make_tiny_model.py (in the target interpreter); transformers' own model class then
 builds the random weights from the result. An unknown model_type is refused (KeyError).
 """
@@ -81,6 +82,12 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "num_experts_per_tok": 2,
         "mamba_d_state": 16,
         "mamba_dt_rank": 8,
+    },
+    "qwen3": {
+        # dense (no Mamba layer): the live d-extra-block scenario's default model, whose NIXL
+        # worker takes the non-Mamba branch of _apply_prefix_caching (vllm_pd_doctor/live/scn_extra_block.py)
+        "num_hidden_layers": 2,
+        "max_window_layers": 2,
     },
     "zamba2": {
         "num_hidden_layers": 2,

@@ -208,7 +208,8 @@ ScenarioOpt = Annotated[
     typer.Option(
         "--scenario",
         help="Which P/D failure to reproduce: n1-truncation (#53514, the default run), abort-race, "
-        "hybrid-load-failure, a comma list, or all (in-process; --list-scenarios describes each).",
+        "hybrid-load-failure, a comma list, or all (--list-scenarios describes each); with --engine "
+        "live, the ones a client can trigger on a real pair: abort-race, d-extra-block.",
         metavar="ID[,ID...]|all",
     ),
 ]
@@ -298,11 +299,15 @@ def _repro(values: dict[str, Any]) -> int:
 
 
 def _scenarios(req: ReproRequest, values: Mapping[str, Any], progress: Reporter) -> int:
-    """Another P/D failure scenario than #53514's default run (`scenarios/`, in-process only)."""
+    """Another P/D failure scenario than #53514's default run (`scenarios/`; on a real pair with
+    --engine live, for the ones a client can trigger: `live/scenarios.py`)."""
     from vllm_pd_doctor.scenarios import cli as scenario_cli
 
-    if req.engine == Engine.live.value or req.hotfix:
-        raise BadInput(f"--scenario {req.scenario}: runs on the in-process engine, without --hotfix")
+    if req.hotfix:
+        raise BadInput(f"--scenario {req.scenario}: runs without --hotfix")
+    if req.engine == Engine.live.value:
+        _only_with(INPROCESS_ONLY, req.given_of(scenario.INPROCESS_ONLY))
+        return scenario_cli.run_live(req, values, progress)
     py = interpreter(values["python"], values["vllm"], values["package"], progress)
     return scenario_cli.run(
         py,

@@ -47,8 +47,12 @@ def cell_text(c: ScenarioCell | None, *, long: bool = False) -> str:
 # --- table -------------------------------------------------------------------------------------
 
 
+def _engine_words(r: ScenarioReport) -> str:
+    return "real Scheduler" if r.engine == "inprocess" else "a real P/D pair, the client triggering it"
+
+
 def report_table(r: ScenarioReport) -> RenderableType:
-    t = Table(title=f"P/D scenarios on vLLM {r.vllm.version} (real Scheduler)", title_justify="left")
+    t = Table(title=f"P/D scenarios on vLLM {r.vllm.version} ({_engine_words(r)})", title_justify="left")
     for col in ("scenario", "connector", "verdict", "what vLLM did", "control"):
         t.add_column(col, overflow="fold")
     for c in r.cells:
@@ -56,9 +60,11 @@ def report_table(r: ScenarioReport) -> RenderableType:
             c.scenario,
             c.connector,
             Text(WORD.get(c.status, c.status), style=STYLE.get(c.status, "yellow")),
-            _what(c),
+            _what(c, r.engine != "inprocess"),
             c.control.what if c.control is not None else "-",
         )
+    if r.engine != "inprocess":
+        return Group(t, *_live_lines(r))
     foot = Text(
         f"model {r.model}; import {r.timings.get('import_s', 0):.1f} s, total "
         f"{r.timings.get('total_s', 0):.1f} s; next: pd-doctor repro --scenario ID --format markdown",
@@ -67,9 +73,26 @@ def report_table(r: ScenarioReport) -> RenderableType:
     return Group(t, foot)
 
 
-def _what(c: ScenarioCell) -> str:
+def _live_lines(r: ScenarioReport) -> list[Text]:
+    """A live run's notes: per scenario (attempts, the window, the shape), then where things are."""
+    out = [Text(f"{c.scenario}: {n}") for c in r.cells for n in c.notes]
+    out += [Text(n, style="dim") for n in r.notes]
+    out.append(
+        Text(
+            f"model {r.model}; engines healthy {r.timings.get('engines_healthy_s', 0):.1f} s, total "
+            f"{r.timings.get('total_s', 0):.1f} s",
+            style="dim",
+        )
+    )
+    return out
+
+
+def _what(c: ScenarioCell, live: bool = False) -> str:
+    """What vLLM did; a live run that survived says what it survived (its reason)."""
     if c.recipe is None:
         return c.reason or "-"
+    if live and not c.recipe.failed and c.reason:
+        return c.reason
     return c.recipe.what
 
 
@@ -141,6 +164,7 @@ def report_obj(r: ScenarioReport) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "scenarios",
+        "engine": r.engine,
         "vllm": {"version": r.vllm.version, "path": r.vllm.path, "python": r.vllm.python},
         "scenarios": list(r.scenarios),
         "model": r.model,
@@ -148,6 +172,7 @@ def report_obj(r: ScenarioReport) -> dict[str, Any]:
         "available_connectors": list(r.available_connectors),
         "timings": r.timings,
         "results": [cell_obj(c) for c in r.cells],
+        "notes": list(r.notes),
     }
 
 
@@ -205,6 +230,9 @@ def _md(text: str) -> str:
 
 def report_md(r: ScenarioReport) -> str:
     out = [f"## P/D scenarios on vLLM {r.vllm.version}\n"]
+    live = r.engine != "inprocess"
+    if live:
+        out.append(f"Engine: {_engine_words(r)}; model `{r.model}`.\n")
     for sid in r.scenarios:
         s = known.SCENARIOS[sid]
         refs = ", ".join(f"[{x.ref}]({x.url})" for x in s.references)
@@ -212,7 +240,11 @@ def report_md(r: ScenarioReport) -> str:
         out.append("| connector | verdict | what vLLM did | control |\n|---|---|---|---|")
         for c in (c for c in r.cells if c.scenario == sid):
             ctl = c.control.what if c.control is not None else "-"
-            out.append(f"| {c.connector} | {WORD.get(c.status, c.status)} | {_md(_what(c))} | {_md(ctl)} |")
+            out.append(
+                f"| {c.connector} | {WORD.get(c.status, c.status)} | {_md(_what(c, live))} | {_md(ctl)} |"
+            )
+        notes = [n for c in r.cells if c.scenario == sid for n in c.notes] if live else []
+        out += ["", *(f"- {_md(n)}" for n in notes)] if notes else []
         out.append("")
     return "\n".join(out) + "\n"
 

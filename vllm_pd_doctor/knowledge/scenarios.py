@@ -14,6 +14,9 @@ from dataclasses import dataclass
 
 ALL_CONNECTORS = ("nixl", "nixl-push", "mooncake", "moriio")
 DEFAULT = "n1-truncation"
+DENSE_MODEL = "qwen3-dense"
+"""The bundled family a scenario runs on when the model does not matter (every connector serves
+it; the live engine makes a tiny random-weight model of it)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,9 @@ class Scenario:
     """The user's --model decides it (hybrid vs dense); else the bundled tiny model is used."""
     fixed_upstream: bool = False
     """An upstream fix is merged (advice wording only)."""
+    live: str = ""
+    """What a client does on a real P/D pair to trigger it (`repro --engine live --scenario`);
+    empty: not client-triggerable (a fake clock, a failed handshake or load: in-process only)."""
 
     @property
     def module(self) -> str:
@@ -56,6 +62,11 @@ class Scenario:
     def next_step(self) -> str:
         """The command that reproduces it (triage's next step)."""
         return f"pd-doctor repro --scenario {self.id}"
+
+
+def live_ids() -> tuple[str, ...]:
+    """The scenarios a client can trigger on a real pair (`repro --engine live --scenario`)."""
+    return tuple(s.id for s in _SCENARIOS if s.live)
 
 
 def _gh(kind: str, number: int, status: str = "") -> Reference:
@@ -104,6 +115,8 @@ _SCENARIOS: tuple[Scenario, ...] = (
                 "https://github.com/vllm-project/vllm/pull/46304",
             ),
         ),
+        live="close the connection of a D request while its KV transfer is in flight (a race: "
+        "repeated a bounded number of times)",
     ),
     Scenario(
         id="hybrid-load-failure",
@@ -166,6 +179,7 @@ _SCENARIOS: tuple[Scenario, ...] = (
             _test("tests/v1/kv_connector/unit/test_nixl_connector.py", "test_apply_prefix_caching_*"),
         ),
         connectors=("nixl",),
+        live="act as the proxy: append P's first token to an N = k x W prompt sent to D",
     ),
     Scenario(
         id="notify-only-failure",

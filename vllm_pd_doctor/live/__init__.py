@@ -7,21 +7,21 @@ made visible through a private dist-info on their PYTHONPATH and switched on by 
 Remote mode runs the same probe against existing endpoints. Nothing here imports vLLM or torch.
 
 Where things are: `options` (what was asked, checked), `engines` (every process started and
-stopped), `client` (HTTP), `probe` (warm-up, P->D, trigger), `evidence` (/metrics, logs,
-traces), `verdict` (the typed result).
+stopped), `pair` (a running pair for a `with` block), `client` (HTTP), `probe` (warm-up, P->D,
+trigger), `evidence` (/metrics, logs, traces), `verdict` (the typed result); the scenarios a
+client can trigger on a real pair: `scenarios` (which, and the report), `fate` (did D die, and
+where), `extra_block` (d-extra-block), `abort` (abort-race).
 """
 
 from __future__ import annotations
 
 import time
 import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from vllm_pd_doctor import targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun, FieldError
 from vllm_pd_doctor.live import engines, evidence
 from vllm_pd_doctor.live.client import Client
@@ -33,9 +33,10 @@ from vllm_pd_doctor.live.options import (
     is_loopback,
     live_connectors,
 )
+from vllm_pd_doctor.live.pair import local_pair
 from vllm_pd_doctor.live.probe import ProbeResult, run_probe
 from vllm_pd_doctor.live.verdict import build_verdict, notes, write_result
-from vllm_pd_doctor.progress import Progress, phase
+from vllm_pd_doctor.progress import Progress
 from vllm_pd_doctor.results.repro import ReproReport, VllmInstall
 
 __all__ = ["LiveOptions", "from_repro_options", "from_request", "run_live", "run_local", "run_remote"]
@@ -53,95 +54,25 @@ def _available() -> tuple[str, ...]:
 
 
 def run_local(python: str, lo: LiveOptions, progress: Progress) -> ReproReport:
-    engines.check_ports(lo)
     t_total = time.perf_counter()
-    interp = targetrun.probe_interpreter(python)
-    targetrun.require_vllm(interp)
-    device = engines.device_for(interp, lo)
-    timings: dict[str, float] = {}
-    t = time.perf_counter()
-    model, tiny = engines.model_dir(python, lo, progress)
-    timings["model_s"] = round(time.perf_counter() - t, 3)
-    run_dir = engines.new_run_dir(lo)
-    pair = engines.plan(lo, run_dir)
-    p_eng, d_eng = pair
-    client = Client()
-    progress(f"run directory {run_dir}; logs: {p_eng.log}, {d_eng.log}")
-    try:
-        with engines.plugin_path() as pypath:
-            t = time.perf_counter()
-            launch = _Launch(python, interp.vllm_version, model, tiny, device, run_dir, pypath)
-            _start_pair(launch, lo, pair, client, progress)  # may start a new pair, in `pair`
-            p_eng, d_eng = pair
-            timings["engines_healthy_s"] = round(time.perf_counter() - t, 3)
-            res, log_text = _probe(client, pair, lo, run_dir, progress)
-    finally:
-        timings["shutdown_s"] = round(engines.stop_all(pair), 3)
-        client.close()
-        progress(f"engines stopped ({timings['shutdown_s']:.1f} s)")
+    with local_pair(python, lo, progress) as lp:
+        res, log_text = _probe(lp.client, lp.engines, lo, lp.run_dir, progress)
+    p_eng, d_eng = lp.engines
     events = evidence.read_trace(p_eng.trace)
-    verdict = build_verdict(res, events, log_text, str(model), lo)
-    timings.update(res.timings)
-    for eng in pair:
-        if eng.healthy_s is not None:
-            timings[f"{eng.role}_healthy_s"] = round(eng.healthy_s, 3)
+    verdict = build_verdict(res, events, log_text, str(lp.model), lo)
+    timings = {**lp.timings, **res.timings}
     timings["total_s"] = round(time.perf_counter() - t_total, 3)
-    write_result(run_dir, res, verdict, timings)
+    write_result(lp.run_dir, res, verdict, timings)
     return ReproReport(
         engine="live",
-        vllm=VllmInstall(version=interp.vllm_version or "?", path=interp.vllm_path or "?", python=python),
+        vllm=VllmInstall(
+            version=lp.interp.vllm_version or "?", path=lp.interp.vllm_path or "?", python=python
+        ),
         results=(verdict,),
         available_connectors=_available(),
         timings=timings,
-        notes=tuple(_local_notes(res, events, p_eng, d_eng, run_dir, lo, log_text)),
+        notes=tuple(_local_notes(res, events, p_eng, d_eng, lp.run_dir, lo, log_text)),
     )
-
-
-@dataclass(frozen=True)
-class _Launch:
-    """How each engine of the pair is started (the same for both, and for a second attempt)."""
-
-    python: str
-    vllm_version: str | None
-    model: Path
-    tiny: bool
-    device: str
-    run_dir: Path
-    pypath: str
-
-
-def _start_pair(
-    launch: _Launch, lo: LiveOptions, pair: list[engines.Engine], client: Client, progress: Progress
-) -> None:
-    """Start both engines and wait until they are healthy; once more on other free ports when a
-    picked port was taken before the engine bound it (the new pair replaces `pair`'s contents, so
-    the caller stops whichever pair runs)."""
-    for attempt in (1, 2):
-        for eng in pair:
-            engines.start_engine(
-                engines.engine_command(launch.python, eng, launch.model, launch.tiny, launch.device, lo),
-                engines.engine_env(
-                    launch.python, eng, launch.pypath, launch.device, launch.run_dir, hotfix=lo.hotfix
-                ),
-                eng,
-                launch.run_dir,
-            )
-            progress(
-                f"starting the {eng.role} engine (vLLM {launch.vllm_version}, {launch.device}, "
-                f"{lo.entry.label}, HTTP {eng.port}, side channel {eng.side_port}, pid "
-                f"{eng.proc.pid if eng.proc else '?'})"
-            )
-        engines.write_pids(launch.run_dir, pair)
-        try:
-            with phase(progress, "booting the prefill and decode engines"):
-                engines.wait_healthy(client, pair, min(lo.startup_timeout, lo.timeout), progress)
-            return
-        except engines.PortTaken as exc:
-            if attempt == 2 or lo.prefill_port or lo.decode_port:
-                raise
-            progress(f"{exc.message}; starting the pair again on other free ports")
-            engines.stop_all(pair)
-            pair[:] = engines.plan(lo, launch.run_dir)
 
 
 def _probe(

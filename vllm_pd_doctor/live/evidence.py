@@ -18,6 +18,7 @@ from vllm_pd_doctor.target import observe, wire
 ASSERT_53514 = "assert num_new_tokens > 0"
 FILE_LINE_RE = re.compile(r'File "([^"]*/vllm/[^"]+)", line (\d+), in (\w+)\n\s*(.*)')
 _BLOCK_SIZE_RE = re.compile(r'block_size="(\d+)"')
+_ERROR_LEVEL_RE = re.compile(r"^.*\bERROR \d\d-\d\d ", re.M)
 _ERROR_LINE_RE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)): (.+)$")
 
 
@@ -175,3 +176,52 @@ def hotfix_line(log_text: str) -> str | None:
         if i >= 0:
             return line[i:].strip()
     return None
+
+
+# --- an engine's death (the live scenarios) ---------------------------------------------------
+
+
+def first_fatal(text: str) -> dict[str, Any] | None:
+    """The first traceback of a log that ends in an AssertionError (else the first that ends in
+    any other error but vLLM's own wrappers), with its innermost vLLM frame: where the engine
+    died. The wrappers (the EngineCore's RuntimeError "Worker failed", the API server's
+    EngineDeadError) come later in the log and say nothing of the cause. Tracebacks before the
+    first ERROR line are warnings the engine survived (vLLM logs its tokenizer warm-up's)."""
+    m = _ERROR_LEVEL_RE.search(text)
+    tbs = tracebacks.tracebacks(text[m.start() :] if m else text)
+    asserted = [tb for tb in tbs if tb and tb[-1].strip().startswith("AssertionError")]
+    others = [tb for tb in tbs if tb and not _is_wrapper(tb[-1])]
+    if not (asserted or others):
+        return None
+    found = (asserted or others)[0]
+    tb = "\n".join(found)
+    frames = FILE_LINE_RE.findall(tb)
+    last = found[-1].strip()
+    kind, _, message = last.partition(":")
+    out: dict[str, Any] = {
+        "exception": kind.strip().rsplit(".", 1)[-1],
+        "message": message.strip() or None,
+        "traceback": tb,
+        "location": None,
+        "function": None,
+        "statement": None,
+    }
+    if frames:
+        f, line_no, fn, code = frames[-1]
+        out.update(location=f"{observe.vllm_relpath(f)}:{line_no}", function=fn, statement=code.strip())
+    return out
+
+
+def _is_wrapper(line: str) -> bool:
+    s = line.strip()
+    return "EngineDeadError" in s or s.startswith("RuntimeError: Worker failed") or "CancelledError" in s
+
+
+def gauge(text: str, name: str) -> float | None:
+    """A /metrics value summed over its label sets (None: the page does not have it)."""
+    found = None
+    for line in text.splitlines():
+        if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " "):
+            with contextlib.suppress(IndexError, ValueError):
+                found = (found or 0.0) + float(line.rsplit(" ", 1)[1])
+    return found

@@ -78,6 +78,10 @@ class ScenarioReport(Result):
     model: str
     available_connectors: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    engine: str = "inprocess"
+    """inprocess (the real Scheduler in one process) or live (a real P/D pair, `live/scenarios.py`)."""
+    notes: tuple[str, ...] = ()
+    """Live: where the engines wrote (logs, traces, run directory)."""
 
     @property
     def failed(self) -> bool:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from vllm_pd_doctor import scenario
 from vllm_pd_doctor.commands._common import hint, show
@@ -50,6 +52,21 @@ def run(
         progress=progress,
     )
     show(report, fmt)
+    return exit_code(report)
+
+
+def run_live(req: scenario.ReproRequest, values: Mapping[str, Any], progress: Progress) -> int:
+    """`repro --engine live --scenario`: the client-triggerable ones on a real pair (or endpoints)."""
+    from vllm_pd_doctor import live
+    from vllm_pd_doctor.commands._common import interpreter
+    from vllm_pd_doctor.live import scenarios as live_scenarios
+
+    asked = req.scenario.strip().lower()
+    ids = known.live_ids() if asked == "all" else live_scenarios.check(srun.parse_scenarios(asked))
+    lo = live.from_request(req)
+    py = interpreter(values["python"], values["vllm"], values["package"], progress, nixl=not lo.remote)
+    report = live_scenarios.run_scenarios(py, lo, ids, progress)
+    show(report, values["fmt"])
     return exit_code(report)
 
 

@@ -22,8 +22,7 @@ from vllm_pd_doctor.results.scenarios import (
     ScenarioReport,
 )
 
-DENSE_MODEL = "qwen3-dense"
-"""The model a scenario runs on when the model does not matter (every connector serves it)."""
+DENSE_MODEL = known.DENSE_MODEL
 NOT_SERVABLE_WORDS = "vLLM would not start this model"
 
 

@@ -4,9 +4,11 @@ Loaded by vLLM through the `vllm.general_plugins` entry point in every vLLM proc
 nothing unless PD_DOCTOR_TRACE names a file: pd-doctor sets it only for the engines it starts.
 Then it wraps `Scheduler.__init__` so that each scheduler built in the EngineCore process gets
 its connector hooks, its KV cache manager lookups and its `add_request` / `schedule` watched
-with the same watchers as the in-process engine (observe.py). Every event is appended to the
-trace file as one JSON line. The scheduler's behaviour is not changed; the one setting it may
-touch is the Mamba conv-state layout, and only when pd-doctor asks (keep_conv_state_layout).
+with the same watchers as the in-process engine (observe.py), and its aborts (`finish_requests`)
+and finished KV transfers (`_update_from_kv_xfer_finished`) recorded for the live scenarios.
+Every event is appended to the trace file as one JSON line. The scheduler's behaviour is not
+changed; the one setting it may touch is the Mamba conv-state layout, and only when pd-doctor
+asks (keep_conv_state_layout).
 With PD_DOCTOR_HOTFIX=53514 it also applies the opt-in #53514 backport (hotfix.py), which does
 change the scheduler's behaviour: that is its purpose. Stdlib + vLLM only.
 """
@@ -75,6 +77,16 @@ def _wrap_add_request(rec: observe.Recorder, sched: Any) -> None:
     sched.add_request = add_request
 
 
+def _emit_exception(rec: observe.Recorder, exc: BaseException) -> None:
+    event: wire.ExceptionFields = {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "location": observe.exception_location(exc),
+        "traceback": observe.format_exception(exc)[-6000:],
+    }
+    rec.emit("exception", **event)
+
+
 def _wrap_schedule(rec: observe.Recorder, sched: Any) -> None:
     original = sched.schedule
 
@@ -82,17 +94,57 @@ def _wrap_schedule(rec: observe.Recorder, sched: Any) -> None:
         try:
             return original(*args, **kwargs)
         except BaseException as exc:
-            event: wire.ExceptionFields = {
-                "type": type(exc).__name__,
-                "message": str(exc),
-                "location": observe.exception_location(exc),
-                "traceback": observe.format_exception(exc)[-6000:],
-            }
-            rec.emit("exception", **event)
+            _emit_exception(rec, exc)
             raise
 
     schedule.__wrapped__ = original  # type: ignore[attr-defined]
     sched.schedule = schedule
+
+
+def _status(sched: Any, rid: str) -> str | None:
+    req = sched.requests.get(rid)
+    return None if req is None else str(getattr(req.status, "name", req.status))
+
+
+def _wrap_finish_requests(rec: observe.Recorder, sched: Any) -> None:
+    """An abort from outside (a client that went away): each request's status before it."""
+    original = sched.finish_requests
+
+    def finish_requests(request_ids: Any, finished_status: Any, *args: Any, **kwargs: Any) -> Any:
+        if request_ids is not None:
+            request_ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
+            rec.emit(
+                "finish_requests",
+                to=str(getattr(finished_status, "name", finished_status)),
+                before={str(r): _status(sched, r) for r in request_ids},
+            )
+        return original(request_ids, finished_status, *args, **kwargs)
+
+    finish_requests.__wrapped__ = original  # type: ignore[attr-defined]
+    sched.finish_requests = finish_requests
+
+
+def _wrap_kv_xfer_finished(rec: observe.Recorder, sched: Any) -> None:
+    """One step's finished transfers (when there are any), the finished requests among them, and
+    an exception raised there (vllm#46240's `assert req_id in self.requests`)."""
+    original = getattr(sched, "_update_from_kv_xfer_finished", None)
+    if original is None:
+        return
+
+    def update(output: Any, *args: Any, **kwargs: Any) -> Any:
+        recv = sorted(str(r) for r in (getattr(output, "finished_recving", None) or ()))
+        send = sorted(str(r) for r in (getattr(output, "finished_sending", None) or ()))
+        if recv or send:
+            status = {r: _status(sched, r) for r in {*recv, *send}}
+            rec.emit("kv_xfer_finished", recving=recv, sending=send, status=status)
+        try:
+            return original(output, *args, **kwargs)
+        except BaseException as exc:
+            _emit_exception(rec, exc)
+            raise
+
+    update.__wrapped__ = original  # type: ignore[attr-defined]
+    sched._update_from_kv_xfer_finished = update
 
 
 def instrument(sched: Any, path: str) -> None:
@@ -105,6 +157,8 @@ def instrument(sched: Any, path: str) -> None:
     lookups = observe.wrap_lookups(rec, getattr(sched, "kv_cache_manager", None))
     _wrap_add_request(rec, sched)
     _wrap_schedule(rec, sched)
+    _wrap_finish_requests(rec, sched)
+    _wrap_kv_xfer_finished(rec, sched)
     cache_cfg = getattr(sched, "cache_config", None)
     ready: wire.SchedulerReady = {
         "scheduler_class": type(sched).__qualname__,
