@@ -191,7 +191,7 @@ def run(ctx: Ctx) -> ScenarioCell:
     notes = [_window_note(ctx, len(tries), in_flight, same), _deterministic_note()]
     if fate is not None:
         recipe = outcome(fate, observed)
-        return ScenarioCell(ID, "nixl", FAILS, recipe=recipe, notes=tuple(notes), elapsed_s=_since(t0))
+        return ScenarioCell(ID, ctx.connector, FAILS, recipe=recipe, notes=tuple(notes), elapsed_s=_since(t0))
     observed.update(_settled(ctx))
     stranded = bool(observed.get("d_kv_cache_usage")) or bool(observed.get("d_requests_running"))
     recipe = (
@@ -213,7 +213,7 @@ def run(ctx: Ctx) -> ScenarioCell:
     )
     return ScenarioCell(
         ID,
-        "nixl",
+        ctx.connector,
         status,
         recipe=recipe,
         control=control,

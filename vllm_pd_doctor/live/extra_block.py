@@ -124,7 +124,7 @@ def run(ctx: Ctx) -> ScenarioCell:
     control = _one(ctx, n, append=False)
     if control.failed:
         return ScenarioCell(
-            ID, "nixl", CONTROL_FAILED, control=control, reason="D died on the control: no verdict"
+            ID, ctx.connector, CONTROL_FAILED, control=control, reason="D died on the control: no verdict"
         )
     recipe = _one(ctx, n, append=True)
     notes = [
@@ -141,7 +141,7 @@ def run(ctx: Ctx) -> ScenarioCell:
         )
     return ScenarioCell(
         ID,
-        "nixl",
+        ctx.connector,
         FAILS if recipe.failed else HOLDS,
         recipe=recipe,
         control=control,

@@ -59,6 +59,8 @@ class Ctx:
     notes: list[str] = field(default_factory=list)
     hybrid: bool | None = None
     """The served model has Mamba / linear-attention layers (None: not known, a remote pair)."""
+    connector: str = ""
+    """The registry key of the connector the pair runs (the cells' connector)."""
 
     def tag(self, name: str) -> str:
         """The request id of one request of the run (`X-Request-Id`; vLLM keeps it inside its own)."""

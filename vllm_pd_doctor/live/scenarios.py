@@ -90,7 +90,18 @@ def _ctx(client: Client, p: Side, d: Side, lo: LiveOptions, progress: Progress) 
     model = client.model_id(p.url)
     w, source = effective_block_size(client, p.url, lo.block_size, notes)
     progress(f"live scenarios: effective block size W = {w} ({source}), model {model}")
-    return Ctx(client, p, d, model, w, uuid.uuid4().hex[:8], progress, notes, hybrid=_hybrid(lo))
+    return Ctx(
+        client,
+        p,
+        d,
+        model,
+        w,
+        uuid.uuid4().hex[:8],
+        progress,
+        notes,
+        hybrid=_hybrid(lo),
+        connector=lo.connector,
+    )
 
 
 def _hybrid(lo: LiveOptions) -> bool | None:
@@ -103,7 +114,10 @@ def _run_all(ctx: Ctx, order: tuple[str, ...]) -> tuple[ScenarioCell, ...]:
         if cells and not d_alive_now(ctx):
             cells.append(
                 ScenarioCell(
-                    sid, "nixl", COULD_NOT_RUN, reason=f"the decode engine died in {cells[-1].scenario}"
+                    sid,
+                    ctx.connector,
+                    COULD_NOT_RUN,
+                    reason=f"the decode engine died in {cells[-1].scenario}",
                 )
             )
             continue
