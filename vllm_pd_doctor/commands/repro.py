@@ -50,6 +50,9 @@ with an N-2 hit shows the failure is specific to the N-1 hit. No GPU, weights or
 pd-doctor's vLLM plugin tracing the scheduler, runs one complete P->D request, then sends the
 trigger to the prefill engine and reports whether it died and which truncation path ran.
 With --prefill-url [--decode-url] it probes existing engines instead (this may kill them).
+--engine live --scenario abort-race,d-extra-block (or all) drives the scenarios a client can
+trigger on a real pair (an abort while D's KV is in flight; a proxy appending P's first token)
+and reports whether the decode engine died, where (its log's file:line), or survived.
 
 Exit codes: 0 not reproduced, 1 reproduced (any connector), 2 bad input, 3 could not run.
 

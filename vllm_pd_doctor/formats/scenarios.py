@@ -77,13 +77,9 @@ def _live_lines(r: ScenarioReport) -> list[Text]:
     """A live run's notes: per scenario (attempts, the window, the shape), then where things are."""
     out = [Text(f"{c.scenario}: {n}") for c in r.cells for n in c.notes]
     out += [Text(n, style="dim") for n in r.notes]
-    out.append(
-        Text(
-            f"model {r.model}; engines healthy {r.timings.get('engines_healthy_s', 0):.1f} s, total "
-            f"{r.timings.get('total_s', 0):.1f} s",
-            style="dim",
-        )
-    )
+    healthy = r.timings.get("engines_healthy_s")
+    started = f"engines healthy {healthy:.1f} s, " if healthy is not None else ""
+    out.append(Text(f"model {r.model}; {started}total {r.timings.get('total_s', 0):.1f} s", style="dim"))
     return out
 
 

@@ -187,6 +187,8 @@ def run(ctx: Ctx) -> ScenarioCell:
     ctx.progress(
         f"{ID}: {len(tries)} aborts, {in_flight} landed while D waited for the KV, "
         f"{same} step(s) listed an aborted request as received and sent"
+        if ctx.d.trace is not None
+        else f"{ID}: {len(tries)} aborts (where they landed is not visible remotely)"
     )
     notes = [_window_note(ctx, len(tries), in_flight, same), _deterministic_note()]
     if fate is not None:

@@ -98,7 +98,8 @@ def _one(ctx: Ctx, n: int, append: bool) -> Outcome:
         "p_remote_blocks": [len(g) for g in _groups(kv.get("remote_block_ids"))],
         "d_tokens": ans.token_ids,
     }
-    if not append and ans.token_ids:
+    if not append and ans.token_ids and kv.get("remote_num_tokens") == n:
+        # P computed the whole prompt (a hybrid P stops one short): same greedy next token
         observed["d_first_token_equals_p"] = ans.token_ids[0] == first
     if not fate.dead:
         observed.update(_transfers(ctx))
@@ -127,11 +128,12 @@ def run(ctx: Ctx) -> ScenarioCell:
             ID, ctx.connector, CONTROL_FAILED, control=control, reason="D died on the control: no verdict"
         )
     recipe = _one(ctx, n, append=True)
+    same = control.observed.get("d_first_token_equals_p")
     notes = [
-        f"N = {n} = {BLOCKS} x W (W = {ctx.block_size}, from P's /metrics); D's prompt N + 1 = {n + 1}",
-        "the control (D gets the N tokens P computed) "
-        + ("answered" if not control.failed else "failed")
-        + f"; D's first token equals P's: {control.observed.get('d_first_token_equals_p')}",
+        f"N = {n} = {BLOCKS} x W (W = {ctx.block_size}, from P's /metrics); D's prompt N + 1 = {n + 1}; "
+        f"P's remote_num_tokens {recipe.observed.get('p_remote_num_tokens')}",
+        "the control (D gets the N tokens P computed) answered"
+        + (f"; D's first token equals P's: {same}" if same is not None else ""),
     ]
     if not recipe.failed and ctx.hybrid:
         notes.append(

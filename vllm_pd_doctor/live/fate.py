@@ -122,9 +122,9 @@ def outcome(fate: Fate, observed: dict[str, Any]) -> Outcome:
     if f is None:
         return Outcome(
             failed=True,
-            how="exception",
-            message=f"the decode engine died (HTTP {fate.http_status or '-'}, /health failing); "
-            "its log is not visible from here",
+            how="invariant",
+            invariant=f"the decode engine died (HTTP {fate.http_status or '-'}, /health failing); "
+            "its log, which says where, is not visible from here",
             observed=seen,
         )
     return Outcome(
