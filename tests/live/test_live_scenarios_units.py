@@ -47,6 +47,7 @@ def test_a_scenario_no_client_can_trigger_is_refused_in_one_line(sid: str) -> No
     ("args", "needle"),
     [
         (("--scenario", "d-extra-block", "--hotfix"), "without --hotfix"),
+        (("--scenario", "n1-truncation,abort-race"), "the live probe of #53514, run on its own pair"),
         (("--scenario", "abort-race", "--trigger", "chunked"), "options of the in-process engine"),
         (("--scenario", "abort-race", "--prefill-url", "http://127.0.0.1:9"), "--decode-url"),
         (

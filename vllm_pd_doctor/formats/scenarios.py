@@ -206,6 +206,7 @@ def catalogue_obj(cat: ScenarioCatalogue) -> dict[str, Any]:
                 "connectors": list(s.connectors),
                 "kv_role": s.kv_role,
                 "model_matters": s.model_matters,
+                "live": s.live or None,
                 "fixed_upstream": s.fixed_upstream,
                 "next_step": s.next_step,
                 "references": [

