@@ -220,7 +220,8 @@ HotfixOpt = Annotated[
     _opt(
         "--hotfix",
         help="Apply pd-doctor's opt-in #53514 backport (pd-doctor hotfix) first; "
-        "the verdict says whether it fixed the release.",
+        "the verdict says whether it fixed the release. With --scenario: each scenario's own "
+        "hotfix (hybrid-load-failure, abort-race: not merged upstream).",
     ),
 ]
 
@@ -301,18 +302,20 @@ def _scenarios(req: ReproRequest, values: Mapping[str, Any], progress: Reporter)
     """Another P/D failure scenario than #53514's default run (`scenarios/`, in-process only)."""
     from vllm_pd_doctor.scenarios import cli as scenario_cli
 
-    if req.engine == Engine.live.value or req.hotfix:
-        raise BadInput(f"--scenario {req.scenario}: runs on the in-process engine, without --hotfix")
+    if req.engine == Engine.live.value:
+        raise BadInput(f"--scenario {req.scenario}: runs on the in-process engine")
+    ids = scenario_cli.check_hotfix(req.scenario, req.hotfix)
     py = interpreter(values["python"], values["vllm"], values["package"], progress)
     return scenario_cli.run(
         py,
-        req.scenario,
+        ids,
         connector=req.connector,
         model=values["model"],
         block_size=req.block_size,
         timeout=req.timeout,
         fmt=values["fmt"],
         progress=progress,
+        hotfix=req.hotfix,
     )
 
 
