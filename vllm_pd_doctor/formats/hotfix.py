@@ -28,7 +28,7 @@ def hotfix_status_lines(st: hotfix.Status) -> list[tuple[str, str]]:
     enabled = (
         f"yes: {hotfix.ENV_SETTING} is set here"
         if st.enabled
-        else f"no: {hotfix.ENV} is not {hotfix.ISSUE} here; start the prefill engine with "
+        else f"no: {hotfix.ENV} does not name {hotfix.ISSUE} here; start the prefill engine with "
         f"{hotfix.ENV_SETTING} in its environment"
     )
     if st.needed is None:
@@ -63,10 +63,9 @@ def fix_row(f: hotfix.FixState) -> tuple[str, str]:
     """One Scheduler fix: (`fix abort-race (not merged upstream)`, what it would do, enabled or not)."""
     where = f" {f.function} ({f.at})" if f.function else ""
     on = {True: f"; enabled ({hotfix.ENV} names it)", False: f"; not enabled ({hotfix.ENV}=...,{f.fix})"}
-    return (
-        f"fix {f.title}",
-        f"{f.status}{where}: {f.reason}{on.get(f.enabled, '') if f.enabled is not None else ''}",
-    )
+    status = "needed: would patch" if f.status == "patch" else f.status
+    enabled = on[f.enabled] if f.enabled is not None else ""
+    return (f"fix {f.title}", f"{status}{where}: {f.reason}{enabled}")
 
 
 def available_text(available: tuple[str, ...]) -> str:
