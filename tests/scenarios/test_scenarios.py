@@ -109,6 +109,27 @@ def test_recorded_fixed_release_verdicts():
     assert r.cell("notify-only-failure", "nixl").status == HOLDS  # type: ignore[union-attr]
 
 
+def test_recorded_newest_release_the_cuda_wheel_run_on_cpu():
+    """0.33.0 has only a CUDA wheel: its scheduler ran on this CPU box, judged as CUDA (the hybrid KV
+    cache manager stays on as CudaPlatform.support_hybrid_kv_cache says, read from its source)."""
+    doc = json.loads((RECORDED / "scenarios-0.33.0-all.json").read_text())
+    assert doc["recorded"]["package"] == "vllm"
+    r = _report("0.33.0")
+    assert r.vllm.version == "0.33.0"
+    for conn in ("nixl", "nixl-push", "mooncake"):
+        c = r.cell("abort-race", conn)
+        assert c is not None and c.status == FAILS  # still open in the newest release
+        assert c.recipe is not None and "assert req_id in self.requests" in (c.recipe.statement or "")
+        assert r.cell("hybrid-load-failure", conn).status == HOLDS  # type: ignore[union-attr]
+        assert r.cell("n1-truncation", conn).status == HOLDS  # type: ignore[union-attr]
+    for sid in ("lease-reaper", "notify-only-failure"):
+        assert r.cell(sid, "nixl").status == HOLDS  # type: ignore[union-attr]
+    assert r.cell("d-extra-block", "nixl").status == FAILS  # type: ignore[union-attr]
+    assert all(c.control is None or not c.control.failed for c in r.cells)
+    # the hybrid model's groups were vLLM's own (not the single-group fallback of HMA turned off)
+    assert not any("would not start" in (c.reason or "") for c in r.cells)
+
+
 @pytest.mark.parametrize("fmt", list(OutputFormat))
 def test_every_format_renders_recorded_reports(fmt):
     reports = [_report(v) for v in ("0.28.0", "0.32.0")]

@@ -2,7 +2,8 @@
 
 Engine starts are kept to two, each serving several checks in order (one test per start):
 
-* pair A, 0.32.0 on both sides (as `repro --engine live` starts it, NIXL lease 2 s): healthy and
+* pair A, 0.32.0 on both sides (as `repro --engine live` starts it, NIXL lease 6 s: long enough for
+  a decode on a loaded 2-core box to read in time, short enough to outwait): healthy and
   idle, healthy under P->D traffic (no finding either time); requests sent to the decode alone
   (the router skips the prefill: not disaggregating); P->D requests whose decode reads only after
   the lease (a slow decode: lease expiry); the decode killed during traffic (exit 3, one line).
@@ -42,7 +43,7 @@ pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "status"
-LEASE_S = 2
+LEASE_S = 6
 INTERVAL = 4.0
 
 
@@ -189,14 +190,14 @@ def test_pair_a_healthy_then_faults(python_fixed_nixl: str, tmp_path: Path) -> N
             assert "not-disaggregating" in ids(skip), skip.findings
 
             def slow_decode() -> None:
-                for i in range(2):
-                    p_to_d(c, p.url, d.url, f"slow-{i}", n, wait_s=LEASE_S + 2)
+                p_to_d(c, p.url, d.url, "slow-0", n, wait_s=LEASE_S + 3)
 
             slow = window(
                 eps,
                 "a-lease-expiry",
-                _how(specs, f"decode reads {LEASE_S + 2} s after P (lease {LEASE_S} s)"),
+                _how(specs, f"decode reads {LEASE_S + 3} s after P (lease {LEASE_S} s)"),
                 slow_decode,
+                interval=LEASE_S + 8,  # the decode's late read falls inside the window
             )
             assert "kv-lease-expired" in ids(slow), slow.findings
 

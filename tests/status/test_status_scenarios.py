@@ -34,9 +34,23 @@ def test_hybrid_model_on_028_is_exposed_to_hybrid_load_failure_with_the_upgrade(
     f = got["exposed-hybrid-load-failure"]
     assert f.severity in ("warning", "info")
     assert "0.32.0" in f.fix and f.next.startswith("pd-doctor repro --scenario hybrid-load-failure")
-    # its 0.32.0 decode holds
+    # the notification-only handshake failure (PR #57570) fails on the same release, hybrid model
+    n = got["exposed-notify-only-failure"]
+    assert n.severity == "warning" and "vllm-project/vllm PR #57570" in n.references
+    assert n.next.startswith("pd-doctor repro --scenario notify-only-failure")
+    # its 0.32.0 decode holds (both)
     d = _windows("b-version-block-mismatch")["decode"]
-    assert "exposed-hybrid-load-failure" not in {x.id for x in scenario_exposure(d)}  # type: ignore[arg-type]
+    held = {x.id for x in scenario_exposure(d)}  # type: ignore[arg-type]
+    assert not {"exposed-hybrid-load-failure", "exposed-notify-only-failure"} & held
+
+
+def test_advice_covers_every_scenario_but_53514s():
+    from vllm_pd_doctor.knowledge import scenario_advice, scenarios
+
+    assert set(scenario_advice.ADVICE) == set(scenarios.ids()) - {scenarios.DEFAULT}
+    for a in scenario_advice.ADVICE.values():
+        assert a.fix and a.side in (scenario_advice.DECODE, scenario_advice.PREFILL)
+        assert any("#" in r for r in a.references), a.scenario
 
 
 def test_decode_without_a_side_channel_or_unknown_release():

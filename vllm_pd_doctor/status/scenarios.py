@@ -13,31 +13,10 @@ from collections.abc import Iterable
 
 from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
+from vllm_pd_doctor.knowledge.scenario_advice import ADVICE, PREFILL, Advice
 from vllm_pd_doctor.results.status import Evidence, Finding
 from vllm_pd_doctor.status.compare import _hybrid
 from vllm_pd_doctor.status.window import Window
-
-CLASSES = {
-    "abort-race": "kv-xfer-finished-for-freed-request",
-    "hybrid-load-failure": "hybrid-kv-load-failure-crash",
-    "lease-reaper": "kv-lease-expired",
-}
-PREFILL_SIDE = ("lease-reaper",)
-"""Scenarios whose failing engine is the prefill (the others: the decode)."""
-"""The triage class whose next step is each scenario (triage/entries_2026.py)."""
-FIXES = {
-    "abort-race": "no upstream fix is merged (vllm PRs #56089/#46304 open): carry a scheduler patch that "
-    "skips finished-transfer ids of freed requests (prime-rl PR #2843) and keep client aborts away "
-    "from requests still waiting for KV",
-    "hybrid-load-failure": "upgrade vLLM to a release with PR #50388",
-    "lease-reaper": "upgrade vLLM to a release whose NIXL worker reaps every expired lease "
-    "(_reap_expired_send_leases)",
-}
-REFS = {
-    "abort-race": ("vllm-project/vllm#46240", "vllm-project/vllm#48615"),
-    "hybrid-load-failure": ("vllm-project/vllm#45474", "vllm-project/vllm PR #50388"),
-    "lease-reaper": ("vllm-project/vllm#58222", "vllm-project/vllm PR #50789"),
-}
 
 
 def scenario_exposure(d: Window) -> Iterable[Finding]:
@@ -62,27 +41,31 @@ def scenario_exposure(d: Window) -> Iterable[Finding]:
         )
         return
     hybrid = _hybrid(d.after.model_root)
-    for sid in CLASSES:
-        if (sid in PREFILL_SIDE) != (d.role == "prefill"):
+    for sid, adv in ADVICE.items():
+        if (adv.side == PREFILL) != (d.role == "prefill") or not adv.engine_decides:
             continue
         # the engine answered on its NIXL side channel: the pull connector (status does not tell push)
         x = sx.exposure(sid, rel, connectors.DEFAULT_KEY, None if hybrid is None else bool(hybrid))
         if x.verdict != sx.EXPOSED:
             continue
-        yield _finding(d, x, version, model, hybrid)
+        yield _finding(d, x, adv, version, model, hybrid)
 
 
-def _finding(d: Window, x: sx.ScenarioExposure, version: str, model: str | None, hybrid: object) -> Finding:
+def _finding(
+    d: Window, x: sx.ScenarioExposure, adv: Advice, version: str, model: str | None, hybrid: object
+) -> Finding:
     ev = [
         Evidence(d.label, "/version", version),
         Evidence(d.label, "scenario run", f"{x.scenario} {x.reason} ({x.source})"),
     ]
-    severity, suffix = ("warning" if x.scenario == "lease-reaper" else "info"), ""
-    if x.scenario == "hybrid-load-failure":
+    severity, suffix = ("warning" if adv.side == PREFILL else "info"), ""
+    if adv.hybrid_only:
         ev.append(Evidence(d.label, "/v1/models", f"{model}: {hybrid or 'config.json not readable here'}"))
         severity = "warning" if hybrid else "info"
         suffix = "" if hybrid else " if the model is hybrid"
-    fix = FIXES[x.scenario]
+    if adv.condition:
+        suffix += f" ({adv.condition})"
+    fix = adv.fix
     if x.holds_from:
         fix += f" ({x.holds_from} is the first release in pd-doctor's runs where it holds)"
     return Finding(
@@ -90,8 +73,8 @@ def _finding(d: Window, x: sx.ScenarioExposure, version: str, model: str | None,
         severity=severity,
         title=f"the {d.role}'s vLLM {x.release} is exposed to the {x.scenario} scenario{suffix}",
         evidence=tuple(ev),
-        triage_class=CLASSES[x.scenario],
+        triage_class=adv.triage_class,
         fix=fix,
         next=f"{x.next_step} --vllm {x.release}",
-        references=REFS[x.scenario],
+        references=adv.references,
     )

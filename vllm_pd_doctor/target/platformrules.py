@@ -135,17 +135,66 @@ def config_rules(platform: str) -> Iterator[list[str]]:
     pcls = type(current_platform)
     base = importlib.import_module("vllm.platforms.interface").Platform
     error = _cuda_module_error() if platform == "cuda" else None
-    saved = pcls.__dict__.get("check_and_update_config")
+    saved = {name: pcls.__dict__.get(name) for name in ("check_and_update_config", *CAPABILITIES)}
     pcls.check_and_update_config = base.__dict__["check_and_update_config"]  # type: ignore[method-assign]
+    target = "CudaPlatform" if platform == "cuda" else f"the {platform} platform"
+    notes = [
+        f"config rules: {pcls.__qualname__}.check_and_update_config (this box's platform) was not run, "
+        f"and {target}'s could not be ({error or 'not imported here'}); the config is VllmConfig's "
+        "own (e.g. prefix caching and chunked prefill stay on for MLA, as on CUDA)"
+    ]
     try:
-        target = "CudaPlatform" if platform == "cuda" else f"the {platform} platform"
-        yield [
-            f"config rules: {pcls.__qualname__}.check_and_update_config (this box's platform) was not run, "
-            f"and {target}'s could not be ({error or 'not imported here'}); the config is VllmConfig's "
-            "own (e.g. prefix caching and chunked prefill stay on for MLA, as on CUDA)"
-        ]
+        notes += _take_capabilities(pcls, platform, target)
+        yield notes
     finally:
-        if saved is None:
-            del pcls.check_and_update_config
-        else:
-            pcls.check_and_update_config = saved  # type: ignore[method-assign]
+        for name, value in saved.items():
+            if value is None:
+                if name in pcls.__dict__:
+                    delattr(pcls, name)
+            else:
+                setattr(pcls, name, value)
+
+
+CAPABILITIES = ("support_hybrid_kv_cache",)
+"""Platform answers VllmConfig asks while it is built (whether the hybrid KV cache manager may stay
+on). Judged as another platform, that platform's answers: a CUDA wheel on a box without a GPU
+resolves no platform, whose answer (False) would turn the hybrid KV cache manager off."""
+
+
+def _take_capabilities(pcls: Any, platform: str, target: str) -> list[str]:
+    """Give `pcls` the judged platform's answers to CAPABILITIES (from its class where it imports
+    here, else from its source: a method that returns a constant); the ones not taken, named."""
+    module = {"cpu": "vllm.platforms.cpu", "cuda": "vllm.platforms.cuda"}.get(platform)
+    other = None
+    if module is not None and not (platform == "cuda" and _cuda_module_error()):
+        with contextlib.suppress(Exception):
+            other = platform_class(platform)[0]
+    missing = []
+    for name in CAPABILITIES:
+        fn = getattr(other, name, None) if other is not None and other is not pcls else None
+        answer = fn() if fn is not None else (_constant_answer(module, name) if module else None)
+        if answer is None:
+            missing.append(f"{name}: {target}'s answer not read here, this box's platform's taken")
+            continue
+        setattr(pcls, name, classmethod(lambda cls, _a=answer: _a))
+    return missing
+
+
+def _constant_answer(module: str, method: str) -> Any:
+    """What `method` returns in a platform module's source (read, not imported) when its body is
+    one `return <constant>`; None otherwise."""
+    try:
+        spec = importlib.util.find_spec(module)
+        origin = spec.origin if spec else None
+        if not origin:
+            return None
+        with open(origin, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (ImportError, OSError, SyntaxError, ValueError):
+        return None
+    for n in ast.walk(tree):
+        if isinstance(n, ast.FunctionDef) and n.name == method:
+            body = [b for b in n.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+            if len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Constant):
+                return body[0].value.value
+    return None

@@ -13,6 +13,7 @@ granularity from `resolve_kv_cache_block_sizes`. Every call is feature-detected.
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from . import platformrules
@@ -333,12 +334,15 @@ def kv_cache_config(
 ) -> tuple[Any, int, int]:
     """vLLM's own KV cache grouping for these layers, and (scheduler, hash) block sizes."""
     kcu = importlib.import_module("vllm.v1.core.kv_cache_utils")
-    get_configs = getattr(kcu, "get_kv_cache_configs", None)
-    if get_configs is None:
-        raise SizingError("group the KV cache", "kv_cache_utils has no get_kv_cache_configs")
+    planner = _planner(kcu)
+    get_configs = planner.get_kv_cache_configs
     cache = vllm_config.cache_config
     cache.num_gpu_blocks_override = num_blocks
-    configs = get_configs(vllm_config, [specs], [1 << 50])
+    args: list[Any] = [vllm_config, [specs], [1 << 50]]
+    if "global_kv_cache_groups" in inspect.signature(get_configs).parameters:
+        # the engine groups the whole model's layers first, then plans each worker (EngineCore does)
+        args.append(planner.get_global_kv_cache_groups(vllm_config, [specs]))
+    configs = get_configs(*args)
     gen = getattr(kcu, "generate_scheduler_kv_cache_config", None)
     kv = gen(configs) if gen is not None else configs[0]
     groups = kv.kv_cache_groups
@@ -350,6 +354,21 @@ def kv_cache_config(
         return kv, int(cache.block_size), int(cache.block_size)
     sched_bs, hash_bs = resolve(kv, vllm_config)
     return kv, int(sched_bs), int(hash_bs)
+
+
+def _planner(kcu: Any) -> Any:
+    """The module holding `get_kv_cache_configs`: kv_cache_utils, or the planning module a release
+    moved it to (the one EngineCore imports it from), found by what it holds."""
+    if hasattr(kcu, "get_kv_cache_configs"):
+        return kcu
+    for name in ("vllm.v1.core.kv_cache_planning",):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(mod, "get_kv_cache_configs"):
+            return mod
+    raise SizingError("group the KV cache", "no get_kv_cache_configs in kv_cache_utils or kv_cache_planning")
 
 
 def describe_groups(kv: Any) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from typing import BinaryIO
 from vllm_pd_doctor.triage.reader_dialect import csv_lines, json_doc_lines, sniff, unwrapped
 from vllm_pd_doctor.triage.reader_line import (
     MAX_PREFIX,
+    PROC,
     PrefixLearner,
     clean,
     outer_prefix,
@@ -43,7 +44,7 @@ MAX_LINE = 1 << 16
 _K8S_PREFIX = re.compile(r"^\[pod/([^/\]\s]+)/([^\]\s]+)\]\s")
 _ISO_TS = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+")
 _COMPOSE = re.compile(r"^([A-Za-z0-9][\w.-]*)\s+\|\s")
-_PROC = re.compile(r"^\(([A-Za-z]\w*(?: pid=\d+)?|pid=\d+)(?:, ip=[\d.]+)?\)[ \t]?")
+_PROC = re.compile(r"^" + PROC + r"[ \t]?")
 """A process label and its one separator (a raw frame or statement behind it keeps its indent)."""
 _VLLM_NOTS = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\[([^\]]*)\]\s?")
 _NIXL_PY = re.compile(r"^(\d{4})-(\d\d)-(\d\d) (\d\d:\d\d:\d\d) NIXL (\w+)\s+(\S+:\d+)\s")
@@ -139,7 +140,7 @@ def _headerless(s: str, file: str, line: int, level: str | None, ts: str | None)
         m = _PROC.match(s)
         if not m:
             break
-        proc = m.group(1).split(" ")[0]
+        proc = m.group(1) or m.group(2)
         s = s[m.end() :]
     if m := _VLLM_NOTS.match(s):
         level, src = m.group(1), m.group(2)

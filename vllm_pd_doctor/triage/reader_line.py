@@ -21,10 +21,13 @@ VLLM_OLD_ANY = re.compile(LEVELS + r"\s+(\d\d-\d\d \d\d:\d\d:\d\d)\s+([\w./-]+\.
 """Releases before 0.8 wrote `ERROR 10-27 22:25:30 core.py:1098] ` (no opening bracket)."""
 TRACEBACK = "Traceback (most recent call last):"
 FRAME = re.compile(r'File "[^"]+", line \d+')
-PROCS_TAIL = re.compile(r"(?:\((?:[A-Za-z]\w*(?: pid=\d+)?|pid=\d+)(?:, ip=[\d.]+)?\)\s*)+$")
+PROC = r"\((?:([A-Za-z]\w*)(?: pid=\d+)?|(pid=\d+))(?:, ip=[\d.]+)?\)"
+"""One process label: `(EngineCore_DP0 pid=296)`, `(APIServer)`, Ray's `(pid=9, ip=10.0.0.1)`; group 1
+the process name, group 2 a bare pid. The one definition the readers build theirs from."""
+PROCS_TAIL = re.compile(r"(?:" + PROC + r"\s*)+$")
 """Process labels (`(APIServer pid=1) (EngineCore_DP0 pid=296) `, Ray's `(pid=9, ip=..)`) at the
 end of a prefix: they belong to the record, not to the collector's prefix."""
-PROC_LABEL = re.compile(r"\(([A-Za-z]\w*)(?: pid=\d+)?(?:, ip=[\d.]+)?\)|\((pid=\d+)(?:, ip=[\d.]+)?\)")
+PROC_LABEL = re.compile(PROC)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _ENTITY = re.compile(r"&(?:#\d{1,6}|#x[0-9A-Fa-f]{1,6}|[A-Za-z]{2,8});")
 _QUOTE = re.compile(r"^[ \t]{0,3}(?:>[ \t]?)+")

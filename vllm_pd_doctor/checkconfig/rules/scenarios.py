@@ -18,12 +18,13 @@ from pathlib import Path
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, connector_entries, connector_key, label
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
+from vllm_pd_doctor.knowledge.scenario_advice import ADVICE
 from vllm_pd_doctor.results.checkconfig import Finding
 from vllm_pd_doctor.results.launch import Server
 
 CONSUMING = ("kv_consumer", "kv_both")
 PRODUCING = ("kv_producer", "kv_both")
-RUN = ("abort-race", "hybrid-load-failure", "lease-reaper", "d-extra-block")
+RUN = ("abort-race", "hybrid-load-failure", "lease-reaper", "d-extra-block", "notify-only-failure")
 """The scenarios these rules report (n1-truncation has its own rules and probe)."""
 
 
@@ -91,10 +92,7 @@ def _evidence(ctx: Context, hits: list[tuple[Server, sx.ScenarioExposure]]) -> s
     severity=W,
     title="An aborted request whose KV receive and send finish in one step kills the decode EngineCore "
     "(`assert req_id in self.requests`)",
-    fix="no upstream fix is merged (vllm PRs #56089/#46304 open): operators carry a scheduler patch "
-    "that skips finished-transfer ids of already-freed requests (prime-rl PR #2843); keep client "
-    "aborts and timeouts away from requests still waiting for KV; on data-parallel decode expect "
-    "one rank's death to take the pool down (sync_dp_state)",
+    fix=ADVICE["abort-race"].fix,
     refs=("vllm#46240", "vllm#48615", "vllm PR #56089", "vllm PR #46304"),
 )
 def abort_race(ctx: Context) -> Iterator[Finding]:
@@ -108,8 +106,7 @@ def abort_race(ctx: Context) -> Iterator[Finding]:
     severity=E,
     title="A failed KV load for a hybrid model kills the decode EngineCore (`too many values to unpack` "
     "in _update_requests_with_invalid_blocks)",
-    fix="upgrade vLLM to a release with PR #50388 (the first release whose run holds); "
-    "kv_load_failure_policy does not avoid it (both policies run the unpack)",
+    fix=ADVICE["hybrid-load-failure"].fix,
     refs=("vllm#45474", "vllm PR #50388"),
 )
 def hybrid_load_failure(ctx: Context) -> Iterator[Finding]:
@@ -139,9 +136,7 @@ def hybrid_load_failure(ctx: Context) -> Iterator[Finding]:
     severity=W,
     title="Expired KV leases stay held behind a heartbeated one on the prefill (NIXL reaper stops at "
     "the first live lease)",
-    fix="upgrade vLLM to a release whose NIXL worker reaps every expired lease "
-    "(_reap_expired_send_leases); until then prefill KV blocks of abandoned requests stay pinned while "
-    "any older lease is heartbeated",
+    fix=ADVICE["lease-reaper"].fix,
     refs=("vllm#58222", "vllm PR #50789"),
 )
 def lease_reaper(ctx: Context) -> Iterator[Finding]:
@@ -157,14 +152,43 @@ def lease_reaper(ctx: Context) -> Iterator[Finding]:
     severity=INFO,
     title="A proxy that appends the prefill's first token to a block-multiple prompt kills the decode "
     "worker (D allocates one block more than P sent)",
-    fix="no fix is merged upstream (PR #50558 closed): have the proxy send decode the prompt the "
-    "prefill computed (the first token as the request's first output, not appended to the prompt)",
+    fix=ADVICE["d-extra-block"].fix,
     refs=("vllm PR #50558",),
 )
 def d_extra_block(ctx: Context) -> Iterator[Finding]:
     hits = _exposed(ctx, "d-extra-block")
     if hits:
-        yield finding("scenario-d-extra-block", _evidence(ctx, hits) + " (only with such a proxy)")
+        yield finding(
+            "scenario-d-extra-block", _evidence(ctx, hits) + f" ({ADVICE['d-extra-block'].condition})"
+        )
+
+
+@rule(
+    id="scenario-notify-only-failure",
+    severity=W,
+    title="A failed NIXL handshake for a decode request aborted before it was scheduled kills the decode "
+    "EngineCore (`assert req_id in self.requests`, hybrid models)",
+    fix=ADVICE["notify-only-failure"].fix,
+    refs=("vllm PR #57570",),
+)
+def notify_only_failure(ctx: Context) -> Iterator[Finding]:
+    if ctx.hybrid is False:
+        return
+    hits = _exposed(ctx, "notify-only-failure")
+    if not hits:
+        return
+    later = hits[0][1].holds_from
+    fix = (
+        f"upgrade vLLM to {later} or later (the first release in pd-doctor's runs where it holds; PR #57570)"
+    )
+    ev = _evidence(ctx, hits) + f" ({ADVICE['notify-only-failure'].condition})"
+    unsure = ctx.hybrid is None
+    yield finding(
+        "scenario-notify-only-failure",
+        ev + (" (if the model is hybrid)" if unsure else ""),
+        severity=INFO if unsure else W,
+        fix=fix if later else None,
+    )
 
 
 @rule(

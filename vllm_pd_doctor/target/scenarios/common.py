@@ -179,3 +179,68 @@ def attempt(fn: Callable[[], Outcome]) -> Outcome:
             "invariant": None,
             "observed": {},
         }
+
+
+def init_bookkeeping(cls: Any) -> dict[str, Any]:
+    """The empty bookkeeping a worker's `__init__` (and its bases') gives itself, read from the
+    source: each `self.x = {}` / `set()` / `[]` / `queue.Queue()` / `defaultdict(...)` /
+    `threading.RLock()` / constant. A worker built without its `__init__` (which needs the NIXL
+    library) gets these first, so an attribute a newer release adds is there too."""
+    import ast
+    import collections
+    import inspect
+    import queue
+    import textwrap
+    import threading
+
+    makers: dict[str, Callable[[], Any]] = {
+        "set": set,
+        "dict": dict,
+        "list": list,
+        "Queue": queue.Queue,
+        "defaultdict": lambda: collections.defaultdict(int),
+        "RLock": threading.RLock,
+    }
+    out: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        init = klass.__dict__.get("__init__")
+        if init is None or not klass.__module__.startswith("vllm."):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+            target = node.target if isinstance(node, ast.AnnAssign) else target
+            value = getattr(node, "value", None)
+            if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)):
+                continue
+            if target.value.id != "self" or value is None:
+                continue
+            made = _empty(value, makers)
+            if made is not _NOTHING:
+                out[target.attr] = made
+    return out
+
+
+_NOTHING = object()
+
+
+def _empty(value: Any, makers: dict[str, Callable[[], Any]]) -> Any:
+    import ast
+
+    if isinstance(value, ast.Constant):
+        return value.value
+    if (
+        isinstance(value, (ast.Dict, ast.List, ast.Set))
+        and not getattr(value, "keys", None)
+        and not getattr(value, "elts", None)
+    ):
+        return {} if isinstance(value, ast.Dict) else ([] if isinstance(value, ast.List) else set())
+    if isinstance(value, ast.Call) and not value.keywords:
+        fn = value.func
+        name = fn.attr if isinstance(fn, ast.Attribute) else (fn.id if isinstance(fn, ast.Name) else "")
+        if name in makers and (not value.args or name == "defaultdict"):
+            return makers[name]()
+    return _NOTHING

@@ -26,7 +26,7 @@ import types
 from typing import Any
 
 from .. import drive
-from .common import Ctx, NotApplicable, Outcome, held
+from .common import Ctx, NotApplicable, Outcome, held, init_bookkeeping
 
 NIXL = "vllm.distributed.kv_transfer.kv_connector.v1.nixl"
 WORKERS = {"nixl": [(f"{NIXL}.pull_worker", "NixlPullConnectorWorker")]}
@@ -99,6 +99,8 @@ def _worker(key: str) -> tuple[Any, Any]:
         raise NotApplicable("this release's NIXL worker has no lease heartbeats (no _handle_heartbeat)")
     module = importlib.import_module(BASE)
     worker = object.__new__(cls)
+    for name, value in init_bookkeeping(cls).items():
+        setattr(worker, name, value)
     for name, value in _bookkeeping(int(LEASE_S * 2 // 3)).items():
         setattr(worker, name, value)
     worker.xfer_stats = module.NixlKVConnectorStats()

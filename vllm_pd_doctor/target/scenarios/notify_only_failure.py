@@ -26,7 +26,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from .. import drive, triggers
-from .common import Ctx, NotApplicable, Outcome, attempt, held, kv_output, prefill_params
+from .common import Ctx, NotApplicable, Outcome, attempt, held, init_bookkeeping, kv_output, prefill_params
 
 KV_ROLE = "kv_consumer"
 NIXL = "vllm.distributed.kv_transfer.kv_connector.v1.nixl"
@@ -119,6 +119,8 @@ def _worker(key: str, sched: Any) -> Any:
     cls = drive.import_first("import the NIXL worker", WORKERS[key])
     stats = drive.import_first("import the NIXL worker", [(f"{NIXL}.base_worker", "NixlKVConnectorStats")])
     worker = object.__new__(cls)
+    for name, value in init_bookkeeping(cls).items():
+        setattr(worker, name, value)
     for name, value in _bookkeeping().items():
         setattr(worker, name, value)
     worker.xfer_stats = stats()
