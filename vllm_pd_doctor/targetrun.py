@@ -29,7 +29,7 @@ from vllm_pd_doctor.errors import BadInput, CouldNotRun
 TARGET_PACKAGE = "vllm_pd_doctor_target"
 TARGET_DIR = Path(__file__).resolve().parent / "target"
 KNOWLEDGE_DIR = Path(__file__).resolve().parent / "knowledge"
-SHIPPED_KNOWLEDGE = ("connectors.py",)
+SHIPPED_KNOWLEDGE = ("connectors.py", "hotfixes.py")
 """Modules of `knowledge/` that run in the target interpreter too (stdlib + `packaging`, relative
 imports among themselves only): shipped in the target package under their own name, in place of
 target/'s shim of that name (which, in the tool process, is the knowledge module itself)."""

@@ -20,14 +20,17 @@ from vllm_pd_doctor.commands._common import (
 )
 from vllm_pd_doctor.errors import ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.hotfix_env import ENV_SETTING
+from vllm_pd_doctor.hotfix_env import ENV, ENV_SETTING
 
 hotfix_app = typer.Typer(
     help=f"Opt-in runtime backport of the vLLM #53514 fix for releases that cannot be upgraded "
     f"yet: a small vLLM plugin (stdlib + vLLM only) that, in engines started with "
     f"{ENV_SETTING}, truncates P-side hybrid/Mamba prompts in on_new_request (before "
     f"the prefix-cache lookup) through the release's own helper. Verify it first with "
-    f"`pd-doctor repro --hotfix`.\n\n"
+    f"`pd-doctor repro --hotfix`. The same plugin carries Scheduler fixes, enabled by name in the "
+    f"same variable's comma list (e.g. {ENV}=53514,hybrid-load-failure,abort-race; abort-race is "
+    f"not merged upstream): each is verified by `pd-doctor repro --scenario NAME --hotfix`, and "
+    f"`hotfix status` lists them.\n\n"
     f"Example: `pd-doctor hotfix status --python ENV/bin/python`",
     no_args_is_help=True,
 )
@@ -59,8 +62,9 @@ def install(
     show(core.install(py), fmt)
     if not quiet:
         hint(
-            f"inert until an engine starts with {ENV_SETTING} in its environment; "
-            f"check with: pd-doctor hotfix status --python {py}"
+            f"inert until an engine starts with {ENV_SETTING} (or another fix's name, a comma "
+            f"list: {ENV}=NAME[,NAME...]) in its environment; check with: pd-doctor hotfix status "
+            f"--python {py}"
         )
     return ExitCode.OK
 

@@ -224,7 +224,8 @@ HotfixOpt = Annotated[
     _opt(
         "--hotfix",
         help="Apply pd-doctor's opt-in #53514 backport (pd-doctor hotfix) first; "
-        "the verdict says whether it fixed the release.",
+        "the verdict says whether it fixed the release. With --scenario: each scenario's own "
+        "hotfix (hybrid-load-failure, abort-race: not merged upstream).",
     ),
 ]
 
@@ -306,21 +307,26 @@ def _scenarios(req: ReproRequest, values: Mapping[str, Any], progress: Reporter)
     --engine live, for the ones a client can trigger: `live/scenarios.py`)."""
     from vllm_pd_doctor.scenarios import cli as scenario_cli
 
-    if req.hotfix:
-        raise BadInput(f"--scenario {req.scenario}: runs without --hotfix")
     if req.engine == Engine.live.value:
+        if req.hotfix:
+            raise BadInput(
+                f"--scenario {req.scenario} --engine live: runs without --hotfix",
+                hint=f"hotfixes are verified in-process: pd-doctor repro --scenario {req.scenario} --hotfix",
+            )
         _only_with(INPROCESS_ONLY, req.given_of(scenario.INPROCESS_ONLY))
         return scenario_cli.run_live(req, values, progress)
+    ids = scenario_cli.check_hotfix(req.scenario, req.hotfix)
     py = interpreter(values["python"], values["vllm"], values["package"], progress)
     return scenario_cli.run(
         py,
-        req.scenario,
+        ids,
         connector=req.connector,
         model=values["model"],
         block_size=req.block_size,
         timeout=req.timeout,
         fmt=values["fmt"],
         progress=progress,
+        hotfix=req.hotfix,
     )
 
 

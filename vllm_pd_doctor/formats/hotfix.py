@@ -28,7 +28,7 @@ def hotfix_status_lines(st: hotfix.Status) -> list[tuple[str, str]]:
     enabled = (
         f"yes: {hotfix.ENV_SETTING} is set here"
         if st.enabled
-        else f"no: {hotfix.ENV} is not {hotfix.ISSUE} here; start the prefill engine with "
+        else f"no: {hotfix.ENV} does not name {hotfix.ISSUE} here; start the prefill engine with "
         f"{hotfix.ENV_SETTING} in its environment"
     )
     if st.needed is None:
@@ -53,14 +53,34 @@ def hotfix_status_lines(st: hotfix.Status) -> list[tuple[str, str]]:
                 f"{p.status}{helper}; {p.reason}{'; call at ' + where if where else ''}",
             )
         )
+    rows.extend(fix_row(f) for f in st.fixes)
+    if st.available:
+        rows.append(("fixes", available_text(st.available)))
     return rows
+
+
+def fix_row(f: hotfix.FixState) -> tuple[str, str]:
+    """One Scheduler fix: (`fix abort-race (not merged upstream)`, what it would do, enabled or not)."""
+    where = f" {f.function} ({f.at})" if f.function else ""
+    on = {True: f"; enabled ({hotfix.ENV} names it)", False: f"; not enabled ({hotfix.ENV}=...,{f.fix})"}
+    status = "needed: would patch" if f.status == "patch" else f.status
+    enabled = on[f.enabled] if f.enabled is not None else ""
+    return (f"fix {f.title}", f"{status}{where}: {f.reason}{enabled}")
+
+
+def available_text(available: tuple[str, ...]) -> str:
+    """Which fixes PD_DOCTOR_HOTFIX can name."""
+    return f"{', '.join(available)}: enable with {hotfix.ENV}=NAME[,NAME...] in the engine's environment"
 
 
 def hotfix_change_text(c: hotfix.Change) -> str:
     """What `hotfix install` / `uninstall` wrote or removed, one path a line."""
     done = "installed" if c.action == "install" else "removed"
     where = "into" if c.action == "install" else "from"
-    return f"{done} {hotfix.DIST} {where} {c.site_packages}:\n" + "".join(f"  {f}\n" for f in c.files)
+    text = f"{done} {hotfix.DIST} {where} {c.site_packages}:\n" + "".join(f"  {f}\n" for f in c.files)
+    if c.available:
+        text += f"fixes: {available_text(c.available)}\n"
+    return text
 
 
 # --- table (rich, for people)
@@ -94,6 +114,8 @@ def hotfix_status_obj(st: hotfix.Status) -> dict[str, Any]:
         "needed": st.needed,
         "plan_error": st.plan_error,
         "plan": [dataclasses.asdict(p) for p in st.plan],
+        "fixes": [dataclasses.asdict(f) | {"applied": f.applied} for f in st.fixes],
+        "available": list(st.available),
     }
 
 
@@ -105,6 +127,7 @@ def hotfix_change_obj(c: hotfix.Change) -> dict[str, Any]:
         "python": c.python,
         "site_packages": c.site_packages,
         "files": list(c.files),
+        "available": list(c.available),
     }
 
 
@@ -117,4 +140,5 @@ def hotfix_status_md(st: hotfix.Status) -> str:
 
 def hotfix_change_md(c: hotfix.Change) -> str:
     head = hotfix_change_text(c).splitlines()[0]
-    return head + "\n\n" + "".join(f"- `{f}`\n" for f in c.files)
+    tail = f"\nFixes: {available_text(c.available)}\n" if c.available else ""
+    return head + "\n\n" + "".join(f"- `{f}`\n" for f in c.files) + tail

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vllm_pd_doctor.knowledge import scenarios as known
+from vllm_pd_doctor.results.hotfix import FixState
 from vllm_pd_doctor.results.scenarios import (
     FAILS,
     HOLDS,
@@ -44,6 +45,16 @@ def cell_text(c: ScenarioCell | None, *, long: bool = False) -> str:
     return f"{word}: {c.reason}" if long else word
 
 
+def hotfix_text(f: FixState | None, *, long: bool = False) -> str:
+    """`abort-race (not merged upstream): applied`; with `long`, the reason of a fix not applied."""
+    if f is None:
+        return "- (no hotfix for this scenario)" if long else "-"
+    text = f"{f.title}: {f.word}"
+    if long and not f.applied and f.reason:
+        text += f": {f.reason}"
+    return text
+
+
 # --- table -------------------------------------------------------------------------------------
 
 
@@ -52,17 +63,24 @@ def _engine_words(r: ScenarioReport) -> str:
 
 
 def report_table(r: ScenarioReport) -> RenderableType:
-    t = Table(title=f"P/D scenarios on vLLM {r.vllm.version} ({_engine_words(r)})", title_justify="left")
-    for col in ("scenario", "connector", "verdict", "what vLLM did", "control"):
+    title = (
+        f"P/D scenarios on vLLM {r.vllm.version} ({_engine_words(r)}{', with hotfixes' if r.hotfix else ''})"
+    )
+    t = Table(title=title, title_justify="left")
+    cols = ("scenario", "connector", "verdict", "what vLLM did", "control")
+    for col in (*cols, "hotfix") if r.hotfix else cols:
         t.add_column(col, overflow="fold")
     for c in r.cells:
-        t.add_row(
+        row: list[str | Text] = [
             c.scenario,
             c.connector,
             Text(WORD.get(c.status, c.status), style=STYLE.get(c.status, "yellow")),
             _what(c, r.engine != "inprocess"),
             c.control.what if c.control is not None else "-",
-        )
+        ]
+        if r.hotfix:
+            row.append(hotfix_text(c.hotfix))
+        t.add_row(*row)
     if r.engine != "inprocess":
         return Group(t, *_live_lines(r))
     foot = Text(
@@ -123,6 +141,21 @@ def catalogue_table(cat: ScenarioCatalogue) -> RenderableType:
 # --- JSON --------------------------------------------------------------------------------------
 
 
+def hotfix_obj(f: FixState | None) -> dict[str, Any] | None:
+    if f is None:
+        return None
+    return {
+        "fix": f.fix,
+        "status": f.status,
+        "applied": f.applied,
+        "label": f.label or None,
+        "reason": f.reason,
+        "function": f.function,
+        "at": f.at,
+        "sites": list(f.sites),
+    }
+
+
 def outcome_obj(o: Outcome | None) -> dict[str, Any] | None:
     if o is None:
         return None
@@ -153,6 +186,7 @@ def cell_obj(c: ScenarioCell) -> dict[str, Any]:
         "notes": list(c.notes),
         "elapsed_s": c.elapsed_s,
         "references": [r.ref for r in s.references] if s else [],
+        "hotfix": hotfix_obj(c.hotfix),
     }
 
 
@@ -165,6 +199,7 @@ def report_obj(r: ScenarioReport) -> dict[str, Any]:
         "scenarios": list(r.scenarios),
         "model": r.model,
         "failed": r.failed,
+        "hotfix": r.hotfix,
         "available_connectors": list(r.available_connectors),
         "timings": r.timings,
         "results": [cell_obj(c) for c in r.cells],
@@ -226,20 +261,21 @@ def _md(text: str) -> str:
 
 
 def report_md(r: ScenarioReport) -> str:
-    out = [f"## P/D scenarios on vLLM {r.vllm.version}\n"]
+    out = [f"## P/D scenarios on vLLM {r.vllm.version}{' (with hotfixes)' if r.hotfix else ''}\n"]
     live = r.engine != "inprocess"
     if live:
         out.append(f"Engine: {_engine_words(r)}; model `{r.model}`.\n")
+    head = "| connector | verdict | what vLLM did | control |" + (" hotfix |" if r.hotfix else "")
+    rule = "|---|---|---|---|" + ("---|" if r.hotfix else "")
     for sid in r.scenarios:
         s = known.SCENARIOS[sid]
         refs = ", ".join(f"[{x.ref}]({x.url})" for x in s.references)
         out.append(f"### `{sid}`: {s.title}\n\n{s.summary}\n\nControl: {s.control}\n\nReferences: {refs}\n")
-        out.append("| connector | verdict | what vLLM did | control |\n|---|---|---|---|")
+        out.append(f"{head}\n{rule}")
         for c in (c for c in r.cells if c.scenario == sid):
             ctl = c.control.what if c.control is not None else "-"
-            out.append(
-                f"| {c.connector} | {WORD.get(c.status, c.status)} | {_md(_what(c, live))} | {_md(ctl)} |"
-            )
+            line = f"| {c.connector} | {WORD.get(c.status, c.status)} | {_md(_what(c, live))} | {_md(ctl)} |"
+            out.append(line + (f" {_md(hotfix_text(c.hotfix, long=True))} |" if r.hotfix else ""))
         notes = [n for c in r.cells if c.scenario == sid for n in c.notes] if live else []
         out += ["", *(f"- {_md(n)}" for n in notes)] if notes else []
         out.append("")

@@ -19,6 +19,41 @@ APPLIED = ("patched", "already patched")
 
 
 @dataclass(frozen=True)
+class FixState:
+    """One Scheduler fix of the plugin (knowledge/hotfixes.py) on one vLLM: what it would do there
+    (`hotfix status`) or did (`repro --scenario X --hotfix`), read from the installed source."""
+
+    fix: str
+    """Its name in PD_DOCTOR_HOTFIX (`abort-race`; `53514` for #53514's connector patch)."""
+    status: str
+    """patch (planned), patched, already patched, not needed or refused."""
+    reason: str
+    label: str = ""
+    """`not merged upstream` for a fix upstream has not merged; else empty."""
+    function: str | None = None
+    """The vLLM function it changes (`Scheduler._update_from_kv_xfer_finished`)."""
+    at: str | None = None
+    """That function's file:line."""
+    sites: tuple[str, ...] = ()
+    """The file:line of each statement it changes."""
+    enabled: bool | None = None
+    """PD_DOCTOR_HOTFIX names it where `hotfix status` was asked (None: not asked)."""
+
+    @property
+    def applied(self) -> bool:
+        return self.status in APPLIED
+
+    @property
+    def word(self) -> str:
+        """applied, not needed, refused (or patch: planned)."""
+        return "applied" if self.applied else self.status
+
+    @property
+    def title(self) -> str:
+        return f"{self.fix} ({self.label})" if self.label else self.fix
+
+
+@dataclass(frozen=True)
 class Installed:
     """The pd-doctor-hotfix distribution found in an environment."""
 
@@ -45,6 +80,10 @@ class Status(Result):
     plan: tuple[HotfixPatch, ...]
     """What the plugin would do to each connector class of that release (observed there)."""
     plan_error: str | None = None
+    fixes: tuple[FixState, ...] = ()
+    """The Scheduler fixes (hybrid-load-failure, abort-race) on that release."""
+    available: tuple[str, ...] = ()
+    """Every fix PD_DOCTOR_HOTFIX can name, with its label (`abort-race (not merged upstream)`)."""
 
     @property
     def needed(self) -> bool | None:
@@ -64,3 +103,5 @@ class Change(Result):
     site_packages: str
     files: tuple[str, ...]
     """Paths written (install) or removed (uninstall), relative to site-packages."""
+    available: tuple[str, ...] = ()
+    """Install: every fix PD_DOCTOR_HOTFIX can name, with its label."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_pd_doctor.results.base import Result
+from vllm_pd_doctor.results.hotfix import FixState
 from vllm_pd_doctor.results.repro import VllmInstall
 
 FAILS = "fails"
@@ -62,6 +63,8 @@ class ScenarioCell:
     reason: str | None = None
     notes: tuple[str, ...] = ()
     elapsed_s: float | None = None
+    hotfix: FixState | None = None
+    """With `--hotfix`: what the scenario's hotfix did in this vLLM (applied, not needed, refused)."""
 
     @property
     def location(self) -> str | None:
@@ -82,6 +85,8 @@ class ScenarioReport(Result):
     """inprocess (the real Scheduler in one process) or live (a real P/D pair, `live/scenarios.py`)."""
     notes: tuple[str, ...] = ()
     """Live: where the engines wrote (logs, traces, run directory)."""
+    hotfix: bool = False
+    """The run applied each scenario's hotfix first (`repro --scenario X --hotfix`)."""
 
     @property
     def failed(self) -> bool:

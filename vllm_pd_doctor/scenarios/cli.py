@@ -8,9 +8,9 @@ from typing import Any
 
 from vllm_pd_doctor import scenario
 from vllm_pd_doctor.commands._common import hint, show
-from vllm_pd_doctor.errors import CouldNotRun, ExitCode
+from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.knowledge import models
+from vllm_pd_doctor.knowledge import hotfixes, models
 from vllm_pd_doctor.knowledge import scenarios as known
 from vllm_pd_doctor.knowledge.connectors import DEFAULT_KEY
 from vllm_pd_doctor.progress import Progress
@@ -28,9 +28,26 @@ def list_scenarios(fmt: OutputFormat) -> int:
     return ExitCode.OK
 
 
+def check_hotfix(value: str, hotfix: bool) -> tuple[str, ...]:
+    """`--scenario` ids; with `--hotfix`, each one named must have a hotfix (`all`: those that do
+    get theirs, the others run as they are)."""
+    ids = srun.parse_scenarios(value)
+    if not hotfix:
+        return ids
+    named = "all" not in (w.strip().lower() for w in value.split(","))
+    without = [i for i in ids if hotfixes.for_scenario(i) is None]
+    if (named and without) or len(without) == len(ids):
+        with_fix = ", ".join(h.scenario for h in hotfixes.HOTFIXES)
+        raise BadInput(
+            f"--hotfix: scenario {without[0]} has no hotfix (scenarios with one: {with_fix})",
+            hint=f"pd-doctor repro --scenario {without[0]} (without --hotfix)",
+        )
+    return ids
+
+
 def run(
     python: str,
-    value: str,
+    value: str | tuple[str, ...],
     *,
     connector: str,
     model: Path | None,
@@ -38,8 +55,9 @@ def run(
     timeout: float,
     fmt: OutputFormat,
     progress: Progress,
+    hotfix: bool = False,
 ) -> int:
-    ids = srun.parse_scenarios(value)
+    ids = srun.parse_scenarios(value) if isinstance(value, str) else value
     conns = scenario.parse_connector_list(connector) if connector != DEFAULT_KEY else ("all",)
     model_dir = models.resolve(str(model)).directory.resolve() if model is not None else None
     report = srun.run_scenarios(
@@ -50,6 +68,7 @@ def run(
         block_size=block_size,
         timeout=timeout,
         progress=progress,
+        hotfix=hotfix,
     )
     show(report, fmt)
     return exit_code(report)
@@ -75,6 +94,11 @@ def exit_code(report: ScenarioReport) -> int:
     for c in report.cells:
         if c.status in (COULD_NOT_RUN, CONTROL_FAILED):
             hint(f"{c.scenario} / {c.connector}: {c.status.replace('_', ' ')}: {c.reason or c.control}")
+    refused = {
+        c.hotfix.title: c.hotfix.reason for c in report.cells if c.hotfix and c.hotfix.status == "refused"
+    }
+    for title, why in refused.items():
+        hint(f"hotfix {title} refused: {why}")
     if report.failed:
         return ExitCode.FOUND
     if report.any_ran:

@@ -10,6 +10,7 @@ from vllm_pd_doctor import inprocess, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.knowledge import scenarios as known
 from vllm_pd_doctor.progress import Progress, phase, quiet
+from vllm_pd_doctor.results.hotfix import FixState
 from vllm_pd_doctor.results.repro import VllmInstall
 from vllm_pd_doctor.results.scenarios import (
     CONTROL_FAILED,
@@ -47,9 +48,14 @@ def parse_scenarios(value: str) -> tuple[str, ...]:
 
 
 def build_spec(
-    ids: tuple[str, ...], connectors: tuple[str, ...], model: Path | None, block_size: int | None
+    ids: tuple[str, ...],
+    connectors: tuple[str, ...],
+    model: Path | None,
+    block_size: int | None,
+    hotfix: bool = False,
 ) -> dict[str, Any]:
-    """The runner's spec: each scenario with its connectors and the model it runs on."""
+    """The runner's spec: each scenario with its connectors and the model it runs on (and, with
+    `hotfix`, each scenario's hotfix applied before any scheduler is built)."""
     models = inprocess.repro_dir() / "models"
     user = str(model or models / "tiny-hybrid")
     entries = []
@@ -63,6 +69,7 @@ def build_spec(
         "model_dir": user,
         "block_size": block_size,
         "triggers": ["same-prompt"],
+        "hotfix": hotfix,
     }
 
 
@@ -75,12 +82,15 @@ def run_scenarios(
     block_size: int | None = None,
     timeout: float = 600.0,
     progress: Progress = quiet,
+    hotfix: bool = False,
 ) -> ScenarioReport:
-    """Every scenario in `ids` x connector, in one child of `python`."""
+    """Every scenario in `ids` x connector, in one child of `python` (with `hotfix`: each with its
+    hotfix applied first)."""
     interp = targetrun.probe_interpreter(python)
     targetrun.require_vllm(interp)
-    spec = build_spec(ids, connectors, model, block_size)
-    with phase(progress, f"running {len(ids)} scenario(s) in vLLM {interp.vllm_version or '?'}"):
+    spec = build_spec(ids, connectors, model, block_size, hotfix)
+    with_fix = " with their hotfixes" if hotfix else ""
+    with phase(progress, f"running {len(ids)} scenario(s){with_fix} in vLLM {interp.vllm_version or '?'}"):
         run = targetrun.run_module(
             python, "scenarios.runner", ["--spec", json.dumps(spec)], timeout=timeout, what="the scenarios"
         )
@@ -109,6 +119,7 @@ def parse_answer(answer: dict[str, Any], python: str, ids: tuple[str, ...]) -> S
         model=str((answer.get("spec") or {}).get("model_dir", "?")),
         available_connectors=tuple(answer.get("available_connectors", ())),
         timings={k: float(x) for k, x in (answer.get("timings") or {}).items()},
+        hotfix=bool((answer.get("spec") or {}).get("hotfix")),
     )
 
 
@@ -123,6 +134,21 @@ def outcome(o: dict[str, Any] | None) -> Outcome | None:
     )
 
 
+def fix_state(d: dict[str, Any] | None) -> FixState | None:
+    """What a scenario's hotfix did in the child (None: no hotfix asked, or none for it)."""
+    if not d:
+        return None
+    return FixState(
+        fix=str(d.get("fix", "?")),
+        status=str(d.get("status", "?")),
+        reason=str(d.get("reason") or ""),
+        label=str(d.get("label") or ""),
+        function=d.get("function"),
+        at=d.get("at"),
+        sites=tuple(str(x) for x in d.get("sites") or ()),
+    )
+
+
 def cell(r: dict[str, Any]) -> ScenarioCell:
     """One scenario x connector: its verdict from the recipe and the control."""
     base: dict[str, Any] = {
@@ -131,6 +157,7 @@ def cell(r: dict[str, Any]) -> ScenarioCell:
         "kv_connector": r.get("kv_connector"),
         "elapsed_s": r.get("elapsed_s"),
         "notes": tuple(str(n) for n in r.get("notes", ())),
+        "hotfix": fix_state(r.get("hotfix")),
     }
     status = str(r.get("status", COULD_NOT_RUN))
     if status != "ran":

@@ -1,5 +1,9 @@
 """Opt-in runtime backport of the vLLM #53514 fix (PD_DOCTOR_HOTFIX=53514). Stdlib + vLLM only.
 
+PD_DOCTOR_HOTFIX is a comma list of fix names (knowledge/hotfixes.py): `53514` is this module's
+connector patch; the Scheduler fixes (`hybrid-load-failure`, `abort-race`) are hotfix_scheduler.py's,
+applied by the same plugin entry point at the same moment.
+
 On releases whose P side truncates a hybrid/Mamba prompt in `get_num_new_matched_tokens` (after the
 scheduler's local prefix-cache lookup), truncate it in `on_new_request` instead (before any
 lookup), through the release's OWN truncation helper, and let the late call find the request
@@ -26,7 +30,7 @@ import os
 import sys
 from typing import Any
 
-from . import connectors
+from . import connectors, hotfix_scheduler, hotfixes
 from .hotfix_plan import GUARD_KEY, _plan, _scheduler_half, plan, plan_class
 
 __all__ = ["GUARD_KEY", "apply", "patch_class", "plan", "plan_class", "register"]
@@ -39,9 +43,15 @@ log = logging.getLogger("vllm.pd_doctor_hotfix")
 _announced = False
 
 
-def enabled(environ: dict[str, str] | None = None) -> bool:
+def enabled_fixes(environ: dict[str, str] | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(known fix names, unknown words) of PD_DOCTOR_HOTFIX's comma list."""
     env = os.environ if environ is None else environ
-    return env.get(ENV, "").strip() == ISSUE
+    return hotfixes.parse(env.get(ENV))
+
+
+def enabled(environ: dict[str, str] | None = None) -> bool:
+    """#53514's connector patch is enabled (PD_DOCTOR_HOTFIX names 53514)."""
+    return ISSUE in enabled_fixes(environ)[0]
 
 
 # ----------------------------------------------------------------------------- patching
@@ -160,27 +170,48 @@ def _configured_names(vllm_config: Any) -> list[str] | None:
     return [name] if connectors.by_vllm_name(str(name)) is not None else None
 
 
+def apply_scheduler(fixes: list[str], *, announce: bool = True) -> list[dict[str, Any]]:
+    """The Scheduler fixes (hotfix_scheduler.py), with one log line when something changed."""
+    entries = hotfix_scheduler.apply(fixes)
+    if announce and entries and any(e["status"] != "already patched" for e in entries):
+        log.warning("%s", hotfix_scheduler.summary_line(entries))
+    return entries
+
+
 def register() -> None:
-    """Entry point (vllm.general_plugins). Inert unless PD_DOCTOR_HOTFIX=53514."""
-    if not enabled():
+    """Entry point (vllm.general_plugins). Inert unless PD_DOCTOR_HOTFIX names a fix."""
+    known, unknown = enabled_fixes()
+    if unknown:
+        log.warning(
+            "pd-doctor hotfix: %s names no fix (%s): ignored",
+            ENV,
+            ", ".join(unknown) + "; known: " + ", ".join(hotfixes.names()),
+        )
+    if not known:
         return
     try:
         from vllm.v1.core.sched.scheduler import Scheduler
     except Exception as exc:  # pragma: no cover - layout drift
-        log.warning("pd-doctor hotfix %s: cannot import Scheduler (%r); not applied", ISSUE, exc)
+        log.warning("pd-doctor hotfix %s: cannot import Scheduler (%r); not applied", ",".join(known), exc)
         return
     if getattr(Scheduler.__init__, MARK, False):
         return
     original_init = Scheduler.__init__
+    on_scheduler = [k for k in known if k != ISSUE]
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         vllm_config = kwargs.get("vllm_config", args[0] if args else None)
         try:
-            names = _configured_names(vllm_config)
+            names = _configured_names(vllm_config) if ISSUE in known else []
             if names != []:
                 apply(names)
         except Exception as exc:  # never break the engine
             log.warning("pd-doctor hotfix %s: not applied: %r", ISSUE, exc)
+        try:
+            if on_scheduler:
+                apply_scheduler(on_scheduler)
+        except Exception as exc:  # never break the engine
+            log.warning("pd-doctor hotfix %s: not applied: %r", ",".join(on_scheduler), exc)
         original_init(self, *args, **kwargs)
 
     setattr(__init__, MARK, True)
@@ -204,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             "path": os.path.dirname(os.path.abspath(vllm.__file__)),
         }
         doc["plan"] = plan()
+        doc["fixes"] = hotfix_scheduler.plan()
     except Exception as exc:
         doc["error"] = f"{type(exc).__name__}: {exc}"
     with open(ns.out, "w", encoding="utf-8") as fh:

@@ -2,8 +2,10 @@
 
 Runs INSIDE the target vLLM interpreter, as `python -m <pkg>.scenarios.runner --spec JSON --out FILE`.
 The spec names the scenarios (each with the connectors it concerns, from the tool's registry), the
-connectors asked for and the model. Each scenario x connector runs its recipe and its control on
-fresh real Schedulers; the answer (one JSON document) says what vLLM did in each.
+connectors asked for and the model; with `hotfix` true, each scenario's hotfix (knowledge/hotfixes.py)
+is applied before any scheduler is built, and each cell says what it did there. Each scenario x
+connector runs its recipe and its control on fresh real Schedulers; the answer (one JSON document)
+says what vLLM did in each.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 import traceback
 from typing import Any
 
-from .. import harness, observe, wire
+from .. import harness, hotfix, hotfix_scheduler, hotfixes, observe, wire
 from ..drive import InternalsError
 from .common import Ctx, NotApplicable
 
@@ -86,6 +88,7 @@ def _fill(spec: dict[str, Any], out: dict[str, Any]) -> None:
     present = harness.available_connectors(ctx.registry)
     out["available_connectors"] = sorted(present)
     asked = spec.get("connectors") or ["all"]
+    fixes = apply_hotfixes(spec, present) if spec.get("hotfix") else {}
     results = []
     for scenario in spec["scenarios"]:
         ctx.model_dir = str(scenario.get("model_dir") or spec["model_dir"])
@@ -103,8 +106,42 @@ def _fill(spec: dict[str, Any], out: dict[str, Any]) -> None:
                 )
                 continue
             results.append(run_one(ctx, scenario, key, present[key]))
+            if (scenario["id"], key) in fixes:
+                results[-1]["hotfix"] = fixes[scenario["id"], key]
     out["results"] = results
     out["models"] = {model: s.facts for model, s in ctx.setups.items()}
+
+
+def apply_hotfixes(spec: dict[str, Any], present: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each asked scenario's hotfix, applied now: (scenario, connector key) -> what it did there."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for scenario in spec["scenarios"]:
+        h = hotfixes.for_scenario(scenario["id"])
+        keys = [k for k in scenario["connectors"] if k in present]
+        if h is None or not keys:
+            continue
+        if h.scheduler:
+            (e,) = hotfix_scheduler.apply([h.name])
+            out.update({(scenario["id"], k): e for k in keys})
+            continue
+        for e in hotfix.apply([present[k] for k in keys], announce=False):
+            for k in keys:
+                if present[k] in (e.get("kv_connectors") or ()):
+                    out[scenario["id"], k] = _connector_entry(h.name, e)
+    return out
+
+
+def _connector_entry(fix: str, e: dict[str, Any]) -> dict[str, Any]:
+    """#53514's per-class entry in the scheduler fixes' shape."""
+    return {
+        "fix": fix,
+        "label": "",
+        "status": e.get("status"),
+        "reason": e.get("reason"),
+        "function": f"{e.get('class')}.{e.get('hook')}" if e.get("hook") else e.get("class"),
+        "at": e.get("late_call_at") or e.get("early_call_at"),
+        "sites": [x for x in (e.get("helper_at"),) if x],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
