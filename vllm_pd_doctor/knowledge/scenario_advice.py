@@ -53,7 +53,9 @@ ADVICE: dict[str, Advice] = {
             "abort-race",
             DECODE,
             "no upstream fix is merged (vllm PRs #56089/#46304 open): carry a scheduler patch that skips "
-            "finished-transfer ids of already-freed requests (pd-doctor hotfix, or prime-rl PR #2843); "
+            "finished-transfer ids of already-freed requests (pd-doctor hotfix install, then "
+            "PD_DOCTOR_HOTFIX=abort-race on the decode, verified by repro --scenario abort-race --hotfix; or "
+            "prime-rl PR #2843); "
             "keep client aborts and timeouts away from requests still waiting for KV; on data-parallel "
             "decode expect one rank's death to take the pool down (sync_dp_state)",
             "kv-xfer-finished-for-freed-request",
@@ -61,8 +63,9 @@ ADVICE: dict[str, Advice] = {
         Advice(
             "hybrid-load-failure",
             DECODE,
-            "upgrade vLLM to a release with PR #50388; kv_load_failure_policy does not avoid it (both "
-            "policies run the unpack)",
+            "upgrade vLLM to a release with PR #50388, or carry its backport (pd-doctor hotfix install, "
+            "then PD_DOCTOR_HOTFIX=hybrid-load-failure on the decode); kv_load_failure_policy does not "
+            "avoid it (both policies run the unpack)",
             "hybrid-kv-load-failure-crash",
             hybrid_only=True,
         ),

@@ -119,7 +119,8 @@ def hybrid_load_failure(ctx: Context) -> Iterator[Finding]:
     fix = (
         (
             f"upgrade vLLM to {later} or later (the first release in pd-doctor's runs where it "
-            "holds; PR #50388)"
+            "holds; PR #50388), or carry the backport: pd-doctor hotfix install, then "
+            "PD_DOCTOR_HOTFIX=hybrid-load-failure on the decode"
         )
         if later
         else None
