@@ -218,7 +218,7 @@ def test_registry_matches_the_scenarios():
     [
         (("--scenario", "lease-reaper", "--hotfix"), "scenario lease-reaper has no hotfix"),
         (("--scenario", "abort-race,d-extra-block", "--hotfix"), "scenario d-extra-block has no hotfix"),
-        (("--scenario", "abort-race", "--engine", "live", "--hotfix"), "--engine live: runs without --hotfix"),
+        (("--scenario", "abort-race", "--engine", "live", "--hotfix"), "live: runs without --hotfix"),
     ],
 )
 def test_hotfix_refusals_are_one_line(cli, args, words):
