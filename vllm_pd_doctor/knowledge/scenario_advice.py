@@ -52,7 +52,7 @@ ADVICE: dict[str, Advice] = {
         Advice(
             "abort-race",
             DECODE,
-            "no upstream fix is merged (vllm PRs #56089/#46304 open): carry a scheduler patch that skips "
+            "no upstream fix is merged (vllm PRs #56089 and #46304 open): carry a scheduler patch that skips "
             "finished-transfer ids of already-freed requests (pd-doctor hotfix install, then "
             "PD_DOCTOR_HOTFIX=abort-race on the decode, verified by repro --scenario abort-race --hotfix; or "
             "prime-rl PR #2843); "
