@@ -618,5 +618,7 @@ def test_public_text_keeps_known_safe_words_only() -> None:
     for kept in ("[core.py:710]", "--block-size 16", "kv_role=kv_producer", "rc,cuda_copy", "err.response"):
         assert kept in out, (kept, out)
     assert "https://github.com/vllm-project/vllm/pull/1" in out
+    refs = s.text("fix PRs #56089/#46304 open (vllm#1/vllm#2)")
+    assert "#56089/#46304" in refs and "vllm#1/vllm#2" in refs, refs  # references, not a path
     for unknown in ("/srv/acme/model-x", "Zx9Tok3nQ7w8E9r0aB1", "918273645546", "-pS3cretPw", "a%40b.c"):
         assert unknown not in s.text(f"x {unknown} y"), unknown

@@ -50,6 +50,8 @@ class Placeholders:
 
 # a "word": a run without spaces, quotes, brackets and the separators of key=value, a: b, a,b
 _PH = r"<[a-z_]+-\d+>"
+_REFS = re.compile(r"(?<![\w/])(?:[A-Za-z][\w.-]*)?#\d+(?:/(?:[A-Za-z][\w.-]*)?#\d+)+(?![\w/])")
+"""Issue/PR references joined by slashes (`#56089/#46304`, `vllm#1/vllm#2`): words, not a path."""
 _WORD = re.compile(rf"(?:{_PH}|[^\s\"'`()\[\]{{}}<>,;=|:!?*&$#^])+")
 _URL = re.compile(rf"\b([A-Za-z][A-Za-z0-9+.\-]{{0,15}})://((?:{_PH}|[^\s\"'`<>()\[\]{{}},|\\])*)")
 _NUMBER = re.compile(r"[+\-]?(?:\d+(?:\.\d+){0,2}(?:[eE][+\-]?\d+)?[A-Za-z%]{0,3}|0x[0-9A-Fa-f]{1,16}|\.\d+)")
@@ -165,6 +167,16 @@ class SafeText:
         return self.ph.get("path", path) if path else ""
 
     def _words(self, s: str) -> str:
+        out: list[str] = []
+        pos = 0
+        for r in _REFS.finditer(s):  # `#56089/#46304`, `vllm#1/vllm#2`: references, kept whole
+            out.append(self._plain_words(s[pos : r.start()]))
+            out.append(r.group(0))
+            pos = r.end()
+        out.append(self._plain_words(s[pos:]))
+        return "".join(out)
+
+    def _plain_words(self, s: str) -> str:
         out: list[str] = []
         pos = 0
         for m in _WORD.finditer(s):
