@@ -181,6 +181,29 @@ def test_a_signal_while_starting_is_held_until_registered() -> None:
     assert seen == [signal.SIGTERM]
 
 
+def test_a_signal_python_cannot_raise_still_ends_the_run() -> None:
+    """A signal whose Interrupted lands in a weakref callback (seen in CI: inside an import's module
+    lock callback) is "ignored" by Python: the unraisable hook ends the run with the signal's code,
+    one line, no traceback."""
+    code = (
+        "import signal, weakref\n"
+        "from vllm_pd_doctor import procs\n"
+        "procs.install()\n"
+        "class A: pass\n"
+        "a = A()\n"
+        "def cb(_):\n"
+        "    procs._R.stopping = signal.SIGINT\n"
+        "    raise procs.Interrupted(signal.SIGINT)\n"
+        "r = weakref.ref(a, cb)\n"
+        "del a\n"
+        "print('not reached')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    assert "not reached" not in proc.stdout
+    assert "Traceback" not in proc.stderr and "stopped by SIGINT" in proc.stderr
+
+
 # --- the real commands ----------------------------------------------------------------------------
 
 

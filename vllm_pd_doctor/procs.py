@@ -23,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -415,6 +414,18 @@ def install() -> None:
             continue  # started under nohup: keep ignoring hang-ups
         signal.signal(sig, _handle)
     _R.installed = True
+    previous = sys.unraisablehook
+
+    def unraisable(u: Any) -> None:
+        # the signal landed where Python cannot raise (a weakref callback during an import): the
+        # stop already ran, so end the run here as the error boundary would
+        if isinstance(u.exc_value, Interrupted):
+            with suppress(OSError, ValueError):
+                print(f"pd-doctor: stopped by {u.exc_value}", file=sys.stderr, flush=True)
+            finish(u.exc_value.exit_code)
+        previous(u)
+
+    sys.unraisablehook = unraisable
     with suppress(OSError):
         reaper.sweep()  # what a SIGKILLed run left in the temp directory
 
@@ -433,23 +444,3 @@ def finish(code: int) -> None:
     with suppress(Exception):
         sys.stderr.flush()
     os._exit(code)
-
-
-def wait_gone(pids: Sequence[int], timeout: float = 10.0) -> list[int]:
-    """PIDs of `pids` still alive after `timeout` seconds (test helper)."""
-    deadline = time.monotonic() + timeout
-    alive = list(pids)
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if _alive(p)]
-        if alive:
-            time.sleep(0.05)
-    return alive
-
-
-def _alive(pid: int) -> bool:
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except (psutil.Error, OSError):
-        return False
