@@ -2,8 +2,9 @@
 
 Engine starts are kept to two, each serving several checks in order (one test per start):
 
-* pair A, 0.32.0 on both sides (as `repro --engine live` starts it, NIXL lease 6 s: long enough for
-  a decode on a loaded 2-core box to read in time, short enough to outwait): healthy and
+* pair A, 0.32.0 on both sides (as `repro --engine live` starts it, NIXL lease 12 s: long enough
+  for a decode on a 2-core box to read in time while two engines and status share the cores (a read
+  7 s after the prefill was seen with a 6 s lease), short enough to outwait): healthy and
   idle, healthy under P->D traffic (no finding either time); requests sent to the decode alone
   (the router skips the prefill: not disaggregating); P->D requests whose decode reads only after
   the lease (a slow decode: lease expiry); the decode killed during traffic (exit 3, one line).
@@ -43,7 +44,7 @@ pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "status"
-LEASE_S = 6
+LEASE_S = 12
 INTERVAL = 4.0
 
 
