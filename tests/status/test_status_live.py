@@ -119,18 +119,15 @@ def ep(eng: engines.Engine, role: str | None = None) -> Endpoint:
 def window(
     eps: list[Endpoint], case: str | None, how: dict[str, Any], during: Any = None, interval: float = INTERVAL
 ) -> Any:
-    """One status window, with `during` running inside it (started once every engine has been read
-    the first time: on a fast machine traffic started earlier can finish before that read, leaving
-    the window empty); recorded when asked."""
-    th = None
-    if during is not None:
-        th = threading.Thread(target=during, daemon=True)
+    """One status window with `during` run inside it, to its end, between the first and the second
+    read of every engine (the second read waits for it): traffic started before the first read can
+    finish before it on a fast machine, and traffic in a thread can still be running at the second
+    read on a loaded one (seen in CI: 12 s between the prefill's answer and the decode's request
+    while the tool read the release source); recorded when asked."""
     t0 = time.monotonic()
     # a loaded 2-core box: engines answer slowly
-    wins = core.gather(eps, interval, timeout=20.0, on_first_read=th.start if th is not None else None)
+    wins = core.gather(eps, interval, timeout=20.0, on_first_read=during)
     report = core.judge(wins, eps, interval=interval, elapsed=time.monotonic() - t0)
-    if th is not None:
-        th.join(timeout=120)
     if case and os.environ.get("PD_DOCTOR_RECORD_STATUS") == "1":
         record.record(wins, eps, FIX / case, how)
     _say(f"{case}: {[(f.id, f.severity) for f in report.findings]} in {report.elapsed_s:.1f} s")
