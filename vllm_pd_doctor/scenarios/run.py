@@ -138,15 +138,9 @@ def fix_state(d: dict[str, Any] | None) -> FixState | None:
     """What a scenario's hotfix did in the child (None: no hotfix asked, or none for it)."""
     if not d:
         return None
-    return FixState(
-        fix=str(d.get("fix", "?")),
-        status=str(d.get("status", "?")),
-        reason=str(d.get("reason") or ""),
-        label=str(d.get("label") or ""),
-        function=d.get("function"),
-        at=d.get("at"),
-        sites=tuple(str(x) for x in d.get("sites") or ()),
-    )
+    from vllm_pd_doctor.hotfix import fix_from_dict
+
+    return fix_from_dict(d)
 
 
 def cell(r: dict[str, Any]) -> ScenarioCell:

@@ -82,16 +82,23 @@ def _cuda_module_error() -> str | None:
     return None
 
 
-def _class_defines(module: str, method: str) -> bool | None:
-    """Whether a platform module's source (read, not imported) defines `method` itself."""
+def _module_tree(module: str) -> ast.Module | None:
+    """A module's source, read and parsed, not imported (None where it cannot be)."""
     try:
         spec = importlib.util.find_spec(module)
         origin = spec.origin if spec else None
         if not origin:
             return None
         with open(origin, encoding="utf-8") as fh:
-            tree = ast.parse(fh.read())
+            return ast.parse(fh.read())
     except (ImportError, OSError, SyntaxError, ValueError):
+        return None
+
+
+def _class_defines(module: str, method: str) -> bool | None:
+    """Whether a platform module's source (read, not imported) defines `method` itself."""
+    tree = _module_tree(module)
+    if tree is None:
         return None
     return any(isinstance(n, ast.FunctionDef) and n.name == method for n in ast.walk(tree))
 
@@ -183,14 +190,8 @@ def _take_capabilities(pcls: Any, platform: str, target: str) -> list[str]:
 def _constant_answer(module: str, method: str) -> Any:
     """What `method` returns in a platform module's source (read, not imported) when its body is
     one `return <constant>`; None otherwise."""
-    try:
-        spec = importlib.util.find_spec(module)
-        origin = spec.origin if spec else None
-        if not origin:
-            return None
-        with open(origin, encoding="utf-8") as fh:
-            tree = ast.parse(fh.read())
-    except (ImportError, OSError, SyntaxError, ValueError):
+    tree = _module_tree(module)
+    if tree is None:
         return None
     for n in ast.walk(tree):
         if isinstance(n, ast.FunctionDef) and n.name == method:
