@@ -33,6 +33,21 @@ def _value(metric: str, value: str) -> str | None:
     return value if _SAFE_VALUE.match(value) else None
 
 
+def _command(cmd: str | None) -> str | None:
+    """A next command without the deployment's paths, URLs or hosts (`--model /root/...` -> `--model MODEL`)."""
+    if cmd is None:
+        return None
+    words = cmd.split(" ")
+    out = []
+    for i, w in enumerate(words):
+        prev = words[i - 1] if i else ""
+        if "://" in w or w.startswith(("/", "~")) or (prev == "--model" and not w.startswith("-")):
+            out.append("URL" if "://" in w else "MODEL" if prev == "--model" else "PATH")
+        else:
+            out.append(w)
+    return " ".join(out)
+
+
 def snapshot(r: StatusReport) -> dict[str, Any]:
     """The public form of one status window."""
     engines = [
@@ -65,7 +80,7 @@ def snapshot(r: StatusReport) -> dict[str, Any]:
             "severity": f.severity,
             "triage_class": f.triage_class,
             "fix": f.fix,
-            "next": f.next,
+            "next": _command(f.next),
             "evidence": [
                 {"metric": ev.metric, "value": v}
                 for ev in f.evidence
