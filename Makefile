@@ -10,7 +10,7 @@ PY ?= $(shell for p in $(PY_CANDIDATES); do \
 VENV ?= .venv
 BIN := $(VENV)/bin
 UV_ON_PATH := $(shell command -v uv 2>/dev/null)
-# xdist workers for the parallel parts (2 cores here: measured in README "Tests"); JOBS=0 runs serially.
+# xdist workers for the parallel parts (2 cores here: measured in docs/contributing.md "Tests"); JOBS=0 runs serially.
 JOBS ?= 2
 XDIST = $(if $(filter-out 0,$(JOBS)),-n $(JOBS) --dist loadgroup,)
 PYTEST = PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest

@@ -1,4 +1,4 @@
-"""The README's package tree is the one scripts/readme_tree.py generates from the module
+"""The package tree of docs/contributing.md is the one scripts/readme_tree.py generates from the module
 docstrings: every module and package listed, no stale name, every summary current."""
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ def _script() -> ModuleType:
 
 def test_readme_tree_is_the_generated_one() -> None:
     tree = _script()
-    block = tree.current((ROOT / "README.md").read_text(encoding="utf-8"))
-    assert block is not None, "README.md lost the package tree's markers"
-    assert block == tree.block(), "README.md's package tree is stale: run scripts/readme_tree.py"
+    block = tree.current((ROOT / "docs" / "contributing.md").read_text(encoding="utf-8"))
+    assert block is not None, "docs/contributing.md lost the package tree's markers"
+    assert block == tree.block(), "docs/contributing.md's package tree is stale: run scripts/readme_tree.py"
 
 
 def test_every_module_has_a_line_and_a_summary() -> None:

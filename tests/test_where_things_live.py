@@ -1,4 +1,4 @@
-"""README "Where things live": every row names paths that exist and a registry that is where the
+"""docs/contributing.md "Where things live": every row names paths that exist and a registry that is where the
 row says; the kinds issue 27 sized (connector, release, advisory, deployment format, failure class, rule)
 stay at 2 package files or fewer."""
 
@@ -72,7 +72,7 @@ PATH = re.compile(r"`([\w.-]+(?:/[\w.-]*)*\.(?:py|toml|yaml)|[\w.-]+(?:/[\w.-]+)
 
 
 def rows() -> dict[str, tuple[str, str]]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
     section = text.split("## Where things live", 1)[1].split("\n## ", 1)[0]
     out: dict[str, tuple[str, str]] = {}
     for line in section.splitlines():

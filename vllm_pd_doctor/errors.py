@@ -13,7 +13,7 @@ from vllm_pd_doctor.sanitize import line, text
 
 
 class ExitCode(IntEnum):
-    """Exit codes of every pd-doctor command (documented in --help and the README)."""
+    """Exit codes of every pd-doctor command (documented in --help, the README and docs/exit-codes.md)."""
 
     OK = 0
     """Nothing found: the bug did not fire / no error-level finding."""

@@ -31,7 +31,7 @@ SCRIPTS = ROOT / "tests" / "target_scripts"
 # The effective block size W depends on the CPU (AMX or not: the SSM state dtype) and the release, so
 # no W is pinned here: W is read from the result and checked against vLLM's own invariant (the hybrid
 # alignment makes an attention page hold a Mamba state). Measured figures (requested 16, `align`, 0.28.0)
-# are in the README; e.g. tiny-hybrid 32, granite-4.0-h-tiny 400, nemotron-h 1312 on one machine.
+# are in docs/repro.md; e.g. tiny-hybrid 32, granite-4.0-h-tiny 400, nemotron-h 1312 on one machine.
 FAMILIES = ("tiny-hybrid", "granite-4.0-h-tiny", "nemotron-h", "qwen3-next", "falcon-h1", "jamba")
 # Zamba2 is not in this block-16 batch: with a requested block of 16 vLLM's own alignment keeps 16 on
 # this kind of CPU, and the MambaSpec its layers then give has a larger page than the padded page that

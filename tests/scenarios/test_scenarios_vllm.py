@@ -17,7 +17,7 @@ from vllm_pd_doctor.knowledge import scenarios as known
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 RUNNABLE = ("nixl", "nixl-push", "mooncake")
-"""Connectors whose scheduler half the scenarios drive on both releases (MoRIIO: see README)."""
+"""Connectors whose scheduler half the scenarios drive on both releases (MoRIIO: see docs/repro.md)."""
 
 
 @pytest.fixture(scope="module")
