@@ -34,7 +34,7 @@ def _value(metric: str, value: str) -> str | None:
 
 
 def _command(cmd: str | None) -> str | None:
-    """A next command without the deployment's paths, URLs or hosts (`--model /root/...` -> `--model MODEL`)."""
+    """A next command without the deployment's paths and URLs (`--model /root/m` -> `--model MODEL`)."""
     if cmd is None:
         return None
     words = cmd.split(" ")
