@@ -3,6 +3,7 @@ their lookalikes do not, and each entry names its thread."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -42,3 +43,13 @@ def test_entry(entry: threads.Thread) -> None:
 def test_urls_unique() -> None:
     urls = [e.url for e in ENTRIES]
     assert len(urls) == len(set(urls))
+
+
+def test_others_file_spans_projects_around_vllm() -> None:
+    """others.jsonl holds the threads of the projects around vLLM's P/D (llm-d, Dynamo, NIXL, LMCache,
+    Mooncake, vllm-ascend, ...): many, from several repositories, never vllm-project/vllm itself."""
+    lines = (threads.DATA / "others.jsonl").read_text(encoding="utf-8").splitlines()
+    repos = [json.loads(line)["repo"] for line in lines if line.strip()]
+    assert len(repos) >= 80
+    assert "vllm-project/vllm" not in repos
+    assert len(set(repos)) >= 5
