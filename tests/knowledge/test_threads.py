@@ -53,3 +53,17 @@ def test_others_file_spans_projects_around_vllm() -> None:
     assert len(repos) >= 80
     assert "vllm-project/vllm" not in repos
     assert len(set(repos)) >= 5
+
+
+def test_vllm_files_hold_only_vllm_threads() -> None:
+    """The `vllm*.jsonl` files hold vllm-project/vllm's own threads (the others are in others.jsonl)."""
+    for path in sorted(threads.DATA.glob("vllm*.jsonl")):
+        repos = {
+            json.loads(raw)["repo"] for raw in path.read_text(encoding="utf-8").splitlines() if raw.strip()
+        }
+        assert repos == {"vllm-project/vllm"}, path.name
+
+
+def test_the_index_holds_200_threads() -> None:
+    """Issue 32: at least 200 public threads, each read before it was entered."""
+    assert len(ENTRIES) >= 200, len(ENTRIES)
