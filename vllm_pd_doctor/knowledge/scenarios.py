@@ -158,7 +158,7 @@ _SCENARIOS: tuple[Scenario, ...] = (
                 "test_reaper_reclaims_expired_leases_behind_heartbeated_head",
             ),
         ),
-        connectors=("nixl",),
+        connectors=("nixl", "nixl-push"),
         kv_role="kv_producer",
     ),
     Scenario(
@@ -178,7 +178,7 @@ _SCENARIOS: tuple[Scenario, ...] = (
             ),
             _test("tests/v1/kv_connector/unit/test_nixl_connector.py", "test_apply_prefix_caching_*"),
         ),
-        connectors=("nixl",),
+        connectors=("nixl", "nixl-push"),
         live="act as the proxy: append P's first token to an N = k x W prompt sent to D",
     ),
     Scenario(
