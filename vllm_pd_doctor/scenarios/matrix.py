@@ -16,12 +16,19 @@ from vllm_pd_doctor.results.scenarios import FAILS, HOLDS, ScenarioBisect, Scena
 from vllm_pd_doctor.scenarios.run import run_scenarios
 
 
-def row(package: str, release: str, ids: tuple[str, ...], timeout: float, progress: Progress) -> ScenarioRow:
+def row(
+    package: str,
+    release: str,
+    ids: tuple[str, ...],
+    timeout: float,
+    progress: Progress,
+    connectors: tuple[str, ...] = ("all",),
+) -> ScenarioRow:
     """One release: provision (or reuse) its environment, run every scenario in one child."""
     t0 = time.perf_counter()
     try:
         env = envs.ensure_or_clean(package, release, progress=progress)
-        report = run_scenarios(str(env.python), ids, timeout=timeout)
+        report = run_scenarios(str(env.python), ids, timeout=timeout, connectors=connectors)
     except PdDoctorError as exc:
         progress(f"{release}: could not run: {exc.message}")
         return ScenarioRow(release, reason=exc.message, run_s=round(time.perf_counter() - t0, 2))
@@ -37,11 +44,15 @@ def run_matrix(
     *,
     timeout: float = 600.0,
     progress: Progress = quiet,
+    connectors: tuple[str, ...] = ("all",),
 ) -> ScenarioMatrix:
-    """Every scenario in every release, one release at a time (each a vLLM import)."""
+    """Every scenario in every release (on `connectors`, or every one each concerns), one release at
+    a time (each a vLLM import)."""
     t0 = time.perf_counter()
-    rows = [row(package, r, ids, timeout, progress) for r in sorted(releases, key=version_key)]
+    rows = [row(package, r, ids, timeout, progress, connectors) for r in sorted(releases, key=version_key)]
     conns = tuple(dict.fromkeys(c for s in ids for c in known.SCENARIOS[s].connectors))
+    if connectors != ("all",):
+        conns = tuple(c for c in conns if c in connectors)
     return ScenarioMatrix(
         package=package,
         scenarios=ids,
