@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from vllm_pd_doctor.knowledge import scenario_exposure as sx
 from vllm_pd_doctor.knowledge import scenarios as known
 from vllm_pd_doctor.knowledge.scenario_exposure import Remedy
 from vllm_pd_doctor.results.hotfix import FixState
@@ -153,14 +154,31 @@ def matrix_table(m: ScenarioMatrix) -> RenderableType:
     return Group(t, Text(f"wall {m.wall_s:.1f} s", style="dim"))
 
 
+def history_text(sid: str) -> str:
+    """`nixl: fails 0.27.1-0.29.0, holds from 0.30.0`: per connector, from the recorded runs."""
+    out = []
+    for h in sx.history(sid):
+        if not h.fails_in and not h.holds_in:
+            out.append(f"{h.connector}: not applicable")
+            continue
+        if not h.fails_in:
+            na = f" (not applicable in {', '.join(h.not_applicable_in)})" if h.not_applicable_in else ""
+            out.append(f"{h.connector}: holds from {h.holds_in[0]}{na}")
+            continue
+        span = f"{h.fails_in[0]}-{h.fails_in[-1]}" if len(h.fails_in) > 1 else h.fails_in[0]
+        later = f"holds from {h.holds_from}" if h.holds_from else "no run holds"
+        out.append(f"{h.connector}: fails {span}, {later}")
+    return "; ".join(out)
+
+
 def catalogue_table(cat: ScenarioCatalogue) -> RenderableType:
     t = Table(title="scenarios (pd-doctor repro --scenario ID)", title_justify="left")
-    for col in ("id", "what", "references", "model matters"):
+    for col in ("id", "what", "fails in / holds from (recorded runs)", "references", "model matters"):
         t.add_column(col, overflow="fold")
     for s in (known.SCENARIOS[i] for i in cat.ids):
         refs = ", ".join(f"{r.ref}{' (' + r.status + ')' if r.status else ''}" for r in s.references)
-        t.add_row(s.id, s.title, refs, "yes" if s.model_matters else "no")
-    return t
+        t.add_row(s.id, s.title, history_text(s.id), refs, "yes" if s.model_matters else "no")
+    return Group(t, Text(f"recorded runs: {', '.join(sx.releases())}", style="dim"))
 
 
 # --- JSON --------------------------------------------------------------------------------------
@@ -297,6 +315,18 @@ def catalogue_obj(cat: ScenarioCatalogue) -> dict[str, Any]:
                 "live": s.live or None,
                 "fixed_upstream": s.fixed_upstream,
                 "next_step": s.next_step,
+                "side": s.side,
+                "workaround": s.workaround or None,
+                "triage_class": s.triage_class,
+                "runs": {
+                    h.connector: {
+                        "fails_in": list(h.fails_in),
+                        "holds_in": list(h.holds_in),
+                        "not_applicable_in": list(h.not_applicable_in),
+                        "holds_from": h.holds_from,
+                    }
+                    for h in sx.history(s.id)
+                },
                 "references": [
                     {"kind": r.kind, "ref": r.ref, "url": r.url, "status": r.status} for r in s.references
                 ],
@@ -356,12 +386,13 @@ def matrix_md(m: ScenarioMatrix) -> str:
 def catalogue_md(cat: ScenarioCatalogue) -> str:
     lines = [
         "## P/D scenarios (`pd-doctor repro --scenario ID`)\n",
-        "| id | what | references |",
-        "|---|---|---|",
+        f"Fails in / holds from: pd-doctor's recorded runs ({', '.join(sx.releases())}).\n",
+        "| id | what | fails in / holds from | references |",
+        "|---|---|---|---|",
     ]
     for s in (known.SCENARIOS[i] for i in cat.ids):
         refs = ", ".join(f"[{r.ref}]({r.url})" for r in s.references)
-        lines.append(f"| `{s.id}` | {_md(s.title)} | {refs} |")
+        lines.append(f"| `{s.id}` | {_md(s.title)} | {_md(history_text(s.id))} | {refs} |")
     return "\n".join(lines) + "\n"
 
 

@@ -269,3 +269,35 @@ def remedy(scenario: str, connector: str, release: str, path: Path = DATA) -> Re
         workaround=s.workaround if s is not None else "",
         upstream=s.fix_refs if s is not None else (),
     )
+
+
+@dataclass(frozen=True)
+class History:
+    """One scenario on one connector across the recorded runs (the catalogue's `fails in`)."""
+
+    scenario: str
+    connector: str
+    fails_in: tuple[str, ...]
+    holds_in: tuple[str, ...]
+    not_applicable_in: tuple[str, ...]
+
+    @property
+    def holds_from(self) -> str | None:
+        """The first release after the newest failing one whose run holds (None: none holds after it)."""
+        last = max(self.fails_in, key=version_key) if self.fails_in else None
+        later = [r for r in self.holds_in if last is None or version_key(r) > version_key(last)]
+        return min(later, key=version_key) if later else None
+
+
+def history(scenario: str, path: Path = DATA) -> tuple[History, ...]:
+    """Per connector, in which recorded releases the scenario fails, holds or does not apply."""
+    by: dict[str, dict[str, list[str]]] = {}
+    for rel in releases(path):
+        for conn, status in table(path)[rel].get(scenario, {}).items():
+            slot = by.setdefault(conn, {"fails": [], "holds": [], "not_applicable": []})
+            key = "not_applicable" if status in ("not_applicable", "not_present") else status
+            slot.setdefault(key, []).append(rel)
+    return tuple(
+        History(scenario, c, tuple(v["fails"]), tuple(v["holds"]), tuple(v["not_applicable"]))
+        for c, v in by.items()
+    )
