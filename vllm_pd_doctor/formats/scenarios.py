@@ -218,6 +218,7 @@ def outcome_obj(o: Outcome | None) -> dict[str, Any] | None:
 def remedy_obj(r: Remedy | None, python: str = "PYTHON") -> dict[str, Any] | None:
     if r is None:
         return None
+
     def sub(x: str | None) -> str | None:
         return x.replace("PYTHON", python) if x else x
 
