@@ -127,6 +127,8 @@ def test_remedy_hotfix_carries_the_command_that_verifies_it():
     line = next(x for x in r.lines("/env/bin/python") if x.startswith("hotfix"))
     assert "pd-doctor hotfix install --python /env/bin/python" in line and "--hotfix" in line
     assert sx.remedy("lease-reaper", "nixl", "0.28.0").hotfix is None  # no hotfix for that one
+    newest = sx.remedy("abort-race", "nixl", sx.releases()[-1])
+    assert "no release newer than" in newest.upgrade  # not "no release holds": none newer was run
 
 
 def test_remedy_workaround_where_one_exists():

@@ -221,8 +221,10 @@ class Remedy:
                 f"upgrade vLLM to {self.holds_from} or later (the first release where pd-doctor's runs of "
                 f"{self.scenario} on {self.connector} hold)"
             )
-        newest = f" through {self.newest_run}" if self.newest_run else ""
-        return f"no release pd-doctor ran{newest} holds for {self.connector}: no upgrade helps yet"
+        if self.newest_run is None or version_key(self.newest_run) <= version_key(self.release):
+            return f"no release newer than {self.release} was run: run the scenario on one to see if it holds"
+        through = f"no release pd-doctor ran through {self.newest_run}"
+        return f"{through} holds for {self.connector}: no upgrade helps yet"
 
     @property
     def kinds(self) -> tuple[str, ...]:
