@@ -243,6 +243,8 @@ class Remedy:
             )
         if self.workaround:
             out.append(f"workaround: {self.workaround}")
+        if self.upstream:
+            out.append(f"upstream fix: {', '.join(self.upstream)}")
         return tuple(out)
 
 
