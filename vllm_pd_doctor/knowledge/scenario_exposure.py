@@ -247,6 +247,11 @@ class Remedy:
             out.append(f"upstream fix: {', '.join(self.upstream)}")
         return tuple(out)
 
+    def advice(self, fix: str, python: str = "PYTHON") -> str:
+        """A finding's fix: every remedy line, then the registry's own advice where no upgrade helps
+        (it says what to do meanwhile; with an upgrade target it would repeat it)."""
+        return "; ".join((*self.lines(python), *(() if self.holds_from else (fix,))))
+
 
 def remedy(scenario: str, connector: str, release: str, path: Path = DATA) -> Remedy:
     """The remedy of a failing cell: the first release where the runs hold, the hotfix, the

@@ -66,7 +66,7 @@ def _finding(
         suffix = "" if hybrid else " if the model is hybrid"
     if adv.condition:
         suffix += f" ({adv.condition})"
-    fix = "; ".join((*sx.remedy(x.scenario, x.connector, x.release).lines(), adv.fix))
+    fix = sx.remedy(x.scenario, x.connector, x.release).advice(adv.fix)
     return Finding(
         id=f"exposed-{x.scenario}",
         severity=severity,

@@ -96,8 +96,7 @@ STEP_DOWN = {E: W, W: INFO, INFO: INFO}
 def _fix(ctx: Context, s: known.Scenario, x: sx.ScenarioExposure) -> str:
     """The remedy of the first exposed side, every kind that exists (upgrade target from the runs)."""
     python = ctx.vllm.python if ctx.vllm is not None else "PYTHON"
-    r = sx.remedy(s.id, x.connector, x.release)
-    return "; ".join((*r.lines(python), s.fix))
+    return sx.remedy(s.id, x.connector, x.release).advice(s.fix, python)
 
 
 def _check(s: known.Scenario) -> Check:
