@@ -43,7 +43,7 @@ def cell_text(c: ScenarioCell | None, *, long: bool = False) -> str:
         where = c.recipe.location or (c.recipe.invariant or "")
         return f"{word}: {c.recipe.what}" if long else f"{word} {where}; {remedy_short(c.remedy)}"
     if c.status == HOLDS and c.holds_for:
-        return f"{word} ({c.holds_for})" if long else f"{word} (with a limit: see the report)"
+        return f"{word} ({c.holds_for})" if long else f"{word} (this connector's path only: see the report)"
     if c.status == HOLDS or not c.reason:
         return word
     return f"{word}: {c.reason}" if long else word
