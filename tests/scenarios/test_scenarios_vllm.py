@@ -149,3 +149,35 @@ def test_notify_only_failure_fails_on_buggy_holds_on_fixed(buggy, fixed):
         assert ctl["observed"]["handshakes_failed"] == 1
         assert ctl["observed"]["report"]["finished_recving"] == ["notify-only-awaiting"]
         assert ctl["observed"]["in_scheduler_when_reported"] is True
+
+
+def test_abort_race_on_moriio_write_mode_fails_on_both_releases(buggy, fixed):
+    """abort-race does not depend on the model: a dense model, MoRIIO's default WRITE mode, where the
+    D request waits for remote KV (READ mode, what a hybrid model needs, would load synchronously)."""
+    for _, doc, _ in (buggy, fixed):
+        c = _cell(doc, "abort-race", "moriio")
+        assert c["status"] == "fails", c
+        assert c["recipe"]["statement"] == "assert req_id in self.requests"
+        assert c["remedy"]["hotfix"]["name"] == "abort-race"
+
+
+def test_push_lease_reaper_and_d_extra_block(buggy, fixed):
+    """nixl-push reaches the same code: its worker's reaper (through its own get_finished) and, from
+    0.28.0, the same `_apply_prefix_caching` assert before its WRITE."""
+    b, f = _cell(buggy[1], "lease-reaper", "nixl-push"), _cell(fixed[1], "lease-reaper", "nixl-push")
+    assert b["status"] == "fails" and b["recipe"]["statement"] == "if now < expires: break", b
+    assert b["location"].startswith("vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:")
+    assert b["remedy"]["holds_from"] is not None
+    assert f["status"] == "holds", f
+    for _, doc, _ in (buggy, fixed):
+        c = _cell(doc, "d-extra-block", "nixl-push")
+        assert c["status"] == "fails", c
+        assert c["recipe"]["statement"] == "assert num_decode_blocks <= len(prefill_group)"
+        assert c["control"]["failed"] is False
+        assert c["remedy"]["workaround"]
+
+
+def test_connector_nixl_with_a_list_of_scenarios_runs_nixl_only(python_buggy, repro_json):
+    rc, doc, err = repro_json(python_buggy, "--scenario", "abort-race,lease-reaper", "--connector", "nixl")
+    assert rc == 1, err
+    assert {r["connector"] for r in doc["results"]} == {"nixl"}

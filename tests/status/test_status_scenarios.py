@@ -33,7 +33,9 @@ def test_hybrid_model_on_028_is_exposed_to_hybrid_load_failure_with_the_upgrade(
     got = {f.id: f for f in scenario_exposure(as_decode)}  # type: ignore[arg-type]
     f = got["exposed-hybrid-load-failure"]
     assert f.severity in ("warning", "info")
-    assert "0.32.0" in f.fix and f.next.startswith("pd-doctor repro --scenario hybrid-load-failure")
+    # the remedy: the first release where the recorded runs hold, and the hotfix with its verification
+    assert "upgrade vLLM to 0.30.0 or later" in f.fix and "--scenario hybrid-load-failure --hotfix" in f.fix
+    assert f.next.startswith("pd-doctor repro --scenario hybrid-load-failure")
     # the notification-only handshake failure (PR #57570) fails on the same release, hybrid model
     n = got["exposed-notify-only-failure"]
     assert n.severity == "warning" and "vllm-project/vllm PR #57570" in n.references
@@ -44,13 +46,13 @@ def test_hybrid_model_on_028_is_exposed_to_hybrid_load_failure_with_the_upgrade(
     assert not {"exposed-hybrid-load-failure", "exposed-notify-only-failure"} & held
 
 
-def test_advice_covers_every_scenario_but_53514s():
-    from vllm_pd_doctor.knowledge import scenario_advice, scenarios
+def test_every_registry_entry_but_53514s_has_an_exposure_rule():
+    from vllm_pd_doctor.knowledge import scenarios
 
-    assert set(scenario_advice.ADVICE) == set(scenarios.ids()) - {scenarios.DEFAULT}
-    for a in scenario_advice.ADVICE.values():
-        assert a.fix and a.side in (scenario_advice.DECODE, scenario_advice.PREFILL)
-        assert any("#" in r for r in a.references), a.scenario
+    assert {s.id for s in scenarios.exposure_rules()} == set(scenarios.ids()) - {scenarios.DEFAULT}
+    for a in scenarios.exposure_rules():
+        assert a.fix and a.side in (scenarios.DECODE, scenarios.PREFILL)
+        assert any("#" in r for r in a.upstream_refs), a.id
 
 
 def test_decode_without_a_side_channel_or_unknown_release():
@@ -65,6 +67,7 @@ def test_prefill_on_028_is_exposed_to_the_lease_reaper_and_032_is_not():
     p = _windows("b-version-block-mismatch")["prefill"]
     got = {f.id: f for f in scenario_exposure(p)}  # type: ignore[arg-type]
     assert set(got) == {"exposed-lease-reaper"}
-    assert got["exposed-lease-reaper"].severity == "warning" and "0.32.0" in got["exposed-lease-reaper"].fix
+    lease = got["exposed-lease-reaper"]
+    assert lease.severity == "warning" and "upgrade vLLM to 0.31.0 or later" in lease.fix
     p32 = _windows("a-healthy-traffic")["prefill"]
     assert list(scenario_exposure(p32)) == []  # type: ignore[arg-type]

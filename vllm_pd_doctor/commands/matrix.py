@@ -85,6 +85,14 @@ ScenarioOpt = Annotated[
         metavar="ID[,ID...]|all",
     ),
 ]
+MatrixConnectorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--connector",
+        help="With --scenario: run these connectors only (a comma list, or all; default every one each "
+        "scenario concerns).",
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -151,11 +159,17 @@ def matrix(
     timeout: TimeoutOpt = 600.0,
     quiet: QuietOpt = False,
     scenario: ScenarioOpt = None,
+    connector: MatrixConnectorOpt = None,
     debug: DebugOpt = False,
 ) -> int:
     from vllm_pd_doctor.knowledge import releases as rel
     from vllm_pd_doctor.matrix import run_matrix
 
+    if connector is not None and scenario is None:
+        raise BadInput(
+            f"--connector {connector}: an option of matrix --scenario (#53514's matrix runs every connector)",
+            hint="add --scenario ID, or drop --connector",
+        )
     progress = progress_printer(not quiet)
     pkg = _package(package)
     if jobs < 1:
@@ -166,7 +180,9 @@ def matrix(
     if scenario is not None:
         from vllm_pd_doctor.scenarios import cli as scenario_cli
 
-        return scenario_cli.matrix(pkg, releases, scenario, fmt=fmt, timeout=timeout, progress=progress)
+        return scenario_cli.matrix(
+            pkg, releases, scenario, fmt=fmt, timeout=timeout, progress=progress, connector=connector
+        )
     report = run_matrix(
         pkg,
         releases,

@@ -236,7 +236,7 @@ OPTIONS: Options = {
     "vllm": (VllmOpt, None),
     "package": (PackageOpt, None),
     "engine": (EngineOpt, Engine.inprocess),
-    "connector": (ConnectorOpt, connectors.DEFAULT_KEY),
+    "connector": (ConnectorOpt, None),
     "block_size": (BlockSizeOpt, None),
     "prompt_len": (PromptLenOpt, None),
     "blocks": (BlocksOpt, None),
@@ -278,6 +278,8 @@ def request_of(values: Mapping[str, Any]) -> ReproRequest:
     kw: dict[str, Any] = {
         k: scenario.value(v) if isinstance(v, Enum) else v for k, v in values.items() if k in REQUEST_FIELDS
     }
+    if kw.get("connector") is None:  # not given: the request's default (scenarios: every one they concern)
+        kw.pop("connector", None)
     if kw.get("model") is not None:
         kw["model"] = str(kw["model"])
     return ReproRequest(**kw)
@@ -320,7 +322,7 @@ def _scenarios(req: ReproRequest, values: Mapping[str, Any], progress: Reporter)
     return scenario_cli.run(
         py,
         ids,
-        connector=req.connector,
+        connector=values["connector"],
         model=values["model"],
         block_size=req.block_size,
         timeout=req.timeout,

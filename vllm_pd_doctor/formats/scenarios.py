@@ -8,7 +8,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from vllm_pd_doctor.knowledge import scenario_exposure as sx
 from vllm_pd_doctor.knowledge import scenarios as known
+from vllm_pd_doctor.knowledge.scenario_exposure import Remedy
 from vllm_pd_doctor.results.hotfix import FixState
 from vllm_pd_doctor.results.scenarios import (
     FAILS,
@@ -39,10 +41,31 @@ def cell_text(c: ScenarioCell | None, *, long: bool = False) -> str:
     word = WORD.get(c.status, c.status)
     if c.status == FAILS and c.recipe is not None:
         where = c.recipe.location or (c.recipe.invariant or "")
-        return f"{word}: {c.recipe.what}" if long else f"{word} {where}"
+        return f"{word}: {c.recipe.what}" if long else f"{word} {where}; {remedy_short(c.remedy)}"
+    if c.status == HOLDS and c.holds_for:
+        return f"{word} ({c.holds_for})" if long else f"{word} (this connector's path only: see the report)"
     if c.status == HOLDS or not c.reason:
         return word
     return f"{word}: {c.reason}" if long else word
+
+
+def remedy_short(r: Remedy | None) -> str:
+    """`holds from 0.30.0; hotfix hybrid-load-failure`: a matrix cell's remedy in a few words."""
+    if r is None:
+        return "-"
+    parts = [f"holds from {r.holds_from}" if r.holds_from else f"no release holds (through {r.newest_run})"]
+    if r.hotfix:
+        parts.append(f"hotfix {r.hotfix}")
+    if r.workaround:
+        parts.append("workaround")
+    return ", ".join(parts)
+
+
+def remedy_text(c: ScenarioCell, python: str = "PYTHON") -> str:
+    """A failing cell's remedy, one line per kind; `-` for any other cell."""
+    if c.remedy is None:
+        return "-"
+    return "\n".join(c.remedy.lines(python))
 
 
 def hotfix_text(f: FixState | None, *, long: bool = False) -> str:
@@ -67,7 +90,7 @@ def report_table(r: ScenarioReport) -> RenderableType:
         f"P/D scenarios on vLLM {r.vllm.version} ({_engine_words(r)}{', with hotfixes' if r.hotfix else ''})"
     )
     t = Table(title=title, title_justify="left")
-    cols = ("scenario", "connector", "verdict", "what vLLM did", "control")
+    cols = ("scenario", "connector", "verdict", "what vLLM did", "what to do", "control run")
     for col in (*cols, "hotfix") if r.hotfix else cols:
         t.add_column(col, overflow="fold")
     for c in r.cells:
@@ -76,7 +99,8 @@ def report_table(r: ScenarioReport) -> RenderableType:
             c.connector,
             Text(WORD.get(c.status, c.status), style=STYLE.get(c.status, "yellow")),
             _what(c, r.engine != "inprocess"),
-            c.control.what if c.control is not None else "-",
+            remedy_text(c, r.vllm.python),
+            c.control_words,
         ]
         if r.hotfix:
             row.append(hotfix_text(c.hotfix))
@@ -107,6 +131,8 @@ def _what(c: ScenarioCell, live: bool = False) -> str:
         return c.reason or "-"
     if live and not c.recipe.failed and c.reason:
         return c.reason
+    if c.holds_for:
+        return c.holds_for
     return c.recipe.what
 
 
@@ -128,14 +154,31 @@ def matrix_table(m: ScenarioMatrix) -> RenderableType:
     return Group(t, Text(f"wall {m.wall_s:.1f} s", style="dim"))
 
 
+def history_text(sid: str) -> str:
+    """`nixl: fails 0.27.1-0.29.0, holds from 0.30.0`: per connector, from the recorded runs."""
+    out = []
+    for h in sx.history(sid):
+        if not h.fails_in and not h.holds_in:
+            out.append(f"{h.connector}: not applicable")
+            continue
+        if not h.fails_in:
+            na = f" (not applicable in {', '.join(h.not_applicable_in)})" if h.not_applicable_in else ""
+            out.append(f"{h.connector}: holds from {h.holds_in[0]}{na}")
+            continue
+        span = f"{h.fails_in[0]}-{h.fails_in[-1]}" if len(h.fails_in) > 1 else h.fails_in[0]
+        later = f"holds from {h.holds_from}" if h.holds_from else "no run holds"
+        out.append(f"{h.connector}: fails {span}, {later}")
+    return "; ".join(out)
+
+
 def catalogue_table(cat: ScenarioCatalogue) -> RenderableType:
     t = Table(title="scenarios (pd-doctor repro --scenario ID)", title_justify="left")
-    for col in ("id", "what", "references", "model matters"):
+    for col in ("id", "what", "fails in / holds from (recorded runs)", "references", "model matters"):
         t.add_column(col, overflow="fold")
     for s in (known.SCENARIOS[i] for i in cat.ids):
         refs = ", ".join(f"{r.ref}{' (' + r.status + ')' if r.status else ''}" for r in s.references)
-        t.add_row(s.id, s.title, refs, "yes" if s.model_matters else "no")
-    return t
+        t.add_row(s.id, s.title, history_text(s.id), refs, "yes" if s.model_matters else "no")
+    return Group(t, Text(f"recorded runs: {', '.join(sx.releases())}", style="dim"))
 
 
 # --- JSON --------------------------------------------------------------------------------------
@@ -172,7 +215,33 @@ def outcome_obj(o: Outcome | None) -> dict[str, Any] | None:
     }
 
 
-def cell_obj(c: ScenarioCell) -> dict[str, Any]:
+def remedy_obj(r: Remedy | None, python: str = "PYTHON") -> dict[str, Any] | None:
+    if r is None:
+        return None
+
+    def sub(x: str | None) -> str | None:
+        return x.replace("PYTHON", python) if x else x
+
+    return {
+        "kinds": list(r.kinds),
+        "holds_from": r.holds_from,
+        "newest_run": r.newest_run,
+        "upgrade": r.upgrade,
+        "hotfix": None
+        if r.hotfix is None
+        else {
+            "name": r.hotfix,
+            "label": r.hotfix_label or None,
+            "install": sub(r.hotfix_install),
+            "enable": r.hotfix_enable,
+            "verify": sub(r.hotfix_verify),
+        },
+        "workaround": r.workaround or None,
+        "upstream": list(r.upstream),
+    }
+
+
+def cell_obj(c: ScenarioCell, python: str = "PYTHON") -> dict[str, Any]:
     s = known.get(c.scenario)
     return {
         "scenario": c.scenario,
@@ -187,6 +256,9 @@ def cell_obj(c: ScenarioCell) -> dict[str, Any]:
         "elapsed_s": c.elapsed_s,
         "references": [r.ref for r in s.references] if s else [],
         "hotfix": hotfix_obj(c.hotfix),
+        "remedy": remedy_obj(c.remedy, python),
+        "holds_for": c.holds_for,
+        "control_words": c.control_words,
     }
 
 
@@ -202,7 +274,7 @@ def report_obj(r: ScenarioReport) -> dict[str, Any]:
         "hotfix": r.hotfix,
         "available_connectors": list(r.available_connectors),
         "timings": r.timings,
-        "results": [cell_obj(c) for c in r.cells],
+        "results": [cell_obj(c, r.vllm.python) for c in r.cells],
         "notes": list(r.notes),
     }
 
@@ -244,6 +316,18 @@ def catalogue_obj(cat: ScenarioCatalogue) -> dict[str, Any]:
                 "live": s.live or None,
                 "fixed_upstream": s.fixed_upstream,
                 "next_step": s.next_step,
+                "side": s.side,
+                "workaround": s.workaround or None,
+                "triage_class": s.triage_class,
+                "runs": {
+                    h.connector: {
+                        "fails_in": list(h.fails_in),
+                        "holds_in": list(h.holds_in),
+                        "not_applicable_in": list(h.not_applicable_in),
+                        "holds_from": h.holds_from,
+                    }
+                    for h in sx.history(s.id)
+                },
                 "references": [
                     {"kind": r.kind, "ref": r.ref, "url": r.url, "status": r.status} for r in s.references
                 ],
@@ -265,16 +349,21 @@ def report_md(r: ScenarioReport) -> str:
     live = r.engine != "inprocess"
     if live:
         out.append(f"Engine: {_engine_words(r)}; model `{r.model}`.\n")
-    head = "| connector | verdict | what vLLM did | control |" + (" hotfix |" if r.hotfix else "")
-    rule = "|---|---|---|---|" + ("---|" if r.hotfix else "")
+    head = "| connector | verdict | what vLLM did | what to do | control run |" + (
+        " hotfix |" if r.hotfix else ""
+    )
+    rule = "|---|---|---|---|---|" + ("---|" if r.hotfix else "")
     for sid in r.scenarios:
         s = known.SCENARIOS[sid]
         refs = ", ".join(f"[{x.ref}]({x.url})" for x in s.references)
         out.append(f"### `{sid}`: {s.title}\n\n{s.summary}\n\nControl: {s.control}\n\nReferences: {refs}\n")
         out.append(f"{head}\n{rule}")
         for c in (c for c in r.cells if c.scenario == sid):
-            ctl = c.control.what if c.control is not None else "-"
-            line = f"| {c.connector} | {WORD.get(c.status, c.status)} | {_md(_what(c, live))} | {_md(ctl)} |"
+            todo = "<br>".join(_md(x) for x in remedy_text(c, r.vllm.python).split("\n"))
+            line = (
+                f"| {c.connector} | {WORD.get(c.status, c.status)} | {_md(_what(c, live))} | {todo} "
+                f"| {_md(c.control_words)} |"
+            )
             out.append(line + (f" {_md(hotfix_text(c.hotfix, long=True))} |" if r.hotfix else ""))
         notes = [n for c in r.cells if c.scenario == sid for n in c.notes] if live else []
         out += ["", *(f"- {_md(n)}" for n in notes)] if notes else []
@@ -298,12 +387,13 @@ def matrix_md(m: ScenarioMatrix) -> str:
 def catalogue_md(cat: ScenarioCatalogue) -> str:
     lines = [
         "## P/D scenarios (`pd-doctor repro --scenario ID`)\n",
-        "| id | what | references |",
-        "|---|---|---|",
+        f"Fails in / holds from: pd-doctor's recorded runs ({', '.join(sx.releases())}).\n",
+        "| id | what | fails in / holds from | references |",
+        "|---|---|---|---|",
     ]
     for s in (known.SCENARIOS[i] for i in cat.ids):
         refs = ", ".join(f"[{r.ref}]({r.url})" for r in s.references)
-        lines.append(f"| `{s.id}` | {_md(s.title)} | {refs} |")
+        lines.append(f"| `{s.id}` | {_md(s.title)} | {_md(history_text(s.id))} | {refs} |")
     return "\n".join(lines) + "\n"
 
 

@@ -178,3 +178,135 @@ def table(path: Path = DATA) -> Mapping[str, Mapping[str, Mapping[str, str]]]:
         r: {s: {c: str(v.get("status")) for c, v in conns.items()} for s, conns in e["cells"].items()}
         for r, e in _data(path)["releases"].items()
     }
+
+
+# --- remedy: what a failing cell's operator does -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """What to do about one failing scenario x connector on one release: each kind where one exists.
+
+    `holds_from` is read from the recorded runs (the first later release whose run of the same
+    scenario on the same connector holds), never from a hand-written list; `newest_run` is the
+    newest release run, so "no release holds" is said with its limit."""
+
+    scenario: str
+    connector: str
+    release: str
+    holds_from: str | None
+    """The first release after `release` whose recorded run holds for this connector."""
+    newest_run: str | None
+    """The newest release in the recorded runs (no release through it holds when holds_from is None)."""
+    hotfix: str | None = None
+    """The `PD_DOCTOR_HOTFIX` name of pd-doctor's hotfix for it."""
+    hotfix_label: str = ""
+    """`not merged upstream` where the hotfix follows an open PR."""
+    hotfix_install: str | None = None
+    """The command that installs the hotfix into the environment."""
+    hotfix_enable: str | None = None
+    """`PD_DOCTOR_HOTFIX=NAME on the decode`: how an engine turns it on."""
+    hotfix_verify: str | None = None
+    """The command that verifies it there (the scenario with `--hotfix`)."""
+    workaround: str = ""
+    """A configuration workaround (empty: none known)."""
+    upstream: tuple[str, ...] = ()
+    """The upstream fix PRs with their status."""
+
+    @property
+    def upgrade(self) -> str:
+        """`upgrade to 0.30.0 or later (...)` or why no release helps yet."""
+        if self.holds_from:
+            return (
+                f"upgrade vLLM to {self.holds_from} or later (the first release where pd-doctor's runs of "
+                f"{self.scenario} on {self.connector} hold)"
+            )
+        if self.newest_run is None or version_key(self.newest_run) <= version_key(self.release):
+            return f"no release newer than {self.release} was run: run the scenario on one to see if it holds"
+        through = f"no release pd-doctor ran through {self.newest_run}"
+        return f"{through} holds for {self.connector}: no upgrade helps yet"
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Which remedy kinds exist: upgrade, hotfix, workaround."""
+        have = {"upgrade": self.holds_from, "hotfix": self.hotfix, "workaround": self.workaround}
+        return tuple(k for k, v in have.items() if v)
+
+    def lines(self, python: str = "PYTHON") -> tuple[str, ...]:
+        """One line per kind, in the order an operator tries them."""
+        out = [self.upgrade]
+        if self.hotfix:
+            label = f" ({self.hotfix_label})" if self.hotfix_label else ""
+            out.append(
+                f"hotfix {self.hotfix}{label}: {self.hotfix_install}, then {self.hotfix_enable}; "
+                f"verify: {self.hotfix_verify}".replace("PYTHON", python)
+            )
+        if self.workaround:
+            out.append(f"workaround: {self.workaround}")
+        if self.upstream:
+            out.append(f"upstream fix: {', '.join(self.upstream)}")
+        return tuple(out)
+
+    def advice(self, fix: str, python: str = "PYTHON") -> str:
+        """A finding's fix: every remedy line, then the registry's own advice where no upgrade helps
+        (it says what to do meanwhile; with an upgrade target it would repeat it)."""
+        return "; ".join((*self.lines(python), *(() if self.holds_from else (fix,))))
+
+
+def remedy(scenario: str, connector: str, release: str, path: Path = DATA) -> Remedy:
+    """The remedy of a failing cell: the first release where the runs hold, the hotfix, the
+    configuration workaround (each where one exists)."""
+    from vllm_pd_doctor.knowledge import hotfixes
+    from vllm_pd_doctor.knowledge import scenarios as known
+
+    rel = base(release)
+    s = known.get(scenario)
+    h = hotfixes.for_scenario(scenario)
+    have = releases(path)
+    side = s.side if s is not None else "decode"
+    return Remedy(
+        scenario=scenario,
+        connector=connector,
+        release=rel,
+        holds_from=holds_from(scenario, connector, rel, path),
+        newest_run=have[-1] if have else None,
+        hotfix=h.name if h else None,
+        hotfix_label=h.label if h else "",
+        hotfix_install="pd-doctor hotfix install --python PYTHON" if h else None,
+        hotfix_enable=f"{hotfixes.setting(h.name)} on the {side}" if h else None,
+        hotfix_verify=f"pd-doctor repro --python PYTHON --scenario {scenario} --hotfix" if h else None,
+        workaround=s.workaround if s is not None else "",
+        upstream=s.fix_refs if s is not None else (),
+    )
+
+
+@dataclass(frozen=True)
+class History:
+    """One scenario on one connector across the recorded runs (the catalogue's `fails in`)."""
+
+    scenario: str
+    connector: str
+    fails_in: tuple[str, ...]
+    holds_in: tuple[str, ...]
+    not_applicable_in: tuple[str, ...]
+
+    @property
+    def holds_from(self) -> str | None:
+        """The first release after the newest failing one whose run holds (None: none holds after it)."""
+        last = max(self.fails_in, key=version_key) if self.fails_in else None
+        later = [r for r in self.holds_in if last is None or version_key(r) > version_key(last)]
+        return min(later, key=version_key) if later else None
+
+
+def history(scenario: str, path: Path = DATA) -> tuple[History, ...]:
+    """Per connector, in which recorded releases the scenario fails, holds or does not apply."""
+    by: dict[str, dict[str, list[str]]] = {}
+    for rel in releases(path):
+        for conn, status in table(path)[rel].get(scenario, {}).items():
+            slot = by.setdefault(conn, {"fails": [], "holds": [], "not_applicable": []})
+            key = "not_applicable" if status in ("not_applicable", "not_present") else status
+            slot.setdefault(key, []).append(rel)
+    return tuple(
+        History(scenario, c, tuple(v["fails"]), tuple(v["holds"]), tuple(v["not_applicable"]))
+        for c, v in by.items()
+    )

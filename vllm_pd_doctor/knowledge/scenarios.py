@@ -1,11 +1,18 @@
 """The P/D failure scenarios `pd-doctor repro --scenario` runs on vLLM's real scheduler (stdlib only).
 
-One entry per scenario: its stable id, what it reproduces, its upstream references (the thread, the
-fix, the upstream test that shows the shape) and which connectors and models it concerns. The recipe
-itself is one module in the target package, `vllm_pd_doctor/target/scenarios/<id with _>.py`, found
-by id; it runs in the target interpreter and its verdict is what vLLM itself does there (an assertion
-or exception with vLLM's file:line, or an invariant observed broken), never a version check. The
-`status` of an upstream fix below only words the advice; it never decides a verdict.
+One entry per scenario holds everything pd-doctor says about it: its stable id, what it reproduces,
+its upstream references (the thread, the fix, the upstream test that shows the shape), which
+connectors and models it concerns, and what an operator does about it (the side it kills, the fix,
+the configuration workaround, the triage class whose next step it is, when it bites beyond release +
+connector + model, the vLLM functions a located failure of it comes from). check-config and status
+derive their exposure rules from these entries in one loop each; triage's origin map too.
+
+The recipe itself is one module in the target package, `vllm_pd_doctor/target/scenarios/<id with
+_>.py`, found by id; it runs in the target interpreter and its verdict is what vLLM itself does
+there (an assertion or exception with vLLM's file:line, or an invariant observed broken), never a
+version check. Which releases fail and the first release where a scenario holds come from the
+recorded runs (`scenario_outcomes.json`, `scenario_exposure`), never from here: no release number
+is written in an entry. The `status` of an upstream fix only words the advice.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from dataclasses import dataclass
 
 ALL_CONNECTORS = ("nixl", "nixl-push", "mooncake", "moriio")
 DEFAULT = "n1-truncation"
+DECODE, PREFILL = "decode", "prefill"
+ERROR, WARNING, INFO = "error", "warning", "info"
 DENSE_MODEL = "qwen3-dense"
 """The bundled family a scenario runs on when the model does not matter (every connector serves
 it; the live engine makes a tiny random-weight model of it)."""
@@ -52,6 +61,31 @@ class Scenario:
     live: str = ""
     """What a client does on a real P/D pair to trigger it (`repro --engine live --scenario`);
     empty: not client-triggerable (a fake clock, a failed handshake or load: in-process only)."""
+    # --- what an operator does about it (check-config, status, repro's remedy) ---
+    side: str = DECODE
+    """The engine the failure kills (DECODE or PREFILL)."""
+    rule_title: str = ""
+    """The exposure finding's title (check-config `scenario-ID`, status `exposed-ID`)."""
+    severity: str = WARNING
+    """The exposure finding's severity where the model kind is known to be affected."""
+    fix: str = ""
+    """What to do, one line, no release number (the first release where it holds is the runs')."""
+    workaround: str = ""
+    """A configuration workaround that avoids it on an affected release (empty: none)."""
+    triage_class: str | None = None
+    """The triage class (triage/entries_2026.py) whose next step is this scenario, if any."""
+    hybrid_only: bool = False
+    """Only a hybrid (several KV cache groups) model is exposed."""
+    condition: str = ""
+    """When it bites beyond release + connector + model (shown beside the evidence)."""
+    engine_decides: bool = True
+    """The engines' own release + model decide exposure (False: a client or proxy does, which a
+    running engine's metrics do not show; status leaves it to check-config)."""
+    origins: tuple[str, ...] = ()
+    """vLLM functions (last name, as tracebacks print it) whose located failure this scenario
+    reproduces: triage names it as the next step of an unknown-cause failure there."""
+    own_rules: bool = False
+    """check-config and status have their own rules for it (#53514): no generated exposure rule."""
 
     @property
     def module(self) -> str:
@@ -62,6 +96,40 @@ class Scenario:
     def next_step(self) -> str:
         """The command that reproduces it (triage's next step)."""
         return f"pd-doctor repro --scenario {self.id}"
+
+    @property
+    def rule_id(self) -> str:
+        """check-config's exposure rule for it."""
+        return f"scenario-{self.id}"
+
+    @property
+    def fix_refs(self) -> tuple[str, ...]:
+        """`PR #50388 (merged)`: the fix references with their status."""
+        return tuple(
+            f"PR #{r.ref.rsplit('#', 1)[-1]} ({r.status})" for r in self.references if r.kind == "fix"
+        )
+
+    @property
+    def upstream_refs(self) -> tuple[str, ...]:
+        """The threads and fixes as `vllm-project/vllm#N` / `vllm-project/vllm PR #N`."""
+        out = []
+        for r in self.references:
+            num = r.url.rstrip("/").rsplit("/", 1)[-1]
+            if r.kind == "thread" and "/issues/" in r.url:
+                out.append(f"vllm-project/vllm#{num}")
+            elif r.kind in ("thread", "fix") and "/pull/" in r.url:
+                out.append(f"vllm-project/vllm PR #{num}")
+        return tuple(dict.fromkeys(out))
+
+    @property
+    def short_refs(self) -> tuple[str, ...]:
+        """`vllm#46240`, `vllm PR #56089`: check-config's reference words."""
+        out = []
+        for r in self.references:
+            num = r.url.rstrip("/").rsplit("/", 1)[-1]
+            if r.kind in ("thread", "fix"):
+                out.append(f"vllm#{num}" if "/issues/" in r.url else f"vllm PR #{num}")
+        return tuple(dict.fromkeys(out))
 
 
 def live_ids() -> tuple[str, ...]:
@@ -94,6 +162,17 @@ _SCENARIOS: tuple[Scenario, ...] = (
         kv_role="kv_producer",
         model_matters=True,
         fixed_upstream=True,
+        side=PREFILL,
+        rule_title="The prefill side truncates hybrid prompts after the prefix-cache lookup "
+        "(`assert num_new_tokens > 0` kills the prefill EngineCore)",
+        severity=ERROR,
+        fix="upgrade vLLM to a release whose connector truncates in on_new_request, before the "
+        "prefix-cache lookup, or carry the backport",
+        workaround="disable prefix caching on the prefill engine (--no-enable-prefix-caching)",
+        triage_class="nixl-p-side-truncation-53514",
+        hybrid_only=True,
+        origins=("get_num_new_matched_tokens",),
+        own_rules=True,
     ),
     Scenario(
         id="abort-race",
@@ -117,6 +196,14 @@ _SCENARIOS: tuple[Scenario, ...] = (
         ),
         live="close the connection of a D request while its KV transfer is in flight (a race: "
         "repeated a bounded number of times)",
+        rule_title="An aborted request whose KV receive and send finish in one step kills the decode "
+        "EngineCore (`assert req_id in self.requests`)",
+        fix="no upstream fix is merged (vllm PRs #56089 and #46304 open): carry a scheduler patch that "
+        "skips finished-transfer ids of already-freed requests (pd-doctor's hotfix, or prime-rl PR "
+        "#2843); keep client aborts and timeouts away from requests still waiting for KV; on "
+        "data-parallel decode expect one rank's death to take the pool down (sync_dp_state)",
+        triage_class="kv-xfer-finished-for-freed-request",
+        origins=("_update_from_kv_xfer_finished", "_update_waiting_for_remote_kv"),
     ),
     Scenario(
         id="hybrid-load-failure",
@@ -138,6 +225,15 @@ _SCENARIOS: tuple[Scenario, ...] = (
         ),
         model_matters=True,
         fixed_upstream=True,
+        rule_title="A failed KV load for a hybrid model kills the decode EngineCore (`too many values "
+        "to unpack` in _update_requests_with_invalid_blocks)",
+        severity=ERROR,
+        fix="upgrade vLLM to a release with PR #50388 (then use a connector that reports a failed load "
+        "per request, failed_recving: a block-level report meets a RuntimeError there), or carry its "
+        "backport; kv_load_failure_policy does not avoid it (both policies run the unpack)",
+        triage_class="hybrid-kv-load-failure-crash",
+        hybrid_only=True,
+        origins=("_update_requests_with_invalid_blocks", "_handle_invalid_blocks"),
     ),
     Scenario(
         id="lease-reaper",
@@ -146,9 +242,9 @@ _SCENARIOS: tuple[Scenario, ...] = (
         "the first. Past the other two leases' expiry, the NIXL worker's get_finished must report them "
         "finished_sending. Releases whose reaper walks the lease dict from its head and stops at the "
         "first live entry (`if now < expires: break` in get_finished) leave them held for as long as "
-        "the head is heartbeated (0.27.1, 0.28.0); releases with _reap_expired_send_leases (0.32.0 here) "
-        "scan every lease. vLLM's own worker code runs with a fake clock and a NIXL agent stand-in (the "
-        "worker's __init__ needs the NIXL library).",
+        "the head is heartbeated; releases with _reap_expired_send_leases scan every lease. vLLM's own "
+        "worker code (pull and push) runs with a fake clock and a NIXL agent stand-in (the worker's "
+        "__init__ needs the NIXL library).",
         control="The same three leases with no heartbeat: every lease expires and all are reclaimed.",
         references=(
             _gh("thread", 58222),
@@ -158,8 +254,16 @@ _SCENARIOS: tuple[Scenario, ...] = (
                 "test_reaper_reclaims_expired_leases_behind_heartbeated_head",
             ),
         ),
-        connectors=("nixl",),
+        connectors=("nixl", "nixl-push"),
         kv_role="kv_producer",
+        side=PREFILL,
+        rule_title="Expired KV leases stay held behind a heartbeated one on the prefill (the NIXL "
+        "reaper stops at the first live lease)",
+        fix="upgrade vLLM to a release whose NIXL worker reaps every expired lease "
+        "(_reap_expired_send_leases); until then prefill KV blocks of abandoned requests stay pinned "
+        "while any older lease is heartbeated",
+        triage_class="kv-lease-expired",
+        origins=("_reap_expired_send_leases",),
     ),
     Scenario(
         id="d-extra-block",
@@ -168,7 +272,8 @@ _SCENARIOS: tuple[Scenario, ...] = (
         "plus P's first token. D's connector asks for all N+1 tokens from P and the scheduler allocates "
         "N/bs + 1 blocks for the transfer while P sent N/bs. The NIXL worker's _apply_prefix_caching, "
         "called on those block lists as the pull worker calls it, asserts `num_local_blocks <= "
-        "len(remote_group)` (`num_decode_blocks <= len(prefill_group)` from 0.28.0) and the D worker dies.",
+        "len(remote_group)` (`num_decode_blocks <= len(prefill_group)` in later releases) and the D worker "
+        "dies; a push worker that trims inline instead never writes the extra block.",
         control="The proxy hands D the same N-token prompt P computed.",
         references=(
             Reference(
@@ -178,8 +283,18 @@ _SCENARIOS: tuple[Scenario, ...] = (
             ),
             _test("tests/v1/kv_connector/unit/test_nixl_connector.py", "test_apply_prefix_caching_*"),
         ),
-        connectors=("nixl",),
+        connectors=("nixl", "nixl-push"),
         live="act as the proxy: append P's first token to an N = k x W prompt sent to D",
+        rule_title="A proxy that appends the prefill's first token to a block-multiple prompt kills the "
+        "decode worker (D allocates one block more than P sent)",
+        severity=INFO,
+        fix="no fix is merged upstream (PR #50558 closed)",
+        workaround="have the proxy send decode the prompt the prefill computed (the first token as the "
+        "request's first output, not appended to the prompt)",
+        triage_class="decode-more-blocks-than-prefill",
+        condition="only with a proxy that appends the prefill's first token to the prompt",
+        engine_decides=False,
+        origins=("_apply_prefix_caching",),
     ),
     Scenario(
         id="notify-only-failure",
@@ -188,10 +303,10 @@ _SCENARIOS: tuple[Scenario, ...] = (
         "notification-only entry (no local blocks) so its worker tells P to free the blocks; the "
         "worker's background handshake with P fails. For a hybrid KV cache layout (the worker's "
         "_is_hma_required), releases whose start_load_kv records every entry in _recving_metadata "
-        "(0.27.1, 0.28.0) report it in finished_recving and the scheduler, which "
+        "report it in finished_recving and the scheduler, which "
         "already removed the request, hits `assert req_id in self.requests` in "
         "Scheduler._update_from_kv_xfer_finished; releases that record only `meta.awaiting_kvs or "
-        "any(meta.local_block_ids)` (0.32.0) drop it. vLLM's own worker start_load_kv/get_finished run "
+        "any(meta.local_block_ids)` drop it. vLLM's own worker start_load_kv/get_finished run "
         "with a handshake executor stand-in whose future fails (the worker's __init__ needs NIXL).",
         control="A normal remote-read request, still waiting for its KV, whose handshake fails the same "
         "way: the failed receive is reported for a request the scheduler has.",
@@ -210,6 +325,15 @@ _SCENARIOS: tuple[Scenario, ...] = (
         connectors=("nixl",),
         model_matters=True,
         fixed_upstream=True,
+        rule_title="A failed NIXL handshake for a decode request aborted before it was scheduled kills "
+        "the decode EngineCore (`assert req_id in self.requests`, hybrid models)",
+        fix="upgrade vLLM to a release with PR #57570 (the NIXL worker drops a notification-only entry "
+        "whose handshake failed)",
+        workaround="keep the prefill's side channel (VLLM_NIXL_SIDE_CHANNEL_PORT) reachable from every "
+        "decode, so the notification handshake of an aborted request cannot fail",
+        triage_class="kv-xfer-finished-for-freed-request",
+        hybrid_only=True,
+        condition="when a handshake with the prefill fails for a request aborted before it was scheduled",
     ),
 )
 
@@ -253,4 +377,15 @@ def problems() -> list[str]:
             out.append(f"scenario {s.id!r}: fixed_upstream disagrees with its fix references")
         if not s.connectors:
             out.append(f"scenario {s.id!r}: no connectors")
+        if not (s.fix and s.rule_title) or s.side not in (DECODE, PREFILL):
+            out.append(f"scenario {s.id!r}: no fix, rule title or side")
+        if s.severity not in (ERROR, WARNING, INFO):
+            out.append(f"scenario {s.id!r}: severity {s.severity!r}")
+        if any(ch.isdigit() and "." in w for w in (s.summary + s.fix).split() for ch in w[:1]):
+            out.append(f"scenario {s.id!r}: a release number written by hand (the runs say which fail)")
     return out
+
+
+def exposure_rules() -> tuple[Scenario, ...]:
+    """The scenarios check-config and status derive an exposure rule from (all but #53514's)."""
+    return tuple(s for s in _SCENARIOS if not s.own_rules)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_pd_doctor.knowledge.scenario_exposure import Remedy
 from vllm_pd_doctor.results.base import Result
 from vllm_pd_doctor.results.hotfix import FixState
 from vllm_pd_doctor.results.repro import VllmInstall
@@ -41,7 +42,8 @@ class Outcome:
         if not self.failed:
             return "held"
         if self.how == "invariant":
-            return f"invariant broken: {self.invariant}"
+            at = f" at {self.location} ({self.function}: `{self.statement}`)" if self.location else ""
+            return f"invariant broken: {self.invariant}{at}"
         text = self.statement or self.message or self.exception or "?"
         if self.how == "exception" and self.exception:
             text = f"{self.exception}: {self.message or self.statement}"
@@ -65,10 +67,28 @@ class ScenarioCell:
     elapsed_s: float | None = None
     hotfix: FixState | None = None
     """With `--hotfix`: what the scenario's hotfix did in this vLLM (applied, not needed, refused)."""
+    remedy: Remedy | None = None
+    """A failing cell's remedy: the first release where it holds, the hotfix, the workaround."""
 
     @property
     def location(self) -> str | None:
         return self.recipe.location if self.recipe is not None and self.recipe.failed else None
+
+    @property
+    def holds_for(self) -> str | None:
+        """A holding cell's limit (`holds for nixl, which reports ...; ... fails`), if the run found one."""
+        if self.status != HOLDS:
+            return None
+        return next((n for n in self.notes if n.startswith("holds for ")), None)
+
+    @property
+    def control_words(self) -> str:
+        """The control in plain words: the same run without the trigger, and what it did."""
+        if self.control is None:
+            return "-"
+        if not self.control.failed:
+            return "without the trigger it ran clean"
+        return f"without the trigger it failed too: {self.control.what}"
 
 
 @dataclass(frozen=True)

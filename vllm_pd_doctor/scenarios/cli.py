@@ -12,7 +12,6 @@ from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.knowledge import hotfixes, models
 from vllm_pd_doctor.knowledge import scenarios as known
-from vllm_pd_doctor.knowledge.connectors import DEFAULT_KEY
 from vllm_pd_doctor.progress import Progress
 from vllm_pd_doctor.results.scenarios import CONTROL_FAILED, COULD_NOT_RUN, ScenarioCatalogue, ScenarioReport
 from vllm_pd_doctor.scenarios import run as srun
@@ -49,7 +48,7 @@ def run(
     python: str,
     value: str | tuple[str, ...],
     *,
-    connector: str,
+    connector: str | None,
     model: Path | None,
     block_size: int | None,
     timeout: float,
@@ -58,7 +57,7 @@ def run(
     hotfix: bool = False,
 ) -> int:
     ids = srun.parse_scenarios(value) if isinstance(value, str) else value
-    conns = scenario.parse_connector_list(connector) if connector != DEFAULT_KEY else ("all",)
+    conns = scenario.parse_connector_list(connector) if connector is not None else ("all",)
     model_dir = models.resolve(str(model)).directory.resolve() if model is not None else None
     report = srun.run_scenarios(
         python,
@@ -114,12 +113,14 @@ def matrix(
     fmt: OutputFormat,
     timeout: float,
     progress: Progress,
+    connector: str | None = None,
 ) -> int:
     """`matrix --scenario`: 1 some release fails a scenario, 3 nothing ran, else 0."""
     from vllm_pd_doctor.scenarios import matrix as smatrix
 
+    conns = scenario.parse_connector_list(connector) if connector is not None else ("all",)
     report = smatrix.run_matrix(
-        package, releases, srun.parse_scenarios(value), timeout=timeout, progress=progress
+        package, releases, srun.parse_scenarios(value), timeout=timeout, progress=progress, connectors=conns
     )
     show(report, fmt)
     if report.failed:

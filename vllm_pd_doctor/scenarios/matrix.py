@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from vllm_pd_doctor import envs
 from vllm_pd_doctor.errors import PdDoctorError
@@ -16,12 +17,19 @@ from vllm_pd_doctor.results.scenarios import FAILS, HOLDS, ScenarioBisect, Scena
 from vllm_pd_doctor.scenarios.run import run_scenarios
 
 
-def row(package: str, release: str, ids: tuple[str, ...], timeout: float, progress: Progress) -> ScenarioRow:
+def row(
+    package: str,
+    release: str,
+    ids: tuple[str, ...],
+    timeout: float,
+    progress: Progress,
+    connectors: tuple[str, ...] = ("all",),
+) -> ScenarioRow:
     """One release: provision (or reuse) its environment, run every scenario in one child."""
     t0 = time.perf_counter()
     try:
         env = envs.ensure_or_clean(package, release, progress=progress)
-        report = run_scenarios(str(env.python), ids, timeout=timeout)
+        report = run_scenarios(str(env.python), ids, timeout=timeout, connectors=connectors)
     except PdDoctorError as exc:
         progress(f"{release}: could not run: {exc.message}")
         return ScenarioRow(release, reason=exc.message, run_s=round(time.perf_counter() - t0, 2))
@@ -37,11 +45,16 @@ def run_matrix(
     *,
     timeout: float = 600.0,
     progress: Progress = quiet,
+    connectors: tuple[str, ...] = ("all",),
 ) -> ScenarioMatrix:
-    """Every scenario in every release, one release at a time (each a vLLM import)."""
+    """Every scenario in every release (on `connectors`, or every one each concerns), one release at
+    a time (each a vLLM import)."""
     t0 = time.perf_counter()
-    rows = [row(package, r, ids, timeout, progress) for r in sorted(releases, key=version_key)]
+    rows = [row(package, r, ids, timeout, progress, connectors) for r in sorted(releases, key=version_key)]
+    rows = later_holds(rows)
     conns = tuple(dict.fromkeys(c for s in ids for c in known.SCENARIOS[s].connectors))
+    if connectors != ("all",):
+        conns = tuple(c for c in conns if c in connectors)
     return ScenarioMatrix(
         package=package,
         scenarios=ids,
@@ -49,6 +62,32 @@ def run_matrix(
         rows=tuple(rows),
         wall_s=round(time.perf_counter() - t0, 2),
     )
+
+
+def later_holds(rows: list[ScenarioRow]) -> list[ScenarioRow]:
+    """Each failing cell's remedy with the first later release of this matrix whose run holds for
+    the same scenario and connector, where that is earlier than the recorded runs say (or they say
+    none): the runs pd-doctor just made count as much as the recorded ones."""
+    out = []
+    for i, r in enumerate(rows):
+        if r.report is None:
+            out.append(r)
+            continue
+        cells = []
+        for c in r.report.cells:
+            if c.status == FAILS and c.remedy is not None:
+                later = next((x.release for x in rows[i + 1 :] if _holds(x, c.scenario, c.connector)), None)
+                known_from = c.remedy.holds_from
+                if later and (known_from is None or version_key(later) < version_key(known_from)):
+                    c = replace(c, remedy=replace(c.remedy, holds_from=later))
+            cells.append(c)
+        out.append(replace(r, report=replace(r.report, cells=tuple(cells))))
+    return out
+
+
+def _holds(r: ScenarioRow, scenario: str, connector: str) -> bool:
+    c = r.report.cell(scenario, connector) if r.report is not None else None
+    return c is not None and c.status == HOLDS
 
 
 def run_bisect(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor import inprocess, targetrun
 from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.knowledge import scenario_exposure as sx
 from vllm_pd_doctor.knowledge import scenarios as known
 from vllm_pd_doctor.progress import Progress, phase, quiet
 from vllm_pd_doctor.results.hotfix import FixState
@@ -112,10 +114,11 @@ def parse_answer(answer: dict[str, Any], python: str, ids: tuple[str, ...]) -> S
             detail=err.get("traceback"),
         )
     v = answer.get("vllm") or {}
+    version = str(v.get("version", "?"))
     return ScenarioReport(
-        vllm=VllmInstall(version=str(v.get("version", "?")), path=str(v.get("path", "?")), python=python),
+        vllm=VllmInstall(version=version, path=str(v.get("path", "?")), python=python),
         scenarios=ids,
-        cells=tuple(cell(r) for r in answer.get("results", [])),
+        cells=tuple(with_remedy(cell(r), version) for r in answer.get("results", [])),
         model=str((answer.get("spec") or {}).get("model_dir", "?")),
         available_connectors=tuple(answer.get("available_connectors", ())),
         timings={k: float(x) for k, x in (answer.get("timings") or {}).items()},
@@ -141,6 +144,14 @@ def fix_state(d: dict[str, Any] | None) -> FixState | None:
     from vllm_pd_doctor.hotfix import fix_from_dict
 
     return fix_from_dict(d)
+
+
+def with_remedy(c: ScenarioCell, version: str) -> ScenarioCell:
+    """A failing cell with its remedy (the first release where the recorded runs hold for its
+    connector, the hotfix, the workaround); any other cell as it is."""
+    if c.status != FAILS:
+        return c
+    return replace(c, remedy=sx.remedy(c.scenario, c.connector, version))
 
 
 def cell(r: dict[str, Any]) -> ScenarioCell:

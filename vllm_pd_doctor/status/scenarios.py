@@ -13,7 +13,8 @@ from collections.abc import Iterable
 
 from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
-from vllm_pd_doctor.knowledge.scenario_advice import ADVICE, PREFILL, Advice
+from vllm_pd_doctor.knowledge import scenarios as known
+from vllm_pd_doctor.knowledge.scenarios import PREFILL, Scenario
 from vllm_pd_doctor.results.status import Evidence, Finding
 from vllm_pd_doctor.status.compare import _hybrid
 from vllm_pd_doctor.status.window import Window
@@ -41,18 +42,18 @@ def scenario_exposure(d: Window) -> Iterable[Finding]:
         )
         return
     hybrid = _hybrid(d.after.model_root)
-    for sid, adv in ADVICE.items():
+    for adv in known.exposure_rules():  # one loop over the registry's entries
         if (adv.side == PREFILL) != (d.role == "prefill") or not adv.engine_decides:
             continue
         # the engine answered on its NIXL side channel: the pull connector (status does not tell push)
-        x = sx.exposure(sid, rel, connectors.DEFAULT_KEY, None if hybrid is None else bool(hybrid))
+        x = sx.exposure(adv.id, rel, connectors.DEFAULT_KEY, None if hybrid is None else bool(hybrid))
         if x.verdict != sx.EXPOSED:
             continue
         yield _finding(d, x, adv, version, model, hybrid)
 
 
 def _finding(
-    d: Window, x: sx.ScenarioExposure, adv: Advice, version: str, model: str | None, hybrid: object
+    d: Window, x: sx.ScenarioExposure, adv: Scenario, version: str, model: str | None, hybrid: object
 ) -> Finding:
     ev = [
         Evidence(d.label, "/version", version),
@@ -65,9 +66,7 @@ def _finding(
         suffix = "" if hybrid else " if the model is hybrid"
     if adv.condition:
         suffix += f" ({adv.condition})"
-    fix = adv.fix
-    if x.holds_from:
-        fix += f" ({x.holds_from} is the first release in pd-doctor's runs where it holds)"
+    fix = sx.remedy(x.scenario, x.connector, x.release).advice(adv.fix)
     return Finding(
         id=f"exposed-{x.scenario}",
         severity=severity,
@@ -76,5 +75,5 @@ def _finding(
         triage_class=adv.triage_class,
         fix=fix,
         next=f"{x.next_step} --vllm {x.release}",
-        references=adv.references,
+        references=adv.upstream_refs,
     )

@@ -37,8 +37,8 @@ class NotServable(InternalsError):
 
     kind = "not_servable"
 
-    def __init__(self, message: str) -> None:
-        super().__init__("group the KV cache", message)
+    def __init__(self, message: str, stage: str = "group the KV cache") -> None:
+        super().__init__(stage, message)
 
 
 def accepted_mamba_modes(CacheConfig: Any) -> list[str]:
@@ -153,9 +153,13 @@ class Setup:
             is_encoder_decoder=False,
             async_scheduling=False,
         )
+        # A hybrid (Mamba-state) model gets the mode vLLM needs for it (MoRIIO: READ); any other
+        # model the connector's default mode (MoRIIO: WRITE), as a deployment would run it.
         extra = next(
             (dict(c.hybrid_extra) for c in connectors.all_connectors() if connector_name in c.vllm_names), {}
         )
+        if not self.facts["has_mamba_state"]:
+            extra = {}
         kv_transfer_config = construct(
             "build KVTransferConfig",
             vcfg.KVTransferConfig,
@@ -275,13 +279,24 @@ def build_scheduler(vllm_config: Any, kv_cache_config: Any, block_size: int, has
     som = drive.import_first(
         "import StructuredOutputManager", [("vllm.v1.structured_output", "StructuredOutputManager")]
     )
-    return construct(
-        "build Scheduler",
-        Scheduler,
-        vllm_config=vllm_config,
-        kv_cache_config=kv_cache_config,
-        structured_output_manager=construct("build StructuredOutputManager", som, vllm_config=vllm_config),
-        block_size=block_size,
-        hash_block_size=hash_block_size,
-        log_stats=False,
-    )
+    try:
+        return construct(
+            "build Scheduler",
+            Scheduler,
+            vllm_config=vllm_config,
+            kv_cache_config=kv_cache_config,
+            structured_output_manager=construct(
+                "build StructuredOutputManager", som, vllm_config=vllm_config
+            ),
+            block_size=block_size,
+            hash_block_size=hash_block_size,
+            log_stats=False,
+        )
+    except InternalsError as exc:
+        # The connector's scheduler half refuses this model's KV cache layout (MoRIIO with Mamba
+        # groups from 0.30): vLLM would not start it, as a config rule would not.
+        _, sep, said = exc.message.partition("NotImplementedError: ")
+        if not sep:
+            raise
+        name = vllm_config.kv_transfer_config.kv_connector
+        raise NotServable(f"vLLM would not start this model with {name}: {said}", "build Scheduler") from exc

@@ -1,8 +1,10 @@
 """Exposure of the deployment's release + connector + model to the `repro --scenario` failures.
 
 Read from knowledge/scenario_exposure (real `repro --scenario all` runs per release, never a version
-list); each finding names the run that showed it and `pd-doctor repro --scenario X` as the next step.
-The decode side (or any kv_consumer / kv_both connector) is the engine these scenarios kill.
+list); each finding names the run that showed it, `pd-doctor repro --scenario X` as the next step,
+and the remedy (the first release where the runs hold, the hotfix, the workaround). One rule per
+scenario registry entry (`knowledge/scenarios.py`), made in one loop: the entry's side picks the
+connectors (decode: kv_consumer / kv_both; prefill: kv_producer / kv_both).
 
 With --probe (check-config runs the user's vLLM anyway), the scenarios run in that vLLM once, with
 the deployment's model when it is hybrid, and the observed run wins over the recorded data, as the
@@ -15,16 +17,16 @@ import functools
 from collections.abc import Iterator
 from pathlib import Path
 
-from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
+from vllm_pd_doctor.checkconfig.rules.catalog import INFO, Check, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, connector_entries, connector_key, label
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
-from vllm_pd_doctor.knowledge.scenario_advice import ADVICE
-from vllm_pd_doctor.results.checkconfig import Finding
+from vllm_pd_doctor.knowledge import scenarios as known
+from vllm_pd_doctor.results.checkconfig import Finding, Severity
 from vllm_pd_doctor.results.launch import Server
 
 CONSUMING = ("kv_consumer", "kv_both")
 PRODUCING = ("kv_producer", "kv_both")
-RUN = ("abort-race", "hybrid-load-failure", "lease-reaper", "d-extra-block", "notify-only-failure")
+RUN = tuple(s.id for s in known.exposure_rules())
 """The scenarios these rules report (n1-truncation has its own rules and probe)."""
 
 
@@ -87,108 +89,42 @@ def _evidence(ctx: Context, hits: list[tuple[Server, sx.ScenarioExposure]]) -> s
     return f"{who}: {first.scenario} {first.reason} ({first.source}); next: {nxt}"
 
 
-@rule(
-    id="scenario-abort-race",
-    severity=W,
-    title="An aborted request whose KV receive and send finish in one step kills the decode EngineCore "
-    "(`assert req_id in self.requests`)",
-    fix=ADVICE["abort-race"].fix,
-    refs=("vllm#46240", "vllm#48615", "vllm PR #56089", "vllm PR #46304"),
-)
-def abort_race(ctx: Context) -> Iterator[Finding]:
-    hits = _exposed(ctx, "abort-race")
-    if hits:
-        yield finding("scenario-abort-race", _evidence(ctx, hits))
+STEP_DOWN = {E: W, W: INFO, INFO: INFO}
+"""A hybrid-only scenario's severity when the model's kind is not known."""
 
 
-@rule(
-    id="scenario-hybrid-load-failure",
-    severity=E,
-    title="A failed KV load for a hybrid model kills the decode EngineCore (`too many values to unpack` "
-    "in _update_requests_with_invalid_blocks)",
-    fix=ADVICE["hybrid-load-failure"].fix,
-    refs=("vllm#45474", "vllm PR #50388"),
-)
-def hybrid_load_failure(ctx: Context) -> Iterator[Finding]:
-    if ctx.hybrid is False:
-        return
-    hits = _exposed(ctx, "hybrid-load-failure")
-    if not hits:
-        return
-    later = hits[0][1].holds_from
-    fix = (
-        (
-            f"upgrade vLLM to {later} or later (the first release in pd-doctor's runs where it "
-            "holds; PR #50388), or carry the backport: pd-doctor hotfix install, then "
-            "PD_DOCTOR_HOTFIX=hybrid-load-failure on the decode"
-        )
-        if later
-        else None
-    )
-    ev = _evidence(ctx, hits)
-    if ctx.hybrid is None:
-        yield finding("scenario-hybrid-load-failure", ev + " (if the model is hybrid)", severity=W, fix=fix)
-    else:
-        yield finding("scenario-hybrid-load-failure", ev, fix=fix)
+def _fix(ctx: Context, s: known.Scenario, x: sx.ScenarioExposure) -> str:
+    """The remedy of the first exposed side, every kind that exists (upgrade target from the runs)."""
+    python = ctx.vllm.python if ctx.vllm is not None else "PYTHON"
+    return sx.remedy(s.id, x.connector, x.release).advice(s.fix, python)
 
 
-@rule(
-    id="scenario-lease-reaper",
-    severity=W,
-    title="Expired KV leases stay held behind a heartbeated one on the prefill (NIXL reaper stops at "
-    "the first live lease)",
-    fix=ADVICE["lease-reaper"].fix,
-    refs=("vllm#58222", "vllm PR #50789"),
-)
-def lease_reaper(ctx: Context) -> Iterator[Finding]:
-    hits = _exposed(ctx, "lease-reaper", producing=True)
-    if hits:
-        later = hits[0][1].holds_from
-        fix = f"upgrade vLLM to {later} or later (the first release in pd-doctor's runs where it holds)"
-        yield finding("scenario-lease-reaper", _evidence(ctx, hits), fix=fix if later else None)
+def _check(s: known.Scenario) -> Check:
+    """The exposure check of one registry entry: its side's connectors on this release (and model)."""
+    severity = Severity(s.severity)
 
-
-@rule(
-    id="scenario-d-extra-block",
-    severity=INFO,
-    title="A proxy that appends the prefill's first token to a block-multiple prompt kills the decode "
-    "worker (D allocates one block more than P sent)",
-    fix=ADVICE["d-extra-block"].fix,
-    refs=("vllm PR #50558",),
-)
-def d_extra_block(ctx: Context) -> Iterator[Finding]:
-    hits = _exposed(ctx, "d-extra-block")
-    if hits:
+    def check(ctx: Context) -> Iterator[Finding]:
+        if s.hybrid_only and ctx.hybrid is False:
+            return
+        hits = _exposed(ctx, s.id, producing=s.side == known.PREFILL)
+        if not hits:
+            return
+        ev = _evidence(ctx, hits) + (f" ({s.condition})" if s.condition else "")
+        unsure = s.hybrid_only and ctx.hybrid is None
         yield finding(
-            "scenario-d-extra-block", _evidence(ctx, hits) + f" ({ADVICE['d-extra-block'].condition})"
+            s.rule_id,
+            ev + (" (if the model is hybrid)" if unsure else ""),
+            severity=STEP_DOWN[severity] if unsure else severity,
+            fix=_fix(ctx, s, hits[0][1]),
         )
 
+    check.__name__ = s.module
+    return check
 
-@rule(
-    id="scenario-notify-only-failure",
-    severity=W,
-    title="A failed NIXL handshake for a decode request aborted before it was scheduled kills the decode "
-    "EngineCore (`assert req_id in self.requests`, hybrid models)",
-    fix=ADVICE["notify-only-failure"].fix,
-    refs=("vllm PR #57570",),
-)
-def notify_only_failure(ctx: Context) -> Iterator[Finding]:
-    if ctx.hybrid is False:
-        return
-    hits = _exposed(ctx, "notify-only-failure")
-    if not hits:
-        return
-    later = hits[0][1].holds_from
-    fix = (
-        f"upgrade vLLM to {later} or later (the first release in pd-doctor's runs where it holds; PR #57570)"
-    )
-    ev = _evidence(ctx, hits) + f" ({ADVICE['notify-only-failure'].condition})"
-    unsure = ctx.hybrid is None
-    yield finding(
-        "scenario-notify-only-failure",
-        ev + (" (if the model is hybrid)" if unsure else ""),
-        severity=INFO if unsure else W,
-        fix=fix if later else None,
+
+for _s in known.exposure_rules():  # one rule per registry entry (#53514's own are in release/hybrid)
+    rule(id=_s.rule_id, severity=Severity(_s.severity), title=_s.rule_title, fix=_s.fix, refs=_s.short_refs)(
+        _check(_s)
     )
 
 

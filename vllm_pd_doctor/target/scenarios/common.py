@@ -124,9 +124,15 @@ def prefill_params(ctx: Ctx, vllm_name: str, prompt: list[int], rid: str) -> dic
     return {**proxy, **sent, "do_remote_prefill": True, "do_remote_decode": False}
 
 
-def add_waiting_d_request(ctx: Ctx, sched: Any, rf: Any, rid: str, blocks: int = 2) -> Any:
+NO_WAIT = "so no transfer can finish after an abort"
+"""Why abort-race needs the wait (its NotApplicable's reason); each recipe says its own."""
+
+
+def add_waiting_d_request(
+    ctx: Ctx, sched: Any, rf: Any, rid: str, blocks: int = 2, why: str = NO_WAIT
+) -> Any:
     """A D-side request with the params the real P side sent for it, which the connector makes wait
-    for remote KV (NotApplicable if it does not)."""
+    for remote KV (NotApplicable, ending with `why` the recipe needs the wait, if it does not)."""
     bs = int(sched.block_size)
     prompt = triggers.prompt_tokens(blocks * bs, ctx.vocab())
     params = prefill_params(ctx, _name(sched), prompt, rid)
@@ -137,7 +143,7 @@ def add_waiting_d_request(ctx: Ctx, sched: Any, rf: Any, rid: str, blocks: int =
     if status != "WAITING_FOR_REMOTE_KVS":
         raise NotApplicable(
             f"the connector's scheduler half left the D request {status}: it never waited for remote KV "
-            "(a synchronous load, e.g. MoRIIO READ mode), so no transfer can finish after an abort"
+            f"(a synchronous load, e.g. MoRIIO READ mode), {why}"
         )
     return req
 
@@ -146,14 +152,88 @@ def _name(sched: Any) -> str:
     return str(sched.vllm_config.kv_transfer_config.kv_connector)
 
 
-def held(ok: bool, observed: dict[str, Any], invariant: str | None = None) -> Outcome:
-    """An outcome where vLLM raised nothing; `invariant` names what was observed broken, if any."""
-    return {
+def held(
+    ok: bool, observed: dict[str, Any], invariant: str | None = None, where: Outcome | None = None
+) -> Outcome:
+    """An outcome where vLLM raised nothing; `invariant` names what was observed broken, if any, and
+    `where` (from `statement_in`) the vLLM statement that broke it."""
+    out: Outcome = {
         "failed": not ok,
         "how": None if ok else "invariant",
         "invariant": None if ok else invariant,
         "observed": observed,
     }
+    if not ok and where:
+        out.update(where)
+    return out
+
+
+def statement_in(
+    cls: Any, methods: tuple[str, ...], match: Callable[[Any, list[Any]], bool]
+) -> Outcome | None:
+    """The first statement in these methods of `cls` (every definition along its MRO, then each
+    method they use as `self.name`, breadth first) for which `match(node, parents)` holds,
+    read by `ast` from vLLM's installed source: {location, function, statement}. The location of an
+    invariant that vLLM breaks without raising (where a release's code stops or skips)."""
+    seen: set[str] = set()
+    todo = list(methods)
+    while todo:
+        name = todo.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        # every definition along the MRO (an override's `super().name()` runs the base's too)
+        for fn in (k.__dict__[name] for k in cls.__mro__ if name in k.__dict__):
+            hit = _statement(fn, name, match)
+            if isinstance(hit, dict):
+                return hit
+            todo.extend(a for a in hit if callable(getattr(cls, a, None)) and a not in seen)
+    return None
+
+
+def _statement(fn: Any, name: str, match: Callable[[Any, list[Any]], bool]) -> Outcome | list[str]:
+    """The matching statement of one function, or the `self.x` names it uses (to look in next)."""
+    import ast
+    import inspect
+
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        path = inspect.getsourcefile(fn) or ""
+    except (OSError, TypeError):
+        return []
+    source = "".join(_dedent(lines))
+    tree = ast.parse(source)
+    hit = _find(tree, match)
+    if hit is not None:
+        seg = ast.get_source_segment(source, hit) or ""
+        return {
+            "location": f"{observe.vllm_relpath(path)}:{first + hit.lineno - 1}",
+            "function": getattr(fn, "__qualname__", name),
+            "statement": " ".join(x.strip() for x in seg.splitlines() if x.strip()),
+        }
+    return [
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+    ]
+
+
+def _dedent(lines: list[str]) -> list[str]:
+    import textwrap
+
+    return textwrap.dedent("".join(lines)).splitlines(keepends=True)
+
+
+def _find(tree: Any, match: Callable[[Any, list[Any]], bool]) -> Any:
+    import ast
+
+    stack: list[tuple[Any, list[Any]]] = [(tree, [])]
+    while stack:
+        node, parents = stack.pop(0)
+        if node is not tree and match(node, parents):
+            return node
+        stack.extend((c, [*parents, node]) for c in ast.iter_child_nodes(node))
+    return None
 
 
 def attempt(fn: Callable[[], Outcome]) -> Outcome:
@@ -200,6 +280,10 @@ def init_bookkeeping(cls: Any) -> dict[str, Any]:
         "Queue": queue.Queue,
         "defaultdict": lambda: collections.defaultdict(int),
         "RLock": threading.RLock,
+        "Lock": threading.Lock,
+        "Event": threading.Event,
+        "Condition": threading.Condition,
+        "deque": collections.deque,
     }
     out: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):
@@ -229,6 +313,7 @@ _NOTHING = object()
 
 def _empty(value: Any, makers: dict[str, Callable[[], Any]]) -> Any:
     import ast
+    import collections
 
     if isinstance(value, ast.Constant):
         return value.value
@@ -239,8 +324,19 @@ def _empty(value: Any, makers: dict[str, Callable[[], Any]]) -> Any:
     ):
         return {} if isinstance(value, ast.Dict) else ([] if isinstance(value, ast.List) else set())
     if isinstance(value, ast.Call) and not value.keywords:
-        fn = value.func
-        name = fn.attr if isinstance(fn, ast.Attribute) else (fn.id if isinstance(fn, ast.Name) else "")
-        if name in makers and (not value.args or name == "defaultdict"):
+        name = _callee(value.func)
+        if name == "defaultdict" and value.args:  # defaultdict(list), defaultdict[K, V](set)
+            inner = makers.get(_callee(value.args[0]))
+            return collections.defaultdict(inner if inner in (list, set, dict) else int)
+        if name in makers and not value.args:
             return makers[name]()
     return _NOTHING
+
+
+def _callee(fn: Any) -> str:
+    """`queue.Queue` / `Queue` / `Queue[int]` / `defaultdict[K, V]` -> the called name."""
+    import ast
+
+    if isinstance(fn, ast.Subscript):  # a generic alias called: queue.Queue[T]()
+        fn = fn.value
+    return str(fn.attr if isinstance(fn, ast.Attribute) else (fn.id if isinstance(fn, ast.Name) else ""))

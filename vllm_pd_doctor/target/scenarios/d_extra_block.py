@@ -17,11 +17,16 @@ import inspect
 from typing import Any
 
 from .. import drive, triggers
-from .common import Ctx, NotApplicable, Outcome, attempt, held, prefill_params
+from .common import Ctx, NotApplicable, Outcome, attempt, held, prefill_params, statement_in
 
 KV_ROLE = "kv_consumer"
 NIXL = "vllm.distributed.kv_transfer.kv_connector.v1.nixl"
-WORKERS = {"nixl": [(f"{NIXL}.pull_worker", "NixlPullConnectorWorker")]}
+WORKERS = {
+    "nixl": [(f"{NIXL}.pull_worker", "NixlPullConnectorWorker")],
+    "nixl-push": [(f"{NIXL}.push_worker", "NixlPushConnectorWorker")],
+}
+"""The worker that trims D's and P's block lists: pull's D worker before its READ, push's P worker
+before its WRITE (both pass D's list first)."""
 BLOCKS = 2
 FIRST_TOKEN = 7
 """The token P generated, which the proxy appends (the fabricated model step samples 7)."""
@@ -56,18 +61,48 @@ def _d_blocks(ctx: Ctx, vllm_name: str, sched: Any, rf: Any, append: bool, rid: 
         raise NotApplicable(f"the connector left the D request {status}: it never waited for remote KV")
     m = _recv_meta(so, rid)
     remote = getattr(getattr(m, "remote", None), "block_ids", None) or getattr(m, "remote_block_ids", None)
+    remote = remote if remote is not None else params.get("remote_block_ids")
+    if not any(_groups(remote)):  # push: P keeps its block ids (it WRITEs): the ones its prompt filled
+        remote = list(range(1, len(prompt) // int(sched.block_size) + 1))
     return {
         "block_size": int(sched.block_size),
         "p_prompt_len": len(prompt),
         "d_prompt_len": len(d_prompt),
         "d_blocks": _groups(m.local_block_ids),
-        "p_blocks": _groups(remote if remote is not None else params.get("remote_block_ids")),
+        "p_blocks": _groups(remote),
     }
 
 
+def _calls_apply(cls: Any) -> bool:
+    """The worker's own code calls `_apply_prefix_caching` (push workers before 0.28-era releases
+    trim inline instead), read from its source."""
+    try:
+        return "_apply_prefix_caching(" in inspect.getsource(cls)
+    except (OSError, TypeError):
+        return True
+
+
+def _inline_trim(cls: Any) -> Outcome | None:
+    """Where a worker that does not call `_apply_prefix_caching` cuts D's longer block list to P's
+    (`remote_block_ids[i] = remote_block_ids[i][:num_local]`): the extra block is never written."""
+    import ast
+
+    def cuts(node: Any, _parents: list[Any]) -> bool:  # push: `remote` is D, the longer list
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript)):
+            return False
+        target = node.targets[0]
+        if not (isinstance(node.value.slice, ast.Slice) and isinstance(target, ast.Subscript)):
+            return False
+        return isinstance(target.value, ast.Name) and "remote" in target.value.id
+
+    return statement_in(cls, ("_xfer_blocks",), cuts)
+
+
 def _apply(key: str, d_blocks: list[list[int]], p_blocks: list[list[int]]) -> Any:
-    """vLLM's worker-side trim, called as the pull worker calls it (dense model: no Mamba)."""
+    """vLLM's worker-side trim, called as the worker calls it (dense model: no Mamba)."""
     cls = drive.import_first("import the NIXL worker", WORKERS[key])
+    if not _calls_apply(cls):
+        return _inline_trim(cls)
     worker = object.__new__(cls)
     worker._has_mamba = False
     try:
@@ -90,11 +125,15 @@ def _run(ctx: Ctx, key: str, vllm_name: str, append: bool) -> Outcome:
     }
 
     def go() -> Outcome:
-        _apply(key, blocks["d_blocks"], blocks["p_blocks"])
+        trimmed = _apply(key, blocks["d_blocks"], blocks["p_blocks"])
+        where = trimmed if isinstance(trimmed, dict) and "location" in trimmed else None
         more = [d > p for d, p in zip(observed["num_d_blocks"], observed["num_p_blocks"], strict=False)]
         if any(more):
             return held(
-                False, observed, "D's worker got more blocks than P sent (the extra one is never written)"
+                False,
+                observed,
+                "D's worker got more blocks than P sent (the extra one is never written)",
+                where,
             )
         return held(True, observed)
 

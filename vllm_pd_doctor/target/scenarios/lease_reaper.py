@@ -26,11 +26,15 @@ import types
 from typing import Any
 
 from .. import drive
-from .common import Ctx, NotApplicable, Outcome, held, init_bookkeeping
+from .common import Ctx, NotApplicable, Outcome, held, init_bookkeeping, statement_in
 
 NIXL = "vllm.distributed.kv_transfer.kv_connector.v1.nixl"
-WORKERS = {"nixl": [(f"{NIXL}.pull_worker", "NixlPullConnectorWorker")]}
-"""The P-side worker per connector (push mode's get_finished also drives its writer thread: not here)."""
+WORKERS = {
+    "nixl": [(f"{NIXL}.pull_worker", "NixlPullConnectorWorker")],
+    "nixl-push": [(f"{NIXL}.push_worker", "NixlPushConnectorWorker")],
+}
+"""The P-side worker per connector (push mode's own get_finished, where a release has one, wraps the
+same reaper and wakes its writer thread: an Event the stand-in worker gets from its `__init__`)."""
 BASE = f"{NIXL}.base_worker"
 LEASE_S = 30.0
 """The P-side lease each request gets (vLLM's default kv_lease_duration)."""
@@ -122,13 +126,43 @@ def _run(key: str, heartbeat: bool) -> Outcome:
         worker.__dict__.clear()  # nothing for vLLM's __del__ to shut down
 
 
+def _inbox(cls: Any) -> str | None:
+    """The queue the worker's `_get_new_notifs` drains instead of polling the NIXL agent itself
+    (push mode: its writer thread owns the agent and forwards heartbeats there), read from the
+    source: the attribute it calls `get_nowait` on; None when it polls the agent."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls._get_new_notifs)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if node.func.attr == "get_nowait" and isinstance(owner, ast.Attribute):
+                return owner.attr
+    return None
+
+
+def _deliver(worker: Any, notif: bytes) -> None:
+    """D's notification, where this worker reads it: the NIXL agent's next poll, or the queue its
+    writer thread forwards to."""
+    inbox = _inbox(type(worker))
+    if inbox is not None:
+        getattr(worker, inbox).put(notif)
+    else:
+        worker.nixl_wrapper.queued = {"decode-agent": [notif]}
+
+
 def _drive(worker: Any, clock: _Clock, heartbeat: bool) -> Outcome:
     for rid in LEASES:  # granted in order, as start_load_kv records metadata.reqs_to_send
         worker._reqs_to_send[rid] = clock.now + LEASE_S
         worker._reqs_to_process.add(rid)
     clock.now += LEASE_S - 5
     if heartbeat:  # D is still waiting on the head request: it heartbeats that one only
-        worker.nixl_wrapper.queued = {"decode-agent": [f"HB:{LEASES[0]}".encode()]}
+        _deliver(worker, f"HB:{LEASES[0]}".encode())
     first = set(worker.get_finished()[0])
     clock.now += 10  # past lease-1's and lease-2's expiry; the head's was extended (heartbeat)
     second = set(worker.get_finished()[0])
@@ -149,8 +183,23 @@ def _drive(worker: Any, clock: _Clock, heartbeat: bool) -> Outcome:
             observed,
             f"{len(stranded)} expired lease(s) never reclaimed ({', '.join(stranded)}): their blocks stay "
             "held behind the live head entry",
+            _stop_statement(type(worker)),
         )
     return held(True, observed)
+
+
+def _stop_statement(cls: Any) -> Outcome | None:
+    """Where the reaper stops: the `break` under an `if` in a loop over the lease dict
+    (`if now < expires: break` in the releases that strand), found from get_finished down."""
+    import ast
+
+    def stops(node: Any, parents: list[Any]) -> bool:
+        if not (isinstance(node, ast.If) and any(isinstance(b, ast.Break) for b in node.body)):
+            return False
+        loops = [p for p in parents if isinstance(p, (ast.While, ast.For))]
+        return bool(loops) and "_reqs_to_send" in ast.dump(loops[-1])
+
+    return statement_in(cls, ("get_finished", "get_transfer_results"), stops)
 
 
 def run(ctx: Ctx, key: str, vllm_name: str) -> dict[str, Any]:
