@@ -237,11 +237,12 @@ def side_channel(payload: bytes) -> Iterator[int]:
 
 def pages_for(case: str, stem: str, meta: dict[str, Any]) -> dict[str, list[bytes]]:
     d = FIX / case
+    root = record.model_root(d, meta["model_root"])  # the case's own config.json, not this machine's
     return {
         "/health": [b""],
         "/version": [json.dumps({"version": meta["version"]}).encode()],
         "/v1/models": [
-            json.dumps({"data": [{"id": m, "root": meta["model_root"]} for m in meta["models"]]}).encode()
+            json.dumps({"data": [{"id": m, "root": root} for m in meta["models"]]}).encode()
         ],
         "/metrics": [(d / f"{stem}-{w}.metrics.txt").read_bytes() for w in ("before", "after")],
     }
