@@ -45,7 +45,11 @@ def comparisons(p: Window, d: Window, tp: tuple[int | None, int | None]) -> list
         *((f, _value(p, f), _value(d, f)) for f in FIELDS),
         ("tensor_parallel_size (launch)", tp[0], tp[1]),
     ]
-    return [Comparison(f, _s(a), _s(b), a == b) for f, a, b in rows if a is not None or b is not None]
+    return [
+        Comparison(f, _s(a), _s(b), None if a is None or b is None else a == b)
+        for f, a, b in rows
+        if a is not None or b is not None
+    ]
 
 
 def _first(xs: tuple[str, ...]) -> str | None:
@@ -62,9 +66,9 @@ def handshake_findings(p: Window, d: Window, rows: list[Comparison]) -> Iterable
     by = {c.field: c for c in rows}
     label = f"{p.label} / {d.label}"
     h = by.get("compatibility_hash")
-    if h is not None and not h.same and h.prefill != "-" and h.decode != "-":
-        inputs = [c for c in rows if not c.same and c.field != "compatibility_hash" and "(" in c.field]
-        inputs += [c for c in rows if not c.same and c.field == "attn_backend_name"]
+    if h is not None and h.same is False:
+        inputs = [c for c in rows if c.same is False and c.field != "compatibility_hash" and "(" in c.field]
+        inputs += [c for c in rows if c.same is False and c.field == "attn_backend_name"]
         ev = [
             Evidence(label, "side channel: compatibility_hash", f"{h.prefill[:16]}... vs {h.decode[:16]}...")
         ]
@@ -100,7 +104,7 @@ def handshake_findings(p: Window, d: Window, rows: list[Comparison]) -> Iterable
         ),
     ):
         c = by.get(fld)
-        if c is None or c.same or "-" in (c.prefill, c.decode):
+        if c is None or c.same is not False:
             continue
         yield Finding(
             id=fid,

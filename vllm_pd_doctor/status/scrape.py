@@ -38,6 +38,10 @@ class Scrape:
     """Info-style gauges (`vllm:cache_config_info`): name -> their labels."""
     error: str | None = None
     """Why the engine could not be read (connection refused, not vLLM); None when it was."""
+    down: str | None = None
+    """What kind of failure `error` is: `hung` (no answer within the timeout), `dead` (the
+    connection failed: nothing listens there), `not-vllm` (an answer that is not a vLLM server's),
+    `refused` (401/403: a token is needed)."""
     metrics_text: str | None = None
 
 
@@ -54,13 +58,15 @@ def client(timeout: float) -> httpx.Client:
     return httpx.Client(timeout=timeout, headers=headers, verify=verify, trust_env=False)
 
 
-def _why(exc: httpx.HTTPError) -> str:
+def _why(exc: httpx.HTTPError) -> tuple[str, str]:
     text = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.ConnectTimeout | httpx.ReadTimeout | httpx.PoolTimeout | httpx.WriteTimeout):
+        return "no answer within the timeout", "hung"
     if isinstance(exc, httpx.ConnectError):
-        return f"connection failed ({text})"
+        return f"connection failed ({text})", "dead"
     if isinstance(exc, httpx.TimeoutException):
-        return "no answer within the timeout"
-    return f"{type(exc).__name__}: {text}"
+        return "no answer within the timeout", "hung"
+    return f"{type(exc).__name__}: {text}", "dead"
 
 
 def parse_metrics(text: str) -> tuple[dict[Sample, float], dict[str, dict[str, str]]]:
@@ -112,24 +118,25 @@ def read(c: httpx.Client, base: str, *, metrics_only: bool = False) -> Scrape:
         sc.at = time.monotonic()
         r = c.get(f"{base}/metrics")
     except httpx.HTTPError as exc:
-        sc.error = _why(exc)
+        sc.error, sc.down = _why(exc)
         return sc
     if r.status_code in (401, 403):
         sc.error = (
             f"/metrics answered HTTP {r.status_code} (set PD_DOCTOR_STATUS_TOKEN for a secured endpoint)"
         )
+        sc.down = "refused"
         return sc
     if r.status_code != 200 or len(r.content) > MAX_METRICS_BYTES:
-        sc.error = f"/metrics answered HTTP {r.status_code}"
+        sc.error, sc.down = f"/metrics answered HTTP {r.status_code}", "not-vllm"
         return sc
     try:
         sc.samples, sc.info = parse_metrics(r.text)
     except ValueError as exc:
-        sc.error = f"/metrics is not Prometheus text ({str(exc)[:80]})"
+        sc.error, sc.down = f"/metrics is not Prometheus text ({str(exc)[:80]})", "not-vllm"
         return sc
     sc.metrics_text = r.text
     if not any(name.startswith("vllm:") for name, _ in sc.samples) and not sc.version:
-        sc.error = "not a vLLM server (no /version and no vllm: metrics)"
+        sc.error, sc.down = "not a vLLM server (no /version and no vllm: metrics)", "not-vllm"
     return sc
 
 

@@ -1,0 +1,162 @@
+"""`pd-doctor status` round 2 (issue 35), fast tier: deltas not totals, a silent side channel, a
+partial answer, the table at 80/120 columns. Recorded real engines (tests/fixtures/status) served
+as tests/status/test_status.py serves them."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tests.status.test_status import (
+    FIX,
+    found,
+    judge_case,
+    pages_for,
+    recorded_pair,
+    run_cli,
+    serve,
+    side_channel,
+)
+from vllm_pd_doctor.formats import OutputFormat, emit
+from vllm_pd_doctor.formats.status import short
+from vllm_pd_doctor.knowledge import metrics as km
+from vllm_pd_doctor.status import core, record
+
+LEASE = ("vllm:nixl_num_kv_expired_reqs_total", ())
+LATE = ("vllm:nixl_num_notifications_after_expiry_total", ())
+
+
+def test_a_total_from_before_the_window_is_context_not_a_finding() -> None:
+    r = judge_case("a-decode-killed")  # prefill totals: 3 expired, 2 after expiry; +0 in the window
+    assert "kv-lease-expired" not in found(r) and r.errors == 0
+    assert any("2 notifications after lease expiry since the engine started, none" in n for n in r.notes)
+    # the decode-only window of the issue: the same old totals on the prefill, requests to D alone
+    wins, eps, _ = record.replay(FIX / "a-decode-only")
+    p = next(w for w in wins if w.role == "prefill")
+    for sc in (p.before, p.after):
+        sc.samples[LEASE], sc.samples[LATE] = 3.0, 2.0
+    got = core.judge(wins, eps, interval=4, elapsed=4)
+    assert "kv-lease-expired" not in found(got) and "not-disaggregating" in found(got)
+    p.after.samples[LATE] = 3.0  # one in the window: the finding, with the total as context
+    f = next(f for f in core.judge(wins, eps, interval=4, elapsed=4).findings if f.id == "kv-lease-expired")
+    assert f.severity == "error" and f.title.startswith("1 notification(s) after lease expiry")
+    assert any(ev.value.startswith("+1 over") and "(since start: 3)" in ev.value for ev in f.evidence)
+
+
+def test_a_window_without_traffic_says_so() -> None:
+    idle, busy = judge_case("a-healthy-idle"), judge_case("a-healthy-traffic")
+    assert idle.traffic is False and any(n.startswith("no traffic in this window") for n in idle.notes)
+    assert busy.traffic is True and not any(n.startswith("no traffic") for n in busy.notes)
+    assert "no traffic" in emit(idle, OutputFormat.table, width=120)
+    assert json.loads(emit(idle, OutputFormat.json))["traffic"] is False
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def hung() -> Iterator[str]:
+    """A port that accepts connections and never answers (an engine whose API server hangs)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    try:
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
+    finally:
+        s.close()
+
+
+@contextmanager
+def prefill_only(case: str) -> Iterator[list[str]]:
+    meta = json.loads((FIX / case / "meta.json").read_text())["engines"][0]
+    with (
+        serve(pages_for(case, meta["stem"], meta)) as pu,
+        side_channel((FIX / case / meta["side_file"]).read_bytes()) as ps,
+    ):
+        yield ["--prefill-url", pu, "--prefill-side-channel", f"127.0.0.1:{ps}"]
+
+
+def test_a_dead_or_hung_decode_is_a_finding_and_the_prefill_is_still_judged() -> None:
+    for decode, kind in (("http://127.0.0.1:1", "dead"), (None, "hung")):
+        with prefill_only("b-version-block-mismatch") as args, hung() as slow:
+            d = ["--decode-url", decode or slow]
+            r = run_cli(*args, *d, "--interval", "0.5", "--timeout", "1", "--format", "json")
+        assert r.returncode == 3, (kind, r.stderr)
+        doc = json.loads(r.stdout)  # printed all the same: a monitoring script gets the report
+        by = {e["role"]: e for e in doc["engines"]}
+        assert by["decode"]["down"] == kind and by["prefill"]["down"] is None
+        assert by["prefill"]["version"] == "0.28.0" and by["prefill"]["handshake"]["compatibility_hash"]
+        ids = {f["id"] for f in doc["findings"]}
+        assert f"engine-{kind}" in ids and "exposed-53514" in ids, ids  # the prefill, judged
+        assert not doc["comparisons"]
+
+
+def test_a_silent_side_channel_is_its_own_warning_and_compares_as_unknown() -> None:
+    with recorded_pair("b-version-block-mismatch") as args:
+        args[args.index("--decode-side-channel") + 1] = f"127.0.0.1:{_free_port()}"  # nothing listens
+        r = run_cli(*args, "--interval", "0.5", "--timeout", "1", "--format", "json")
+        table = run_cli(*args, "--interval", "0.5", "--timeout", "1")
+    doc = json.loads(r.stdout)
+    f = next(f for f in doc["findings"] if f["id"] == "side-channel-unanswered")
+    assert f["severity"] == "warning" and "does not answer within 1 s" in f["title"]
+    assert 'sent (b"get_meta_msg", 0, 0)' in f["evidence"][0]["value"]
+    rows = {c["field"]: c["same"] for c in doc["comparisons"]}
+    assert rows["compatibility_hash"] is None and rows["block_size"] is None
+    assert rows["kv_cache_layout"] is None
+    assert not {"nixl-hash-mismatch", "block-size-mismatch", "kv-layout-mismatch"} & {
+        x["id"] for x in doc["findings"]
+    }
+    assert rows["vllm_version (/version)"] is False  # what both sides did answer still compares
+    for field in ("compatibility_hash", "block_size", "kv_cache_layout"):
+        line = next(ln for ln in table.stdout.splitlines() if ln.lstrip("│ ").startswith(field))
+        assert "unknown" in line and "DIFFERENT" not in line, line
+
+
+def test_a_side_channel_that_is_not_nixl() -> None:
+    with recorded_pair("a-healthy-idle") as args, side_channel(b"\x93\x01\x02\x03") as junk:
+        args[args.index("--decode-side-channel") + 1] = f"127.0.0.1:{junk}"
+        r = run_cli(*args, "--interval", "0.5", "--format", "json")
+    f = next(f for f in json.loads(r.stdout)["findings"] if f["id"] == "side-channel-unanswered")
+    assert "not as NIXL does" in f["title"] and "not a NIXL handshake payload" in f["evidence"][0]["value"]
+
+
+def test_table_readable_at_80_and_120_columns() -> None:
+    for case in ("b-version-block-mismatch", "a-lease-expiry"):
+        r = judge_case(case)
+        for width in (80, 120):
+            text = emit(r, OutputFormat.table, width=width)
+            assert "…" not in text, (case, width)
+            assert max(len(ln) for ln in text.splitlines()) <= width
+            for e in r.engines:
+                for k, _ in e.key_values:
+                    assert short(k) in text
+        # one window figure: the header's is the evidence's
+        head = text.splitlines()[0]
+        assert f"window {r.window_s:.1f} s" in head and f"{r.interval_s:g} s" not in head.split("took")[0]
+        for f in r.findings:
+            for ev in f.evidence:
+                if " over " in ev.value:
+                    assert f"over {r.window_s:.1f} s" in ev.value, (ev.value, r.window_s)
+        md = emit(r, OutputFormat.markdown)
+        assert "vllm:prompt_tokens_total" in md or "vllm:nixl" in md  # full names outside the table
+
+
+def test_short_labels_are_unambiguous() -> None:
+    names = [n + s for n in km.USED for s in ("_total", "_count", "")]
+    labels = {short(n) for n in names}
+    full = {n.removesuffix("_total").removesuffix("_count") for n in names}
+    assert len(labels) == len(full)
+    assert short('vllm:prompt_tokens_by_source_total{source="external_kv_transfer"}') == (
+        "prompt tokens by source [external_kv_transfer]"
+    )
+    assert short("vllm:nixl_num_failed_transfers_total") != short("vllm:nixl_num_failed_notifications_total")
+
+
+def test_interval_0_names_one_flag() -> None:
+    r = run_cli("--prefill-url", "http://h:1", "--decode-url", "http://h:2", "--interval", "0")
+    assert r.returncode == 2 and "--interval 0" in r.stderr and "--timeout" not in r.stderr
