@@ -160,3 +160,24 @@ def test_short_labels_are_unambiguous() -> None:
 def test_interval_0_names_one_flag() -> None:
     r = run_cli("--prefill-url", "http://h:1", "--decode-url", "http://h:2", "--interval", "0")
     assert r.returncode == 2 and "--interval 0" in r.stderr and "--timeout" not in r.stderr
+
+
+def test_filtered_parse_reads_what_the_full_parse_reads() -> None:
+    """status parses only the families it reads; on every recorded real /metrics text those
+    families come out exactly as prometheus_client's parse of the whole text gives them."""
+    from vllm_pd_doctor.status import scrape
+
+    def base(n: str) -> str:
+        for s in scrape._SUFFIXES:
+            if n.endswith(s) and n[: -len(s)] in km.USED:
+                return n[: -len(s)]
+        return n
+
+    texts = [t for f in sorted(FIX.glob("*/*.metrics.txt")) if (t := f.read_text())]
+    assert len(texts) >= 10
+    for t in texts:
+        full, info = scrape.parse_metrics(t, all_families=True)
+        mine, mine_info = scrape.parse_metrics(t)
+        want = {k: v for k, v in full.items() if base(k[0]) in km.USED or k[0].startswith("vllm:nixl_")}
+        assert mine == want and len(mine) < len(full)
+        assert mine_info == {k: v for k, v in info.items() if k in km.USED}

@@ -104,6 +104,29 @@ def _probe_side(e: Endpoint, timeout: float) -> sidechannel.ProbeAnswer | None:
     return sidechannel.probe(host, port, timeout_s=timeout)
 
 
+def _warm(
+    endpoints: list[Endpoint], first: list[scrape.Scrape], python_vllm: Path | None
+) -> dict[str | None, km.ReleaseMetrics | None]:
+    """What the judgement and the rendering need, read while the interval runs (so the time after
+    the second reading is the judgement alone): each release's metric list, the prefill release's
+    source (#53514), the scenario data, the renderer's modules."""
+    import rich.console
+    import rich.panel
+    import rich.table  # noqa: F401 - imported for their import time only
+
+    from vllm_pd_doctor.knowledge import exposure, model_info  # noqa: F401
+
+    exposure.sx.releases()
+    releases = {}
+    for e, sc in zip(endpoints, first, strict=True):
+        if sc.error:
+            continue
+        releases[sc.version] = _release(sc, python_vllm)
+        if e.role == "prefill":
+            compare.prepare(sc.version, python_vllm)
+    return releases
+
+
 def _read_again(c: httpx.Client, e: Endpoint) -> scrape.Scrape:
     """The second reading; one more try after a failure (a busy engine), never more."""
     sc = scrape.read(c, e.url, metrics_only=True)
@@ -127,7 +150,8 @@ def gather(
     Never raises for an engine that does not answer: its window carries `down` (hung, dead, not
     vLLM) and the others are judged. `on_first_read` is called once every engine has been read the
     first time: what happens after it falls inside the window (a test starts its traffic there)."""
-    with scrape.client(timeout) as c, ThreadPoolExecutor(max_workers=min(16, 2 * len(endpoints))) as pool:
+    tls = any(e.url.startswith("https:") for e in endpoints)
+    with scrape.client(timeout, tls=tls) as c, ThreadPoolExecutor(max_workers=min(16, 2 * len(endpoints))) as pool:
         t0 = time.monotonic()
         first = list(pool.map(lambda e: scrape.read(c, e.url), endpoints))
         for e, s in zip(endpoints, first, strict=True):
@@ -141,9 +165,7 @@ def gather(
                 zip(endpoints, first, strict=True),
             )
         )
-        for e, sc in zip(endpoints, first, strict=True):
-            if e.role == "prefill" and not sc.error:
-                compare.prepare(sc.version, python_vllm)
+        releases = _warm(endpoints, first, python_vllm)
         rest = interval - (time.monotonic() - t0)
         if rest > 0:
             time.sleep(rest)
@@ -158,7 +180,7 @@ def gather(
             b.version, b.models, b.model_root, b.health = a.version, a.models, a.model_root, a.health
         if b.error and not a.error:
             b.error = f"stopped answering during the window: {b.error}"
-        w = Window(e.role, a, b, None if b.error else _release(a, python_vllm))
+        w = Window(e.role, a, b, None if b.error else releases.get(a.version))
         if e.side and sp is not None:
             w.side_address = f"{e.side[0]}:{e.side[1]}"
             w.handshake, w.side_error, frames = sp

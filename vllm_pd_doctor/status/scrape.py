@@ -45,13 +45,14 @@ class Scrape:
     metrics_text: str | None = None
 
 
-def client(timeout: float) -> httpx.Client:
+def client(timeout: float, *, tls: bool = True) -> httpx.Client:
+    """`tls` False: no https URL to read, so no CA bundle is loaded (about 0.1 s of start-up)."""
     headers = {}
     token = next((os.environ[e] for e in TOKEN_ENVS if os.environ.get(e)), None)
     if token:
         headers["Authorization"] = f"Bearer {token}"
     verify: Any = True
-    if os.environ.get("PD_DOCTOR_STATUS_INSECURE") == "1":
+    if os.environ.get("PD_DOCTOR_STATUS_INSECURE") == "1" or not tls:
         verify = False
     elif os.environ.get("PD_DOCTOR_STATUS_CA"):
         verify = os.environ["PD_DOCTOR_STATUS_CA"]
@@ -69,13 +70,45 @@ def _why(exc: httpx.HTTPError) -> tuple[str, str]:
     return f"{type(exc).__name__}: {text}", "dead"
 
 
-def parse_metrics(text: str) -> tuple[dict[Sample, float], dict[str, dict[str, str]]]:
+KEEP_PREFIXES = ("vllm:nixl_", "vllm:mooncake_")
+"""Families kept whole: their presence tells the connector (besides the metrics `USED`)."""
+_SUFFIXES = ("_total", "_count", "_sum", "_bucket", "_created")
+
+
+def _wanted(line: str) -> bool:
+    """A line of a family status reads (comment lines by the family they describe)."""
+    from vllm_pd_doctor.knowledge.metrics import USED
+
+    if line.startswith("#"):
+        parts = line.split(" ", 3)
+        name = parts[2] if len(parts) > 2 and parts[1] in ("HELP", "TYPE", "UNIT") else ""
+    else:
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+    if name.startswith(KEEP_PREFIXES) or name in USED:
+        return True
+    return any(name.endswith(s) and name[: -len(s)] in USED for s in _SUFFIXES)
+
+
+def relevant(text: str) -> str:
+    """Only the families status reads (the exposition of a busy engine has hundreds of others:
+    histogram buckets, Python process metrics), so prometheus_client's parser, pure Python, reads a
+    fraction of it. Lines stay whole and in order: the result is exposition text too."""
+    return "\n".join(ln for ln in text.splitlines() if ln and _wanted(ln)) + "\n"
+
+
+def parse_metrics(
+    text: str, *, all_families: bool = False
+) -> tuple[dict[Sample, float], dict[str, dict[str, str]]]:
     """Samples summed over model_name/engine (one engine's data-parallel ranks add up), and the
-    labels of info gauges. Raises ValueError on text that is not the exposition format."""
+    labels of info gauges, of the families status reads (`all_families`: every one). Raises
+    ValueError on text that is not the exposition format."""
     from prometheus_client.parser import text_string_to_metric_families
 
     samples: dict[Sample, float] = {}
     info: dict[str, dict[str, str]] = {}
+    if not all_families:
+        _check_format(text)
+        text = relevant(text)
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
             if s.name.endswith("_info"):
@@ -89,6 +122,17 @@ def parse_metrics(text: str) -> tuple[dict[Sample, float], dict[str, dict[str, s
             )
             samples[key] = samples.get(key, 0.0) + float(s.value)
     return samples, info
+
+
+def _check_format(text: str) -> None:
+    """What the filter would hide: a body that is not exposition text at all (an HTML page)."""
+    for ln in text.splitlines()[:50]:
+        s = ln.strip()
+        if s and not s.startswith("#") and not (s[0].isalpha() or s[0] in "_:"):
+            raise ValueError(f"not exposition text: {s[:40]!r}")
+    head = text.lstrip()[:200].lower()
+    if head.startswith(("<", "{", "[")):
+        raise ValueError(f"not exposition text: {head[:40]!r}")
 
 
 def _json(c: httpx.Client, url: str) -> Any:
@@ -135,7 +179,7 @@ def read(c: httpx.Client, base: str, *, metrics_only: bool = False) -> Scrape:
         sc.error, sc.down = f"/metrics is not Prometheus text ({str(exc)[:80]})", "not-vllm"
         return sc
     sc.metrics_text = r.text
-    if not any(name.startswith("vllm:") for name, _ in sc.samples) and not sc.version:
+    if "vllm:" not in r.text and not sc.version:
         sc.error, sc.down = "not a vLLM server (no /version and no vllm: metrics)", "not-vllm"
     return sc
 
