@@ -151,7 +151,8 @@ def gather(
     vLLM) and the others are judged. `on_first_read` is called once every engine has been read the
     first time: what happens after it falls inside the window (a test starts its traffic there)."""
     tls = any(e.url.startswith("https:") for e in endpoints)
-    with scrape.client(timeout, tls=tls) as c, ThreadPoolExecutor(max_workers=min(16, 2 * len(endpoints))) as pool:
+    workers = min(16, 2 * len(endpoints))
+    with scrape.client(timeout, tls=tls) as c, ThreadPoolExecutor(max_workers=workers) as pool:
         t0 = time.monotonic()
         first = list(pool.map(lambda e: scrape.read(c, e.url), endpoints))
         for e, s in zip(endpoints, first, strict=True):
