@@ -115,8 +115,9 @@ def _warm(
     import rich.table  # noqa: F401 - imported for their import time only
 
     from vllm_pd_doctor.knowledge import exposure, model_info  # noqa: F401
+    from vllm_pd_doctor.knowledge import scenario_exposure as sx
 
-    exposure.sx.releases()
+    sx.releases()
     releases = {}
     for e, sc in zip(endpoints, first, strict=True):
         if sc.error:
