@@ -35,13 +35,20 @@ EXPECT: dict[str, tuple[set[str], set[str]]] = {
     "a-healthy-traffic": (set(), {"*"}),
     "a-decode-only": ({"not-disaggregating"}, {"nixl-hash-mismatch", "kv-lease-expired"}),
     "a-lease-expiry": ({"kv-lease-expired"}, {"not-disaggregating", "nixl-hash-mismatch"}),
-    # the prefill's lease counters rose before this window (totals 3 and 2), not in it: no finding
-    "a-decode-killed": (set(), {"kv-lease-expired", "not-disaggregating", "nixl-hash-mismatch"}),
+    # the decode dead (a finding), the prefill judged: its lease counters rose before this window
+    # (an expiry and a late read in a-lease-expiry), not in it: no lease finding
+    "a-decode-killed": ({"engine-dead"}, {"kv-lease-expired", "not-disaggregating", "nixl-hash-mismatch"}),
+    "a-after-expiry": (set(), {"*"}),  # the idle window after a lease expiry: totals are context
+    "a-dtype-skew": ({"nixl-hash-mismatch"}, {"block-size-mismatch", "not-disaggregating", "engine-dead"}),
     "b-version-block-mismatch": (
         {"nixl-hash-mismatch", "block-size-mismatch", "kv-layout-mismatch", "exposed-53514"},
         {"not-disaggregating"},
     ),
-    "b-decode-without-connector": ({"not-disaggregating"}, {"nixl-hash-mismatch"}),
+    # D2's side channel port given: nothing listens (no connector): a warning, never a mismatch
+    "b-decode-without-connector": (
+        {"not-disaggregating", "side-channel-unanswered"},
+        {"nixl-hash-mismatch", "block-size-mismatch", "kv-layout-mismatch"},
+    ),
 }
 
 

@@ -61,6 +61,8 @@ def record(windows: list[Window], endpoints: list[Endpoint], dest: Path, how: di
                 "side_file": side_file,
                 "tp": e.tp,
                 "stem": stem,
+                "down": w.down,
+                "error": w.after.error or w.before.error,
             }
         )
     doc = {"how": how, "engines": engines}
@@ -95,11 +97,13 @@ def replay(src: Path) -> tuple[list[Window], list[Endpoint], dict[str, Any]]:
             text = (src / f"{e['stem']}-{which}.metrics.txt").read_text(encoding="utf-8")
             sc = scrape.Scrape(url=e["url"], at=at, health=e["health"], version=e["version"])
             sc.models, sc.model_root = tuple(e["models"]), model_root(src, e["model_root"])
+            sc.error, sc.down = e.get("error"), e.get("down")
             if text:
                 sc.samples, sc.info = scrape.parse_metrics(text)
                 sc.metrics_text = text
             scrapes.append(sc)
-        w = Window(e["role"], scrapes[0], scrapes[1], km.for_release(e["version"]))
+        release = None if e.get("down") else km.for_release(e["version"])
+        w = Window(e["role"], scrapes[0], scrapes[1], release)
         w.side_address, w.side_error = e["side_address"], e["side_error"]
         if e["side_file"]:
             frames = [(src / e["side_file"]).read_bytes()]
