@@ -192,3 +192,21 @@ def test_filtered_parse_reads_what_the_full_parse_reads() -> None:
         want = {k: v for k, v in full.items() if base(k[0]) in km.USED or k[0].startswith("vllm:nixl_")}
         assert mine == want and len(mine) < len(full)
         assert mine_info == {k: v for k, v in info.items() if k in km.USED}
+
+
+def test_a_silent_side_channel_costs_no_time_beyond_the_interval() -> None:
+    """The probe runs while the interval runs: status with a side channel that never answers
+    (timeout 3 s) and a 3 s interval takes about 3 s, not 6 (relation, not a CPU's figure)."""
+    import time
+
+    with recorded_pair("a-healthy-idle") as args:
+        p_side = ("127.0.0.1", int(args[5].rsplit(":", 1)[1]))
+        eps = [
+            core.Endpoint("prefill", args[1], p_side),
+            core.Endpoint("decode", args[3], ("127.0.0.1", _free_port())),
+        ]
+        t0 = time.monotonic()
+        r = core.run_status(eps, 3.0, timeout=3.0)
+        took = time.monotonic() - t0
+    assert "side-channel-unanswered" in {f.id for f in r.findings}
+    assert took < 3.0 + 3.0 - 0.5, took  # the probe's timeout overlapped the interval

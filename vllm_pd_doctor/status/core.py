@@ -161,12 +161,11 @@ def gather(
                 progress(f"{e.role} {e.url}: {s.error}")
         if on_first_read is not None:
             on_first_read()
-        sides = list(
-            pool.map(
-                lambda ea: None if ea[1].error else _probe_side(ea[0], timeout),
-                zip(endpoints, first, strict=True),
-            )
-        )
+        # the side channels are asked while the interval runs: a silent one costs no time beyond it
+        probes = [
+            None if sc.error else pool.submit(_probe_side, e, timeout)
+            for e, sc in zip(endpoints, first, strict=True)
+        ]
         releases = _warm(endpoints, first, python_vllm)
         rest = interval - (time.monotonic() - t0)
         if rest > 0:
@@ -176,6 +175,7 @@ def gather(
                 lambda ea: ea[1] if ea[1].error else _read_again(c, ea[0]), zip(endpoints, first, strict=True)
             )
         )
+        sides = [None if f is None else f.result() for f in probes]
     windows = []
     for e, a, b, sp in zip(endpoints, first, second, sides, strict=True):
         if b is not a:
