@@ -56,12 +56,12 @@ def side_finding(w: Window, timeout: float) -> Finding:
     """A NIXL side channel that did not answer a handshake request: its handshake fields stay
     unknown (the comparison says so), and a peer's handshake with it would fail the same way."""
     why = w.side_error or "no answer"
-    silent = "no answer" in why
-    title = (
-        f"the {w.role}'s NIXL side channel {w.side_address} does not answer within {timeout:g} s"
-        if silent
-        else f"the {w.role}'s NIXL side channel {w.side_address} answers, but not as NIXL does"
-    )
+    if "no answer" in why:
+        title = f"the {w.role}'s NIXL side channel {w.side_address} does not answer within {timeout:g} s"
+    elif "refused" in why:
+        title = f"nothing listens on the {w.role}'s NIXL side channel {w.side_address}"
+    else:
+        title = f"the {w.role}'s NIXL side channel {w.side_address} answers, but not as NIXL does"
     return Finding(
         id="side-channel-unanswered",
         severity="warning",
