@@ -212,3 +212,12 @@ def test_a_silent_side_channel_costs_no_time_beyond_the_interval() -> None:
     f = next(f for f in r.findings if f.id == "side-channel-unanswered")
     assert "does not answer within 3 s" in f.title, f.title
     assert took < 3.0 + 3.0 - 0.5, took  # the probe's timeout overlapped the interval
+
+
+def test_leases_expiring_for_a_decode_without_connector_say_why() -> None:
+    r = judge_case("b-decode-without-connector")  # real: P->D2 traffic, D2 started without a connector
+    f = next(f for f in r.findings if f.id == "kv-lease-expired")
+    assert f.fix.startswith("start the decode with --kv-transfer-config")
+    assert any(ev.metric == "vllm:nixl_*" and "never reads" in ev.value for ev in f.evidence)
+    g = next(f for f in judge_case("a-lease-expiry").findings if f.id == "kv-lease-expired")
+    assert g.fix.startswith("raise kv_lease_duration")  # a decode with NIXL that reads late

@@ -127,6 +127,18 @@ def lease_expiry(prefill: list[Window], decode: list[Window]) -> Iterable[Findin
         if not (_pos(after) or _pos(expired)):
             continue
         silent = _pos(after)
+        readers = [d for d in decode if not any(n.startswith("vllm:nixl_") for n in _names(d))]
+        ev = [p.ev(m.EXPIRED), p.ev(m.AFTER_EXPIRY)]
+        ev += [Evidence(d.label, "vllm:nixl_*", "no NIXL metric: this decode never reads") for d in readers]
+        fix = (
+            "raise kv_lease_duration in the prefill's kv_connector_extra_config above the decode's "
+            "longest wait (vLLM's default 30 s), or find why the decode is slow to read"
+        )
+        if readers:
+            fix = (
+                "start the decode with --kv-transfer-config (kv_role kv_consumer): a decode without a KV "
+                "connector never reads, so every lease the prefill grants for it expires; " + fix
+            )
         yield Finding(
             id="kv-lease-expired",
             severity="error",
@@ -137,10 +149,9 @@ def lease_expiry(prefill: list[Window], decode: list[Window]) -> Iterable[Findin
                 else f"{expired:g} prefill KV lease(s) expired in {p.interval:.1f} s before the decode "
                 "read them"
             ),
-            evidence=(p.ev(m.EXPIRED), p.ev(m.AFTER_EXPIRY)),
+            evidence=tuple(ev),
             triage_class="kv-lease-expired",
-            fix="raise kv_lease_duration in the prefill's kv_connector_extra_config above the decode's "
-            "longest wait (vLLM's default 30 s), or find why the decode is slow to read",
+            fix=fix,
             next="pd-doctor triage --prefill-log p.log --decode-log d.log",
             references=("aws-samples/aws-do-eks#84", NIXL_DOC),
         )
