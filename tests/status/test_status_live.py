@@ -7,11 +7,15 @@ Engine starts are kept to two, each serving several checks in order (one test pe
   7 s after the prefill was seen with a 6 s lease), short enough to outwait): healthy and
   idle, healthy under P->D traffic (no finding either time); requests sent to the decode alone
   (the router skips the prefill: not disaggregating); P->D requests whose decode reads only after
-  the lease (a slow decode: lease expiry); the decode killed during traffic (exit 3, one line).
+  the lease (a slow decode: lease expiry); the next window, where nothing expires (no finding: the
+  totals are context); the decode killed during traffic (exit 3, the JSON report printed, the decode
+  a finding, the prefill judged); then a second decode started with --dtype float32 beside the
+  same prefill (a dtype skew: the compatibility hash differs).
 * trio B: prefill on 0.28.0 with --block-size 16, decode D1 on 0.32.0 (NIXL, default block size),
   decode D2 on 0.32.0 started without --kv-transfer-config. P vs D1: compatibility hash and block
   size differ (side channel, before any traffic), #53514 exposure of P's release + model; P vs D2
-  under P->D2 traffic: not disaggregating.
+  under P->D2 traffic: not disaggregating, and D2's side channel port (nothing listens there) is its
+  own warning, its handshake fields compared as unknown.
 
 With PD_DOCTOR_RECORD_STATUS=1 each window is recorded under tests/fixtures/status/<case>/ (the
 fast tier's fixtures: tests/status/test_status.py replays them).
@@ -56,26 +60,42 @@ def _free() -> int:
     return engines.free_port()
 
 
+class Pool(list[engines.Engine]):
+    """The engines started; `more(spec)` starts one more (stopped with the others)."""
+
+    more: Any
+
+
 @contextmanager
-def started(run_dir: Path, specs: list[dict[str, Any]]) -> Iterator[list[engines.Engine]]:
+def started(run_dir: Path, specs: list[dict[str, Any]]) -> Iterator[Pool]:
     """Engines started as `repro --engine live` starts them (engines.py), with per-engine release,
-    block size, connector on/off and lease. Stopped by process group whatever happens."""
+    block size, dtype, connector on/off and lease. Stopped by process group whatever happens."""
     lo0 = LiveOptions()
     model, tiny = engines.model_dir(specs[0]["python"], lo0, _say)
-    started_engines: list[engines.Engine] = []
+    started_engines = Pool()
     old_lease = engines.KV_LEASE_S
     try:
         with engines.plugin_path() as pypath:
-            for attempt in (1, 2):  # a port picked free can be taken by an engine's own ZMQ sockets
-                try:
-                    _start_all(run_dir, specs, model, tiny, pypath, started_engines)
-                    break
-                except engines.PortTaken as exc:
-                    if attempt == 2:
-                        raise
-                    _say(f"{exc.message}; starting the engines again on other free ports")
-                    engines.stop_all(started_engines)
-                    started_engines.clear()
+
+            def start(batch: list[dict[str, Any]]) -> None:
+                n = len(started_engines)
+                for attempt in (1, 2):  # a port picked free can be taken by an engine's own ZMQ sockets
+                    try:
+                        _start_all(run_dir, batch, model, tiny, pypath, started_engines, first=n)
+                        return
+                    except engines.PortTaken as exc:
+                        if attempt == 2:
+                            raise
+                        _say(f"{exc.message}; starting the engines again on other free ports")
+                        engines.stop_all(started_engines[n:])
+                        del started_engines[n:]
+
+            def more(spec: dict[str, Any]) -> engines.Engine:
+                start([spec])
+                return started_engines[-1]
+
+            start(specs)
+            started_engines.more = more
             yield started_engines
     finally:
         engines.KV_LEASE_S = old_lease
@@ -83,10 +103,16 @@ def started(run_dir: Path, specs: list[dict[str, Any]]) -> Iterator[list[engines
 
 
 def _start_all(
-    run_dir: Path, specs: list[dict[str, Any]], model: Any, tiny: Any, pypath: Any, out: list[engines.Engine]
+    run_dir: Path,
+    specs: list[dict[str, Any]],
+    model: Any,
+    tiny: Any,
+    pypath: Any,
+    out: list[engines.Engine],
+    first: int = 0,
 ) -> None:
-    """Start every engine of `specs` (appended to `out` as they start) and wait until all are healthy."""
-    for i, spec in enumerate(specs):
+    """Start every engine of `specs` (appended to `out` as they start) and wait until they are healthy."""
+    for i, spec in enumerate(specs, first):
         eng = engines.Engine(
             role=spec["role"],
             port=_free(),
@@ -100,6 +126,8 @@ def _start_all(
         if not spec.get("connector", True):
             k = cmd.index("--kv-transfer-config")
             del cmd[k : k + 2]
+        if spec.get("dtype"):
+            cmd[cmd.index("--dtype") + 1] = spec["dtype"]
         env = engines.engine_env(spec["python"], eng, pypath, "cpu", run_dir)
         engines.start_engine(cmd, env, eng, run_dir)
         spec["cmd"] = " ".join(cmd[1:])
@@ -107,7 +135,7 @@ def _start_all(
         _say(f"started {eng.role} {i} ({spec['python']}): {eng.url}, side {eng.side_port}")
     c = Client()
     try:
-        engines.wait_healthy(c, out, 480, _say)
+        engines.wait_healthy(c, out[first:], 480, _say)
     finally:
         c.close()
 
@@ -170,7 +198,8 @@ def test_pair_a_healthy_then_faults(python_fixed_nixl: str, tmp_path: Path) -> N
         {"role": "prefill", "python": python_fixed_nixl, "version": version},
         {"role": "decode", "python": python_fixed_nixl, "version": version},
     ]
-    with started(tmp_path, specs) as (p, d):
+    with started(tmp_path, specs) as pool:
+        p, d = pool
         eps = [ep(p), ep(d)]
         c = Client()
         n = 129  # W + 1 at the CPU default block (128): a shape known to work on 0.32.0
@@ -204,6 +233,7 @@ def test_pair_a_healthy_then_faults(python_fixed_nixl: str, tmp_path: Path) -> N
                 eps, "a-decode-only", _how(specs, "router skips the prefill: requests to D alone"), d_only
             )
             assert "not-disaggregating" in ids(skip), skip.findings
+            assert "kv-lease-expired" not in ids(skip), skip.findings
 
             def slow_decode() -> None:
                 p_to_d(c, p.url, d.url, "slow-0", n, wait_s=LEASE_S + 3)
@@ -216,6 +246,11 @@ def test_pair_a_healthy_then_faults(python_fixed_nixl: str, tmp_path: Path) -> N
                 interval=LEASE_S + 8,  # the decode's late read falls inside the window
             )
             assert "kv-lease-expired" in ids(slow), slow.findings
+            # the next window: nothing expires in it, the totals above zero are context only
+            calm = window(eps, "a-after-expiry", _how(specs, "the window after a lease expiry (idle)"))
+            assert "kv-lease-expired" not in ids(calm) and calm.errors == 0, calm.findings
+            assert any("since the engine started, none in this window" in n for n in calm.notes), calm.notes
+            assert calm.traffic is False
 
             # the decode killed during traffic
             def killed() -> None:
@@ -238,8 +273,14 @@ def test_pair_a_healthy_then_faults(python_fixed_nixl: str, tmp_path: Path) -> N
                     p.url,
                     "--decode-url",
                     d.url,
+                    "--prefill-side-channel",
+                    f"127.0.0.1:{p.side_port}",
                     "--interval",
                     "1",
+                    "--timeout",
+                    "20",
+                    "--format",
+                    "json",
                 ],
                 capture_output=True,
                 text=True,
@@ -248,15 +289,34 @@ def test_pair_a_healthy_then_faults(python_fixed_nixl: str, tmp_path: Path) -> N
                 stdin=subprocess.DEVNULL,
             )
             assert after.returncode == 3, after.stderr
-            assert "Traceback" not in after.stderr and "decode" in after.stderr
-            p_only = window([eps[0]], "a-decode-killed", _how(specs, "decode killed during P->D traffic"))
-            _say(f"prefill after the decode died: {json.dumps([f.id for f in p_only.findings])}")
+            assert "Traceback" not in after.stderr
+            doc = json.loads(after.stdout)  # the report all the same: the prefill judged
+            by = {e["role"]: e for e in doc["engines"]}
+            assert by["decode"]["down"] == "dead" and by["prefill"]["down"] is None, by
+            assert by["prefill"]["handshake"]["compatibility_hash"], by["prefill"]
+            assert "engine-dead" in {f["id"] for f in doc["findings"]}, doc["findings"]
+            gone = window(eps, "a-decode-killed", _how(specs, "decode killed during P->D traffic"))
+            assert "engine-dead" in ids(gone) and "kv-lease-expired" not in ids(gone), gone.findings
+            _say(f"after the decode died: {json.dumps([f.id for f in gone.findings])}")
+
+            # a second decode beside the same prefill, started with another dtype: the hash differs
+            spec = {"role": "decode", "python": python_fixed_nixl, "version": version, "dtype": "float32"}
+            d32 = pool.more(spec)
+            skew = window(
+                [eps[0], ep(d32)],
+                "a-dtype-skew",
+                _how([specs[0], spec], "decode started with --dtype float32, prefill bfloat16"),
+            )
+            assert "nixl-hash-mismatch" in ids(skew), skew.findings
+            rows = {c.field: c.same for c in skew.comparisons}
+            assert rows["vllm_version (/version)"] and rows["compatibility_hash"] is False, rows
+            assert not {"block-size-mismatch", "not-disaggregating", "engine-dead"} & ids(skew)
         finally:
             c.close()
 
 
 def test_trio_b_mismatches(python_buggy_nixl: str, python_fixed_nixl: str, tmp_path: Path) -> None:
-    specs = [
+    specs: list[dict[str, Any]] = [
         {"role": "prefill", "python": python_buggy_nixl, "version": "0.28.0", "block_size": 16},
         {"role": "decode", "python": python_fixed_nixl, "version": "0.32.0"},
         {"role": "decode", "python": python_fixed_nixl, "version": "0.32.0", "connector": False},
@@ -281,7 +341,7 @@ def test_trio_b_mismatches(python_buggy_nixl: str, python_fixed_nixl: str, tmp_p
             # request goes before the window, not across its second read
             _, warm = p_to_d(c, p.url, d2.url, "noconn-warm", 12)
             assert warm.status == 200, warm.body
-            eps = [ep(p), Endpoint("decode", d2.url, None, 1)]
+            eps = [ep(p), ep(d2)]  # D2's side channel port: nothing listens there (no connector)
             nc = window(
                 eps,
                 "b-decode-without-connector",
@@ -289,6 +349,9 @@ def test_trio_b_mismatches(python_buggy_nixl: str, python_fixed_nixl: str, tmp_p
                 via_p,
                 interval=2 * INTERVAL,
             )
-            assert "not-disaggregating" in ids(nc), nc.findings
+            assert {"not-disaggregating", "side-channel-unanswered"} <= ids(nc), nc.findings
+            rows = {c.field: c.same for c in nc.comparisons}
+            assert rows["compatibility_hash"] is None and rows["block_size"] is None, rows
+            assert not {"nixl-hash-mismatch", "block-size-mismatch"} & ids(nc), nc.findings
         finally:
             c.close()

@@ -4,6 +4,8 @@ A side is exposed when its connector truncates the prompt on the P side, it can 
 model is hybrid, prefix caching is on, and the installed vLLM calls the truncation helper after
 the local prefix-cache lookup (read from its source). Any condition that is known false makes it
 "not exposed"; any that cannot be read makes it "unknown" (each reason says which input decides).
+The verdict is knowledge/exposure.py's, the decision status makes from a running engine's facts: a
+model without state is not exposed whatever the connector (a vendor plugin's too).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     connector_key,
     label,
 )
+from vllm_pd_doctor.knowledge import exposure as kx
 from vllm_pd_doctor.knowledge.inspect_vllm import sites_for
 from vllm_pd_doctor.results.checkconfig import (
     Exposure,
@@ -40,13 +43,15 @@ _NO = {
 }
 
 
+def fact(r: Reason) -> kx.Fact:
+    """A reason as the shared decision's fact: ruling out, unknown, or holding."""
+    holds = False if r.kind in _NO else None if r.kind.unknown else True
+    return kx.Fact(str(r.kind), holds, r.text)
+
+
 def _verdict(why: list[Reason]) -> Verdict:
-    kinds = {r.kind for r in why}
-    if kinds & _NO:
-        return Verdict.not_exposed
-    if any(k.unknown for k in kinds):
-        return Verdict.unknown
-    return Verdict.exposed
+    v = kx.decide(fact(r) for r in why).verdict
+    return {kx.EXPOSED: Verdict.exposed, kx.NOT_EXPOSED: Verdict.not_exposed}.get(v, Verdict.unknown)
 
 
 _DEPLOYMENT_NO = {
@@ -128,20 +133,16 @@ def side(ctx: Context, s: Server, e: ConnectorEntry | None) -> SideExposure:
         )
     if e.external:
         path = e.config.get("kv_connector_module_path")
-        return SideExposure(
-            s.role,
-            e.name,
-            Verdict.unknown,
-            (
-                Reason(
-                    K.external_connector,
-                    f"{e.name} is loaded from kv_connector_module_path {path} (not vLLM's built-in "
-                    "class of that name): whether it truncates on the P side is unknown",
-                    fix="check that connector's own P-side truncation, or use vLLM's built-in one",
-                ),
+        ext = [
+            Reason(
+                K.external_connector,
+                f"{e.name} is loaded from kv_connector_module_path {path} (not vLLM's built-in "
+                "class of that name): whether it truncates on the P side is unknown",
+                fix="check that connector's own P-side truncation, or use vLLM's built-in one",
             ),
-            server=name,
-        )
+            _model_reason(ctx),  # a model without state decides whatever the connector does
+        ]
+        return SideExposure(s.role, e.name, _verdict(ext), tuple(ext), server=name)
     key = connector_key(e.name)
     if key is None:
         return SideExposure(
@@ -215,10 +216,13 @@ def _model_reason(ctx: Context) -> Reason:
 def _release_reason(ctx: Context, key: str) -> tuple[Reason, tuple[str, ...]]:
     v = ctx.vllm
     fix = "give --python PATH, the interpreter the deployment's vLLM runs in"
-    if v is None or v.path is None:
-        return Reason(K.unknown_vllm, "installed vLLM: not found (give --python)", fix=fix), ()
-    if v.error:
-        return Reason(K.unknown_vllm, f"installed vLLM: {v.error}", fix=fix), ()
+    if v is None or v.path is None or v.error:
+        why = f"installed vLLM: {v.error}" if v is not None and v.error else "installed vLLM: not found"
+        if v is not None and v.version:  # no source read: pd-doctor's recorded runs of that release
+            f, _ = kx.release_fact(kx.N1, v.version, key)
+            if f.holds is not None:
+                return Reason(K.late_truncation if f.holds else K.no_truncation, f.reason), ()
+        return Reason(K.unknown_vllm, why + (" (give --python)" if "not found" in why else ""), fix=fix), ()
     sites = sites_for(key, v.sites)
     evidence = tuple(f"{x.location} {x.caller}() -> {x.helper}()" for x in sites)
     ver = v.version or "?"

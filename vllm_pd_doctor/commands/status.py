@@ -42,7 +42,8 @@ Example: `pd-doctor status --prefill-url http://10.0.0.5:8100 --decode-url http:
 --prefill-side-channel 10.0.0.5:5600 --decode-side-channel 10.0.0.6:5601`
 
 Exit codes: 0 healthy (no error-level finding), 1 an error-level finding, 2 bad input,
-3 an engine unreachable or not vLLM.
+3 an engine did not answer (hung, dead, not vLLM): the report is printed all the same, with the
+engines that answered judged and one finding per engine that did not.
 """
 
 
@@ -98,8 +99,12 @@ def status(
     debug: DebugOpt = False,
 ) -> None:
     def body() -> int:
-        if not 0 < interval <= 3600 or not 0 < timeout <= 600:
-            raise BadInput("--interval must be in (0, 3600] and --timeout in (0, 600] seconds")
+        if not 0 < interval <= 3600:
+            raise BadInput(
+                f"--interval {interval:g}: must be above 0 and at most 3600 seconds", hint="e.g. 2"
+            )
+        if not 0 < timeout <= 600:
+            raise BadInput(f"--timeout {timeout:g}: must be above 0 and at most 600 seconds", hint="e.g. 5")
         endpoints = _endpoints(
             prefill_url, decode_url, prefill_side, decode_side, config, prefill_cmd, decode_cmd, python
         )
@@ -126,6 +131,14 @@ def _run(
     progress = progress_printer(not quiet)
     report = core.run_status(endpoints, interval, timeout=timeout, python_vllm=vllm_dir, progress=progress)
     show(report, fmt)
+    return exit_code(report)
+
+
+def exit_code(report: StatusReport) -> ExitCode:
+    """3 when an engine did not answer (the report is printed all the same), else 1 on an
+    error-level finding, else 0."""
+    if report.unanswered:
+        return ExitCode.COULD_NOT_RUN
     return ExitCode.FOUND if report.errors else ExitCode.OK
 
 

@@ -19,7 +19,7 @@ class Evidence:
     metric: str
     """The metric (as vLLM names it), or `side channel` / `/version`."""
     value: str
-    """What was seen: `+0 over 2.0 s (total 384)`, a label, a hash."""
+    """What was seen: `+0 over 2.0 s (since start: 384)`, a label, a hash."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,11 @@ class EngineStatus:
     handshake: HandshakeView | None
     key_values: tuple[tuple[str, str], ...] = ()
     """Figures shown in the table: metric -> `value (delta)`."""
+    down: str | None = None
+    """Did not answer: `hung` (no answer within the timeout), `dead` (nothing listens), `not-vllm`,
+    `refused` (401/403); None: it answered both readings and was judged."""
+    error: str | None = None
+    """What the failed reading said (with `down`)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,8 @@ class Comparison:
     field: str
     prefill: str
     decode: str
-    same: bool
+    same: bool | None
+    """None: unknown (one side's value could not be read, e.g. its side channel did not answer)."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,16 @@ class StatusReport(Result):
     interval_s: float
     elapsed_s: float
     notes: tuple[str, ...] = field(default=())
+    window_s: float = 0.0
+    """The window measured between the two readings (the longest engine's; --interval asked for)."""
+    traffic: bool | None = None
+    """Whether any engine took or finished a request in the window (None: no metric tells)."""
 
     @property
     def errors(self) -> int:
         return sum(1 for f in self.findings if f.severity == "error")
+
+    @property
+    def unanswered(self) -> int:
+        """Engines that did not answer (hung, dead, not vLLM): exit code 3."""
+        return sum(1 for e in self.engines if e.down)

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vllm_pd_doctor.knowledge import exposure as kx
 from vllm_pd_doctor.knowledge import fixes
 from vllm_pd_doctor.results.status import Comparison, Evidence, Finding
 from vllm_pd_doctor.status.window import Window
@@ -44,7 +45,11 @@ def comparisons(p: Window, d: Window, tp: tuple[int | None, int | None]) -> list
         *((f, _value(p, f), _value(d, f)) for f in FIELDS),
         ("tensor_parallel_size (launch)", tp[0], tp[1]),
     ]
-    return [Comparison(f, _s(a), _s(b), a == b) for f, a, b in rows if a is not None or b is not None]
+    return [
+        Comparison(f, _s(a), _s(b), None if a is None or b is None else a == b)
+        for f, a, b in rows
+        if a is not None or b is not None
+    ]
 
 
 def _first(xs: tuple[str, ...]) -> str | None:
@@ -61,9 +66,9 @@ def handshake_findings(p: Window, d: Window, rows: list[Comparison]) -> Iterable
     by = {c.field: c for c in rows}
     label = f"{p.label} / {d.label}"
     h = by.get("compatibility_hash")
-    if h is not None and not h.same and h.prefill != "-" and h.decode != "-":
-        inputs = [c for c in rows if not c.same and c.field != "compatibility_hash" and "(" in c.field]
-        inputs += [c for c in rows if not c.same and c.field == "attn_backend_name"]
+    if h is not None and h.same is False:
+        inputs = [c for c in rows if c.same is False and c.field != "compatibility_hash" and "(" in c.field]
+        inputs += [c for c in rows if c.same is False and c.field == "attn_backend_name"]
         ev = [
             Evidence(label, "side channel: compatibility_hash", f"{h.prefill[:16]}... vs {h.decode[:16]}...")
         ]
@@ -99,7 +104,7 @@ def handshake_findings(p: Window, d: Window, rows: list[Comparison]) -> Iterable
         ),
     ):
         c = by.get(fld)
-        if c is None or c.same or "-" in (c.prefill, c.decode):
+        if c is None or c.same is not False:
             continue
         yield Finding(
             id=fid,
@@ -167,38 +172,85 @@ def prepare(version: str | None, python_vllm: Path | None) -> None:
             late_sites(src)
 
 
-def exposure_53514(p: Window, python_vllm: Path | None) -> Iterable[Finding]:
-    """The prefill's release + model against #53514: the release's NIXL connector truncates after the
-    prefix-cache lookup (read from its source, as check-config does) and the model has state layers."""
+def _prefix_caching(w: Window) -> kx.Fact:
+    info = w.after.info.get("vllm:cache_config_info") or w.before.info.get("vllm:cache_config_info") or {}
+    on = {"True": True, "False": False}.get(info.get("enable_prefix_caching", ""))
+    if on is None:
+        return kx.Fact(kx.PREFIX_CACHING, None, "prefix caching: not in vllm:cache_config_info")
+    return kx.Fact(kx.PREFIX_CACHING, on, f"prefix caching {'on' if on else 'off'} (vllm:cache_config_info)")
+
+
+def _connector(w: Window) -> tuple[str | None, kx.Fact]:
+    """The prefill's connector as the engine shows it: its NIXL side channel or NIXL metrics."""
+    from vllm_pd_doctor.knowledge.connectors import DEFAULT_KEY
+
+    if w.handshake is not None:
+        return DEFAULT_KEY, kx.Fact(kx.CONNECTOR, True, "NIXL (its side channel answered)")
+    if any(n.startswith("vllm:nixl_") for n, _ in w.after.samples):
+        return DEFAULT_KEY, kx.Fact(kx.CONNECTOR, True, "NIXL (its /metrics has NIXL metrics)")
+    why = "not known (no NIXL side channel answered, no NIXL metric)"
+    return None, kx.Fact(kx.CONNECTOR, None, why)
+
+
+def decision_53514(p: Window, python_vllm: Path | None) -> kx.Decision | None:
+    """knowledge/exposure's decision from what the running prefill shows: its release (that
+    release's source where it is here, else pd-doctor's recorded runs of it), connector, prefix
+    caching and model."""
     version = p.after.version
     if not version:
-        return
+        return None
     src = _local_vllm(version, python_vllm)
+    late, detail = None, ""
+    if src is not None:
+        sites = late_sites(src)
+        late = bool(sites)
+        detail = (
+            f"vLLM {version}: {sites[0].caller} truncates after the prefix-cache lookup ({sites[0].location})"
+            if sites
+            else f"vLLM {version}: the NIXL connector does not truncate after the prefix-cache lookup"
+        )
+    key, conn = _connector(p)
+    hybrid = _hybrid(p.after.model_root)
+    return kx.scenario(
+        kx.N1,
+        version.split("+")[0],
+        key,
+        None if hybrid is None else bool(hybrid),
+        hybrid_evidence=hybrid if isinstance(hybrid, str) else "",
+        extra=(conn, kx.Fact(kx.PRODUCER, True, "served as the prefill"), _prefix_caching(p)),
+        late=late,
+        source_detail=detail,
+    )
+
+
+def exposure_53514(p: Window, python_vllm: Path | None) -> Iterable[Finding]:
+    """The prefill's release + model against #53514: exposed (error), exposed if the model is
+    hybrid (warning: its config.json is not readable here), not decided (info, naming what is not
+    known); nothing when a known fact rules it out (a model without state, prefix caching off)."""
+    dec = decision_53514(p, python_vllm)
+    if dec is None or dec.verdict == kx.NOT_EXPOSED:
+        return
+    version = p.after.version or "?"
+    rel = version.split("+")[0]
     model = p.after.model_root or _first(p.after.models)
-    if src is None:
+    ev = [Evidence(p.label, "/version", version)]
+    ev += [
+        Evidence(p.label, f.topic + (f" ({f.decided_by})" if f.decided_by else ""), f.reason)
+        for f in dec.facts
+    ]
+    if dec.verdict == kx.UNKNOWN and not dec.only_model_unknown:
+        missing = ", ".join(f.topic for f in dec.deciding)
         yield Finding(
             id="53514-exposure-unknown",
             severity="info",
-            title=f"vLLM {version}: its source is not here, so exposure to #53514 is not decided",
-            evidence=(Evidence(p.label, "/version", version),),
+            title=f"vLLM {version}: exposure to #53514 is not decided ({missing} not known)",
+            evidence=tuple(ev),
             triage_class="nixl-p-side-truncation-53514",
-            fix="read it from the release's code",
-            next=f"pd-doctor check-config --vllm {version.split('+')[0]} --model {model or 'MODEL'}",
+            fix="give --python (the deployment's vLLM) or decide it from the launch",
+            next=f"pd-doctor check-config --vllm {rel} --model {model or 'MODEL'}",
         )
         return
-    late = late_sites(src)
-    if not late:
-        return
-    hybrid = _hybrid(p.after.model_root)
-    if hybrid is False:
-        return
-    ev = [
-        Evidence(p.label, "/version", version),
-        Evidence(
-            p.label, "release source", f"{late[0].caller} truncates after the lookup ({late[0].location})"
-        ),
-        Evidence(p.label, "/v1/models", f"{model}: {hybrid if hybrid else 'config.json not readable here'}"),
-    ]
+    hybrid = dec.verdict == kx.EXPOSED
     yield Finding(
         id="exposed-53514",
         severity="error" if hybrid else "warning",
@@ -208,6 +260,6 @@ def exposure_53514(p: Window, python_vllm: Path | None) -> Iterable[Finding]:
         triage_class="nixl-p-side-truncation-53514",
         fix=f"upgrade vLLM to {fixes.fixed_in()} or later, "
         "or pass --no-enable-prefix-caching to the prefill only",
-        next=f"pd-doctor repro --vllm {version.split('+')[0]}",
+        next=f"pd-doctor repro --vllm {rel}",
         references=("vllm-project/vllm#53514", "vllm-project/vllm PR #53523"),
     )

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import httpx
 
-from vllm_pd_doctor.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.errors import BadInput
 from vllm_pd_doctor.knowledge import metrics as km
 from vllm_pd_doctor.results.status import EngineStatus, HandshakeView, StatusReport
-from vllm_pd_doctor.status import compare, findings, scenarios, scrape, sidechannel
+from vllm_pd_doctor.status import compare, downed, findings, scenarios, scrape, sidechannel
 from vllm_pd_doctor.status.window import Window
 
 SIDE_PORT_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT"
@@ -104,6 +104,30 @@ def _probe_side(e: Endpoint, timeout: float) -> sidechannel.ProbeAnswer | None:
     return sidechannel.probe(host, port, timeout_s=timeout)
 
 
+def _warm(
+    endpoints: list[Endpoint], first: list[scrape.Scrape], python_vllm: Path | None
+) -> dict[str | None, km.ReleaseMetrics | None]:
+    """What the judgement and the rendering need, read while the interval runs (so the time after
+    the second reading is the judgement alone): each release's metric list, the prefill release's
+    source (#53514), the scenario data, the renderer's modules."""
+    import rich.console
+    import rich.panel
+    import rich.table  # noqa: F401 - imported for their import time only
+
+    from vllm_pd_doctor.knowledge import exposure, model_info  # noqa: F401
+    from vllm_pd_doctor.knowledge import scenario_exposure as sx
+
+    sx.releases()
+    releases = {}
+    for e, sc in zip(endpoints, first, strict=True):
+        if sc.error:
+            continue
+        releases[sc.version] = _release(sc, python_vllm)
+        if e.role == "prefill":
+            compare.prepare(sc.version, python_vllm)
+    return releases
+
+
 def _read_again(c: httpx.Client, e: Endpoint) -> scrape.Scrape:
     """The second reading; one more try after a failure (a busy engine), never more."""
     sc = scrape.read(c, e.url, metrics_only=True)
@@ -124,41 +148,47 @@ def gather(
 ) -> list[Window]:
     """Every engine read, the side channels probed (in the interval), every engine read again.
 
-    `on_first_read` is called once every engine has been read the first time: what happens after it
-    falls inside the window (a test starts its traffic there, never before the first read)."""
-    with scrape.client(timeout) as c, ThreadPoolExecutor(max_workers=min(16, 2 * len(endpoints))) as pool:
+    Never raises for an engine that does not answer: its window carries `down` (hung, dead, not
+    vLLM) and the others are judged. `on_first_read` is called once every engine has been read the
+    first time: what happens after it falls inside the window (a test starts its traffic there)."""
+    tls = any(e.url.startswith("https:") for e in endpoints)
+    workers = min(16, 2 * len(endpoints))
+    with scrape.client(timeout, tls=tls) as c, ThreadPoolExecutor(max_workers=workers) as pool:
         t0 = time.monotonic()
         first = list(pool.map(lambda e: scrape.read(c, e.url), endpoints))
-        down = [(e, s) for e, s in zip(endpoints, first, strict=True) if s.error]
-        if down:
-            raise CouldNotRun(
-                "; ".join(f"{e.role} {e.url}: {s.error}" for e, s in down),
-                hint="check the URL (scheme, host, port) and that the engine is a running vLLM server",
-            )
+        for e, s in zip(endpoints, first, strict=True):
+            if s.error:
+                progress(f"{e.role} {e.url}: {s.error}")
         if on_first_read is not None:
             on_first_read()
-        sides = list(pool.map(lambda e: _probe_side(e, timeout), endpoints))
-        for e, sc in zip(endpoints, first, strict=True):
-            if e.role == "prefill":
-                compare.prepare(sc.version, python_vllm)
+        # the side channels are asked while the interval runs: a silent one costs no time beyond it
+        probes = [
+            None if sc.error else pool.submit(_probe_side, e, timeout)
+            for e, sc in zip(endpoints, first, strict=True)
+        ]
+        releases = _warm(endpoints, first, python_vllm)
         rest = interval - (time.monotonic() - t0)
         if rest > 0:
             time.sleep(rest)
-        second = list(pool.map(lambda e: _read_again(c, e), endpoints))
-    gone = [(e, b) for e, b in zip(endpoints, second, strict=True) if b.error]
-    if gone:
-        raise CouldNotRun(
-            "; ".join(f"{e.role} {e.url}: stopped answering during the window: {b.error}" for e, b in gone),
-            hint="the engine died or hangs: read its log (`pd-doctor triage`)",
+        second = list(
+            pool.map(
+                lambda ea: ea[1] if ea[1].error else _read_again(c, ea[0]), zip(endpoints, first, strict=True)
+            )
         )
+        sides = [None if f is None else f.result() for f in probes]
     windows = []
     for e, a, b, sp in zip(endpoints, first, second, sides, strict=True):
-        b.version, b.models, b.model_root, b.health = a.version, a.models, a.model_root, a.health
-        w = Window(e.role, a, b, _release(a, python_vllm))
+        if b is not a:
+            b.version, b.models, b.model_root, b.health = a.version, a.models, a.model_root, a.health
+        if b.error and not a.error:
+            b.error = f"stopped answering during the window: {b.error}"
+        w = Window(e.role, a, b, None if b.error else releases.get(a.version))
         if e.side and sp is not None:
             w.side_address = f"{e.side[0]}:{e.side[1]}"
             w.handshake, w.side_error, frames = sp
             w.side_frames = tuple(frames)
+        elif e.side:
+            w.side_address = f"{e.side[0]}:{e.side[1]}"
         windows.append(w)
     return windows
 
@@ -170,10 +200,15 @@ def judge(
     interval: float,
     elapsed: float,
     python_vllm: Path | None = None,
+    timeout: float = 5.0,
 ) -> StatusReport:
-    p = [w for w in windows if w.role == "prefill"]
-    d = [w for w in windows if w.role == "decode"]
-    found = findings.evaluate(p, d)
+    """Findings from the engines that answered, and one finding per engine that did not."""
+    up = [w for w in windows if not w.down]
+    p = [w for w in up if w.role == "prefill"]
+    d = [w for w in up if w.role == "decode"]
+    found = [downed.finding(w, timeout) for w in windows if w.down]
+    found += findings.evaluate(p, d)
+    found += [downed.side_finding(w, timeout) for w in up if w.side_address and w.handshake is None]
     rows = []
     tps = {id(w): e.tp for w, e in zip(windows, endpoints, strict=True)}
     for pw in p:
@@ -187,17 +222,34 @@ def judge(
         found.extend(scenarios.scenario_exposure(w))
     order = {"error": 0, "warning": 1, "info": 2}
     found.sort(key=lambda f: order.get(f.severity, 3))
+    seen = [t for t in (w.traffic() for w in up) if t is not None]
     return StatusReport(
         engines=tuple(_engine(w) for w in windows),
         comparisons=tuple(rows),
         findings=tuple(found),
         interval_s=round(interval, 3),
         elapsed_s=round(elapsed, 3),
-        notes=tuple(_notes(windows)),
+        notes=tuple(_notes(windows, up, any(seen) if seen else None)),
+        window_s=round(max((w.interval for w in up), default=0.0), 1),
+        traffic=any(seen) if seen else None,
     )
 
 
 def _engine(w: Window) -> EngineStatus:
+    if w.down:
+        return EngineStatus(
+            role=w.role,
+            url=w.after.url,
+            health=w.before.health,
+            version=w.before.version,
+            model=w.before.model_root or (w.before.models[0] if w.before.models else None),
+            block_size=None,
+            metrics_from=None,
+            not_exposed=(),
+            handshake=None,
+            down=w.down,
+            error=w.after.error,
+        )
     info = w.after.info.get("vllm:cache_config_info") or w.before.info.get("vllm:cache_config_info") or {}
     bs = info.get("block_size")
     not_exposed = tuple(
@@ -234,14 +286,21 @@ def _engine(w: Window) -> EngineStatus:
     )
 
 
-def _notes(windows: list[Window]) -> list[str]:
+def _notes(windows: list[Window], up: list[Window], traffic: bool | None) -> list[str]:
     out = []
+    if traffic is False:
+        out.append(
+            "no traffic in this window (no request taken or finished on any engine that answered): "
+            "nothing moved, so the traffic checks (disaggregation, transfers, lease expiry) had "
+            "nothing to judge; the handshake and exposure checks still hold"
+        )
+    out += findings.history(up)
     if not any(w.side_address for w in windows):
         out.append(
             "no NIXL side channel given: handshakes not compared (--prefill-side-channel / "
             "--decode-side-channel HOST:PORT, or the launch's VLLM_NIXL_SIDE_CHANNEL_PORT)"
         )
-    for w in windows:
+    for w in up:
         if w.release is None:
             out.append(
                 f"{w.label}: vLLM {w.after.version or '?'} is not in pd-doctor's metric index "
@@ -262,5 +321,10 @@ def run_status(
     t0 = time.monotonic()
     windows = gather(endpoints, interval, timeout=timeout, python_vllm=python_vllm, progress=progress)
     return judge(
-        windows, endpoints, interval=interval, elapsed=time.monotonic() - t0, python_vllm=python_vllm
+        windows,
+        endpoints,
+        interval=interval,
+        elapsed=time.monotonic() - t0,
+        python_vllm=python_vllm,
+        timeout=timeout,
     )

@@ -119,33 +119,58 @@ def failed_transfers(prefill: list[Window], decode: list[Window]) -> Iterable[Fi
 
 @check
 def lease_expiry(prefill: list[Window], decode: list[Window]) -> Iterable[Finding]:
-    """Class D: P released blocks a decode had not read yet."""
+    """Class D: P released blocks a decode had not read yet, in this window (a total from before
+    the window is context, in `notes`, never this finding)."""
     for p in prefill:
         after = p.delta(m.AFTER_EXPIRY)
         expired = p.delta(m.EXPIRED)
-        exp_total = p.now(m.EXPIRED, "counter")
-        after_total = p.now(m.AFTER_EXPIRY, "counter")
-        if not (_pos(after) or _pos(expired) or _pos(exp_total) or _pos(after_total)):
+        if not (_pos(after) or _pos(expired)):
             continue
-        silent = _pos(after) or _pos(after_total)
-        in_window = _pos(after) or _pos(expired)
+        silent = _pos(after)
+        readers = [d for d in decode if not any(n.startswith("vllm:nixl_") for n in _names(d))]
+        ev = [p.ev(m.EXPIRED), p.ev(m.AFTER_EXPIRY)]
+        ev += [Evidence(d.label, "vllm:nixl_*", "no NIXL metric: this decode never reads") for d in readers]
+        fix = (
+            "raise kv_lease_duration in the prefill's kv_connector_extra_config above the decode's "
+            "longest wait (vLLM's default 30 s), or find why the decode is slow to read"
+        )
+        if readers:
+            fix = (
+                "start the decode with --kv-transfer-config (kv_role kv_consumer): a decode without a KV "
+                "connector never reads, so every lease the prefill grants for it expires; " + fix
+            )
         yield Finding(
             id="kv-lease-expired",
-            severity="error" if silent or in_window else "warning",
+            severity="error",
             title=(
-                "notifications after lease expiry: a decode read blocks the prefill had already "
-                "released; HTTP 200 responses may carry wrong output"
+                f"{after:g} notification(s) after lease expiry in {p.interval:.1f} s: a decode read blocks "
+                "the prefill had already released; HTTP 200 responses may carry wrong output"
                 if silent
-                else "prefill KV leases expired before the decode read them"
-                + ("" if in_window else " (before this window)")
+                else f"{expired:g} prefill KV lease(s) expired in {p.interval:.1f} s before the decode "
+                "read them"
             ),
-            evidence=(p.ev(m.EXPIRED), p.ev(m.AFTER_EXPIRY)),
+            evidence=tuple(ev),
             triage_class="kv-lease-expired",
-            fix="raise kv_lease_duration in the prefill's kv_connector_extra_config above the decode's "
-            "longest wait (vLLM's default 30 s), or find why the decode is slow to read",
+            fix=fix,
             next="pd-doctor triage --prefill-log p.log --decode-log d.log",
             references=("aws-samples/aws-do-eks#84", NIXL_DOC),
         )
+
+
+def history(windows: list[Window]) -> list[str]:
+    """Counters that rose before this window and not in it: context, never a finding."""
+    out = []
+    for w in windows:
+        for name, what in (
+            (m.EXPIRED, "expired KV leases"),
+            (m.AFTER_EXPIRY, "notifications after lease expiry"),
+            (m.FAILED, "failed NIXL transfers"),
+            (m.MOONCAKE_FAILED, "failed Mooncake transfers"),
+        ):
+            total, moved = w.now(name, "counter"), w.delta(name)
+            if _pos(total) and not _pos(moved):
+                out.append(f"{w.label}: {total:g} {what} since the engine started, none in this window")
+    return out
 
 
 @check

@@ -27,14 +27,15 @@ _SAFE_VALUE = re.compile(r"^[\w .:+/()=\-{}\"'%,]*$")
 
 
 def _value(metric: str, value: str) -> str | None:
-    private = ("/v1/models", "model", "compatibility_hash", "engine_id")
+    private = ("/v1/models", "model", "compatibility_hash", "engine_id", "side channel", "/health")
     if any(p in metric for p in private) or "://" in value or value.startswith("/"):
         return None
     return value if _SAFE_VALUE.match(value) else None
 
 
 def _command(cmd: str | None) -> str | None:
-    """A next command without the deployment's paths and URLs (`--model /root/m` -> `--model MODEL`)."""
+    """A next command without the deployment's paths, URLs or hosts (`--model /root/...` ->
+    `--model MODEL`)."""
     if cmd is None:
         return None
     words = cmd.split(" ")
@@ -55,6 +56,7 @@ def snapshot(r: StatusReport) -> dict[str, Any]:
             "role": e.role,
             "vllm_version": e.version,
             "block_size": e.block_size,
+            "down": e.down,
             "not_exposed": list(e.not_exposed),
             "side_channel": None
             if e.handshake is None

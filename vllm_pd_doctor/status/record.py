@@ -4,11 +4,15 @@ The live tests record the real engines' answers under `tests/fixtures/status/<ca
 `meta.json` naming how they were made (releases, commands, the fault induced); the fast tier
 replays them through the same `core.judge`. The NIXL agent blob and the KV base addresses are
 dropped from the recorded reply (they are opaque and machine-specific); every other field stays.
+The served model's config.json is kept beside them (`model/config.json`) and replay points the
+engines' model root at it, so a replayed case reads the model's kind from the fixture, never from
+whatever a previous run left on this machine.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,7 @@ def _strip(frame: bytes) -> bytes:
 
 def record(windows: list[Window], endpoints: list[Endpoint], dest: Path, how: dict[str, Any]) -> None:
     dest.mkdir(parents=True, exist_ok=True)
+    _keep_model_config(windows, dest)
     engines = []
     for i, (w, e) in enumerate(zip(windows, endpoints, strict=True)):
         stem = f"{i}-{w.role}"
@@ -56,10 +61,31 @@ def record(windows: list[Window], endpoints: list[Endpoint], dest: Path, how: di
                 "side_file": side_file,
                 "tp": e.tp,
                 "stem": stem,
+                "down": w.down,
+                "error": w.after.error or w.before.error,
             }
         )
     doc = {"how": how, "engines": engines}
     (dest / "meta.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+
+
+MODEL_DIR = "model"
+
+
+def _keep_model_config(windows: list[Window], dest: Path) -> None:
+    roots = {w.before.model_root for w in windows if w.before.model_root}
+    for root in sorted(roots)[:1]:  # one model per recorded case (the live tests serve one)
+        cfg = Path(root) / "config.json"
+        if cfg.is_file():
+            (dest / MODEL_DIR).mkdir(exist_ok=True)
+            shutil.copyfile(cfg, dest / MODEL_DIR / "config.json")
+
+
+def model_root(src: Path, recorded: str | None) -> str | None:
+    """The model root a replay serves: the case's own copy of the model's config.json when it has
+    one (the recorded path is the recording machine's), else the recorded path."""
+    mine = src / MODEL_DIR
+    return str(mine.resolve()) if recorded and (mine / "config.json").is_file() else recorded
 
 
 def replay(src: Path) -> tuple[list[Window], list[Endpoint], dict[str, Any]]:
@@ -70,12 +96,14 @@ def replay(src: Path) -> tuple[list[Window], list[Endpoint], dict[str, Any]]:
         for at, which in ((0.0, "before"), (float(e["interval_s"]), "after")):
             text = (src / f"{e['stem']}-{which}.metrics.txt").read_text(encoding="utf-8")
             sc = scrape.Scrape(url=e["url"], at=at, health=e["health"], version=e["version"])
-            sc.models, sc.model_root = tuple(e["models"]), e["model_root"]
+            sc.models, sc.model_root = tuple(e["models"]), model_root(src, e["model_root"])
+            sc.error, sc.down = e.get("error"), e.get("down")
             if text:
                 sc.samples, sc.info = scrape.parse_metrics(text)
                 sc.metrics_text = text
             scrapes.append(sc)
-        w = Window(e["role"], scrapes[0], scrapes[1], km.for_release(e["version"]))
+        release = None if e.get("down") else km.for_release(e["version"])
+        w = Window(e["role"], scrapes[0], scrapes[1], release)
         w.side_address, w.side_error = e["side_address"], e["side_error"]
         if e["side_file"]:
             frames = [(src / e["side_file"]).read_bytes()]

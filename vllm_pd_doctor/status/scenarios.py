@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from vllm_pd_doctor.knowledge import connectors
+from vllm_pd_doctor.knowledge import exposure as kx
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
 from vllm_pd_doctor.knowledge import scenarios as known
 from vllm_pd_doctor.knowledge.scenarios import PREFILL, Scenario
@@ -45,11 +46,12 @@ def scenario_exposure(d: Window) -> Iterable[Finding]:
     for adv in known.exposure_rules():  # one loop over the registry's entries
         if (adv.side == PREFILL) != (d.role == "prefill") or not adv.engine_decides:
             continue
-        # the engine answered on its NIXL side channel: the pull connector (status does not tell push)
-        x = sx.exposure(adv.id, rel, connectors.DEFAULT_KEY, None if hybrid is None else bool(hybrid))
-        if x.verdict != sx.EXPOSED:
+        # the engine answered on its NIXL side channel: the pull connector (status does not tell push);
+        # the decision check-config makes for the same facts (knowledge/exposure.py)
+        dec = kx.scenario(adv.id, rel, connectors.DEFAULT_KEY, None if hybrid is None else bool(hybrid))
+        if dec.run is None or not (dec.verdict == kx.EXPOSED or dec.only_model_unknown):
             continue
-        yield _finding(d, x, adv, version, model, hybrid)
+        yield _finding(d, dec.run, adv, version, model, hybrid)
 
 
 def _finding(

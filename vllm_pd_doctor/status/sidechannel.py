@@ -125,10 +125,29 @@ def _plain(v: Any) -> Any:
 ProbeAnswer = tuple[Handshake | None, str | None, list[bytes]]
 
 
+REFUSED = "connection refused: nothing listens there"
+
+
+def _listening(host: str, port: int, timeout_s: float) -> None:
+    """Raise ProbeError when nothing listens on the port (zmq would retry silently until the
+    timeout). A TCP connect and close, nothing sent: a NIXL listener drops it as any peer that
+    goes away before its greeting."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except ConnectionRefusedError:
+        raise ProbeError(REFUSED) from None
+    except OSError:
+        return  # unreachable or slow: the zmq request below says so within its timeout
+
+
 def probe(host: str, port: int, timeout_s: float = 3.0) -> ProbeAnswer:
     """(handshake, None, frames) or (None, why, frames); never raises."""
     frames: list[bytes] = []
     try:
+        _listening(host, port, timeout_s)
         frames = ask(host, port, timeout_s)
         return decode(frames), None, frames
     except ProbeError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vllm_pd_doctor.knowledge import metrics as m
 from vllm_pd_doctor.knowledge.metrics import ReleaseMetrics
 from vllm_pd_doctor.results.status import Evidence
 from vllm_pd_doctor.status import scrape
@@ -25,6 +26,11 @@ class Window:
     side_error: str | None = None
     side_frames: tuple[bytes, ...] = ()
     """The side channel's raw reply (kept for recording fixtures)."""
+
+    @property
+    def down(self) -> str | None:
+        """hung, dead, not-vllm or refused: the engine did not answer a reading (None: it did)."""
+        return self.before.down or self.after.down or ("dead" if self.after.error else None)
 
     @property
     def label(self) -> str:
@@ -66,8 +72,8 @@ class Window:
         metric = self.wire(name, kind) + lab
         if ab is None:
             return Evidence(self.label, metric, self.absent(name))
-        d = ab[1] - ab[0]
-        return Evidence(self.label, metric, f"{d:+g} over {self.interval:.1f} s (total {ab[1]:g})")
+        d = ab[1] - ab[0] if ab[1] >= ab[0] else ab[1]
+        return Evidence(self.label, metric, f"{d:+g} over {self.interval:.1f} s (since start: {ab[1]:g})")
 
     def gauge_ev(self, name: str, **labels: str) -> Evidence:
         ab = self.both(name, "gauge", **labels)
@@ -75,6 +81,15 @@ class Window:
         if ab is None:
             return Evidence(self.label, name + lab, self.absent(name))
         return Evidence(self.label, name + lab, f"{ab[0]:g} then {ab[1]:g} ({self.interval:.1f} s apart)")
+
+    def traffic(self) -> bool | None:
+        """Whether this engine took or finished a request in the window (None: no metric to tell)."""
+        seen = [self.delta(m.PROMPT_TOKENS), self.delta(m.SUCCESS), self.delta(m.XFER_TIME, "histogram")]
+        running = self.both(m.RUNNING)
+        if running is not None:
+            seen.append(max(running))
+        known = [x for x in seen if x is not None]
+        return any(x > 0 for x in known) if known else None
 
     def absent(self, name: str) -> str:
         ex = self.exposes(name)

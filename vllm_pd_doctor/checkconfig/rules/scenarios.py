@@ -19,6 +19,7 @@ from pathlib import Path
 
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, Check, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, connector_entries, connector_key, label
+from vllm_pd_doctor.knowledge import exposure as kx
 from vllm_pd_doctor.knowledge import scenario_exposure as sx
 from vllm_pd_doctor.knowledge import scenarios as known
 from vllm_pd_doctor.results.checkconfig import Finding, Severity
@@ -75,9 +76,10 @@ def _exposed(
     out = []
     seen = observed(ctx)
     for s, key in _sides(ctx, producing):
-        x = sx.exposure(scenario, ctx.vllm.version, key, ctx.hybrid, observed=seen)
-        if x.verdict == sx.EXPOSED:
-            out.append((s, x))
+        # the decision status makes for the same facts (knowledge/exposure.py)
+        dec = kx.scenario(scenario, ctx.vllm.version, key, ctx.hybrid, observed=seen)
+        if dec.run is not None and (dec.verdict == kx.EXPOSED or dec.only_model_unknown):
+            out.append((s, dec.run))
     return out
 
 
