@@ -19,6 +19,7 @@ import gzip
 import json
 import re
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,16 @@ _VLLM_NOTS = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\[([^\]]*)
 _NIXL_PY = re.compile(r"^(\d{4})-(\d\d)-(\d\d) (\d\d:\d\d:\d\d) NIXL (\w+)\s+(\S+:\d+)\s")
 _LMCACHE = re.compile(r"^\[(\d{4})-(\d\d)-(\d\d) (\d\d:\d\d:\d\d),\d+\] LMCache (\w+): ")
 _GLOG = re.compile(r"^([EWIF])(?:\d{4}|\d{8}) (\d\d:\d\d:\d\d)\.\d+\s+\d+ ([\w.]+:\d+)\]\s")
+_UCX = re.compile(
+    r"^\[(\d{9,11})\.\d+\]\s+\[[^\]]*\]\s+([\w.-]+:\d+)\s+UCX\s+(ERROR|WARN|FATAL|DIAG|INFO|PRINT|DEBUG|TRACE\w*)\s+"
+)
+"""UCX's logger (src/ucs/debug/log.c): `[1750835683.514002] [TENCENT64:1392 :0]   select.c:649  UCX  ERROR
+no active messages transport to ...` (openucx/ucx#10738): epoch time, [host:pid:thread], file:line, level."""
+_UCX_FATAL = re.compile(r"^\[[^\]\s:]+:\d+\] FATAL: ")
+"""UCX's load-time CPU check (src/ucs/sys/init.c) prints `[<host>:<pid>] FATAL: UCX library was compiled
+with avx but CPU does not support it.` (ai-dynamo/nixl#2119) straight to stderr: the bracket is part of
+its format, so the line is kept whole."""
+_UCX_LEVEL = {"WARN": "WARNING", "FATAL": "CRITICAL"}
 _BRACKET_TS = re.compile(r"^\[(\d{4})-(\d\d)-(\d\d) (\d\d:\d\d:\d\d)\]\s")
 _JSON_FIELD = re.compile(
     r'^\s*"(?:message|msg|log|line|@message|MESSAGE|textPayload)"\s*:\s*("(?:[^"\\]|\\.)*")'
@@ -153,6 +164,12 @@ def _headerless(s: str, file: str, line: int, level: str | None, ts: str | None)
     elif m := _GLOG.match(s):
         level, src = _GLOG_LEVEL[m.group(1)], m.group(3)
         s = s[m.end() :]
+    elif s.startswith("[") and (m := _UCX.match(s)):
+        level, src = _UCX_LEVEL.get(m.group(3), m.group(3)), m.group(2)
+        ts = ts or time.strftime("%m-%d %H:%M:%S", time.gmtime(int(m.group(1))))
+        s = s[m.end() :]
+    elif s.startswith("[") and _UCX_FATAL.match(s):
+        level = "CRITICAL"
     elif m := _BRACKET_TS.match(s):
         ts = f"{m.group(2)}-{m.group(3)} {m.group(4)}"
         s = s[m.end() :]
