@@ -61,7 +61,13 @@ PROJECTS: tuple[Project, ...] = (
         "libnixl",
         "ai-dynamo/nixl",
         # the NIXL Python releases index.json.gz holds (vLLM 0.2x pins >= 0.7.1), then the newest tag
-        (("0.7.1", "0.7.1"), ("0.10.1", "0.10.1"), ("1.0.1", "v1.0.1"), ("1.3.2", "v1.3.2"), ("1.4.0", "v1.4.0")),
+        (
+            ("0.7.1", "0.7.1"),
+            ("0.10.1", "0.10.1"),
+            ("1.0.1", "v1.0.1"),
+            ("1.3.2", "v1.3.2"),
+            ("1.4.0", "v1.4.0"),
+        ),
         (
             "src/core/",
             "src/infra/",
@@ -161,7 +167,9 @@ def git_files(git_dir: Path, ref: str, p: Project) -> Iterator[tuple[str, str]]:
         mode, kind, sha = meta.split()
         if kind == "blob" and _wanted(p, path):
             blobs.append((path, sha))
-    with subprocess.Popen([*git, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
+    with subprocess.Popen(
+        [*git, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as proc:
         assert proc.stdin is not None and proc.stdout is not None
         for path, sha in blobs:
             proc.stdin.write(f"{sha}\n".encode())
@@ -174,8 +182,18 @@ def git_files(git_dir: Path, ref: str, p: Project) -> Iterator[tuple[str, str]]:
 
 
 def statements_of(files: Iterator[tuple[str, str]]) -> Iterator[tuple[str, Statement]]:
-    for path, text in files:
-        found = extract.statements(text, path) if path.endswith(".py") else extract_native.statements(text, path)
+    """Each file's statements; C/C++ files with the logging macros the release's headers define
+    (NIXL's `NIXL_ERROR`... in src/utils/common/nixl_log.h), read from the headers first."""
+    todo = list(files)
+    macros: dict[str, extract_native.Macro] = {}
+    for path, text in todo:
+        if path.endswith((".h", ".hpp")) and "#" in text:
+            macros = extract_native.stream_macros(text, macros)
+    for path, text in todo:
+        if path.endswith(".py"):
+            found = extract.statements(text, path)
+        else:
+            found = extract_native.statements(text, path, macros)
         for s in found:
             yield path, s
 

@@ -52,21 +52,15 @@ _TYPES = {"d": "int", "i": "int", "u": "int", "o": "int", "x": "hex", "X": "hex"
 _TYPES.update({k: "float" for k in "eEfFgGaA"})
 _C_ESC = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "0": "", "a": "", "e": ""}
 
-_CPP_STREAM = re.compile(
-    r"\b(?:(NIXL_ERROR_FUNC|NIXL_ERROR|NIXL_WARN|NIXL_FATAL)|LOG\s*\(\s*(ERROR|WARNING|FATAL)\s*\))\s*<<"
-)
+_GLOG_STREAM = re.compile(r"\bLOG\s*\(\s*(ERROR|WARNING|FATAL)\s*\)\s*<<")
+"""glog's own stream (Mooncake). `LOG(INFO)` is left out: routine (Mooncake logs every connection)."""
+_GLOG_LEVEL = {"ERROR": "ERROR", "WARNING": "WARNING", "FATAL": "CRITICAL", "INFO": "INFO"}
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Z][A-Z0-9_]*)[ \t]+(.+?)[ \t]*$", re.M)
 _CPP_THROW = re.compile(r"\bthrow\s+((?:[A-Za-z_]\w*::)*[A-Za-z_]\w*)\s*[({]")
 _C_PRINTF = re.compile(r"\b(?:(ucs_error|ucs_warn|ucs_fatal)\s*\(|(fprintf)\s*\(\s*stderr\s*,)")
 _GO_LOG = re.compile(r"([\w)\]]+)\.(Error|Info|Warning|ErrorS|InfoS|Errorf|Warningf|Fatalf|Fatal)\s*\(")
 _GO_ERR = re.compile(r"\b(fmt\.Errorf|errors\.New)\s*\(")
 _LEVEL = {
-    "NIXL_ERROR_FUNC": "ERROR",
-    "NIXL_ERROR": "ERROR",
-    "NIXL_WARN": "WARNING",
-    "NIXL_FATAL": "CRITICAL",
-    "ERROR": "ERROR",
-    "WARNING": "WARNING",
-    "FATAL": "CRITICAL",
     "ucs_error": "ERROR",
     "ucs_warn": "WARNING",
     "ucs_fatal": "CRITICAL",
@@ -487,14 +481,46 @@ def _printf_stmt(src: _Source, name: str, m: re.Match[str], rel: str) -> Stateme
 _STDERR_LEVELS = (("FATAL", "CRITICAL"), ("ERROR", "ERROR"), ("Error", "ERROR"), ("WARN", "WARNING"))
 
 
-def _stream_stmt(src: _Source, m: re.Match[str], rel: str) -> Statement | None:
-    macro = m.group(1) or m.group(2)
+@dataclass(frozen=True)
+class Macro:
+    """A logging macro read from a project's header: `#define NIXL_ERROR LOG(ERROR)`,
+    `#define NIXL_ERROR_FUNC NIXL_ERROR << __FUNCTION__ << ": "` (a level, and what it streams first)."""
+
+    level: str
+    head: tuple[str, ...] = ()
+    """Stream operands the macro writes before the call's own (`__FUNCTION__`, `": "`)."""
+
+
+def stream_macros(text: str, known: dict[str, Macro] | None = None) -> dict[str, Macro]:
+    """The logging macros a header defines on top of glog's `LOG(LEVEL)` (or of macros in `known`,
+    e.g. another header's): `X LOG(L)`, `X Y.WithPerror()`, `X Y << a << b`. `VLOG`/`DVLOG`
+    (debug) are not log lines of the index."""
+    out = dict(known or {})
+    for name, body in _DEFINE.findall(text):
+        body = body.split("//", 1)[0].strip()
+        if m := re.fullmatch(r"LOG\s*\(\s*(ERROR|WARNING|FATAL|INFO)\s*\)", body):
+            out[name] = Macro(_GLOG_LEVEL[m.group(1)])
+        elif (m := re.fullmatch(r"([A-Z][A-Z0-9_]*)(?:\.WithPerror\(\))?((?:\s*<<\s*[^<]+)*)", body)) and (
+            base := out.get(m.group(1))
+        ):
+            extra = tuple(x.strip() for x in m.group(2).split("<<") if x.strip())
+            out[name] = Macro(base.level, base.head + extra)
+    return out
+
+
+def _stream_stmt(src: _Source, m: re.Match[str], rel: str, macro: Macro) -> Statement | None:
     end = _stmt_end(src.masked, m.end())
     parts: list[str | None] = []
     names: list[str] = []
     func = src.scope(m.start())[0]
-    if macro == "NIXL_ERROR_FUNC":
-        parts.append(func.split("::")[-1] + ": ")
+    for head in macro.head:
+        if head in ("__FUNCTION__", "__func__"):
+            parts.append(func.split("::")[-1])
+        elif head.startswith('"') and head.endswith('"'):
+            parts.append(_unquote(head))
+        else:
+            parts.append(None)
+            names.append(_arg_name(head) or "text")
     for a, b in _split(src.masked, m.end(), end, "<<"):
         expr = src.text[a:b].strip()
         if not expr or expr in ("std::endl", "std::flush", "endl"):
@@ -507,7 +533,7 @@ def _stream_stmt(src: _Source, m: re.Match[str], rel: str) -> Statement | None:
         else:
             parts.append(None)
             names.append(_arg_name(expr) or "text")
-    return _stmt(src, rel, m.start(), end, "log", _LEVEL[macro], _template(parts, names))
+    return _stmt(src, rel, m.start(), end, "log", macro.level, _template(parts, names))
 
 
 def _concat(src: _Source, a: int, b: int) -> tuple[str, tuple[str, ...]] | None:
@@ -586,26 +612,31 @@ def source(text: str, go: bool) -> _Source:
     return _Source(text, code, masked, strings, newlines, _blocks(code, masked, go))
 
 
-def statements(text: str, name: str) -> list[Statement]:
-    """Every log/raise statement of one C, C++ or Go file (by its name's suffix)."""
+def statements(text: str, name: str, macros: dict[str, Macro] | None = None) -> list[Statement]:
+    """Every log/raise statement of one C, C++ or Go file (by its name's suffix); `macros`: the
+    project's logging macros (`stream_macros` of its headers), besides glog's `LOG(LEVEL)`."""
     go = name.endswith(".go")
     src = source(text, go)
     out: list[Statement] = []
-    for s in _found(src, name, go):
+    for s in _found(src, name, go, stream_macros(text, macros)):
         if s is not None:
             out.append(s)
     return out
 
 
-def _found(src: _Source, rel: str, go: bool) -> Iterator[Statement | None]:
+def _found(src: _Source, rel: str, go: bool, macros: dict[str, Macro]) -> Iterator[Statement | None]:
     if go:
         for m in _GO_LOG.finditer(src.masked):
             yield _go_stmt(src, m, rel)
         for m in _GO_ERR.finditer(src.masked):
             yield _go_err_stmt(src, m, rel)
         return
-    for m in _CPP_STREAM.finditer(src.masked):
-        yield _stream_stmt(src, m, rel)
+    for m in _GLOG_STREAM.finditer(src.masked):
+        yield _stream_stmt(src, m, rel, Macro(_GLOG_LEVEL[m.group(1)]))
+    if macros:
+        names = "|".join(sorted(map(re.escape, macros), key=len, reverse=True))
+        for m in re.finditer(rf"\b({names})\s*<<", src.masked):
+            yield _stream_stmt(src, m, rel, macros[m.group(1)])
     for m in _C_PRINTF.finditer(src.masked):
         yield _printf_stmt(src, m.group(1) or m.group(2), m, rel)
     for m in _CPP_THROW.finditer(src.masked):

@@ -214,6 +214,24 @@ class OriginIndex:
         return None
 
     @cached_property
+    def _by_file(self) -> dict[tuple[str, str], list[Origin]]:
+        out: dict[tuple[str, str], list[Origin]] = defaultdict(list)
+        for o in self.origins:
+            if o.kind != "def":
+                out[(o.package, o.file)].append(o)
+        return out
+
+    def at_any(self, path: str, line: int) -> list[Origin]:
+        """Every statement at `path:line` in any indexed release (for a log that does not say its
+        release: NIXL's, UCX's and Go's lines name their file and line, never their version)."""
+        return [
+            o
+            for key in self.files(path)
+            for o in self._by_file.get(key, ())
+            if any(a <= line <= b for _r, a, b in o.spans)
+        ]
+
+    @cached_property
     def _by_name(self) -> dict[str, list[Origin]]:
         """A function's last name -> every statement of every function so named."""
         out: dict[str, list[Origin]] = defaultdict(list)
