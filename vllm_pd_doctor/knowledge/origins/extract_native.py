@@ -41,6 +41,7 @@ _AFTER_PARAMS = re.compile(
 _IF = re.compile(r"^\s*(?:else\s+)?if\s*(?:constexpr\s*)?\(", re.S)
 _ELSE = re.compile(r"^\s*else\s*$")
 _GO_FUNC = re.compile(r"^\s*func\s*(?:\(\s*\w*\s*\*?\s*(\w+)(?:\[[^\]]*\])?\s*\)\s*)?(\w+)\s*[\[(]", re.S)
+_CASE = re.compile(r"^[ \t]*(?:case\s+([^\n]+?)|(default))[ \t]*:(?!:)", re.M)
 _GO_TOP_FUNC = re.compile(r"^func\b(?![\s\S]*^func\b)", re.M)
 _GO_IF = re.compile(r"^\s*(?:else\s+)?if\s+(.*)$", re.S)
 _SIMPLE_ARG = re.compile(r"^&?\*?[A-Za-z_]\w*(?:(?:->|\.|::)[A-Za-z_]\w*)*(?:\(\))?$")
@@ -115,15 +116,24 @@ class _Source:
         `if`/`else` block inside it (or a brace-less `if` just before the statement)."""
         func = "<file>"
         cond = None
+        inner = 0
         for b in self.blocks:
             if b.start > pos:
                 break
             if b.end < pos:
                 continue
+            inner = b.start
             if b.kind == "func":
                 func, cond = b.text or func, None
             elif b.kind in ("if", "else"):
                 cond = b.text
+        # a `switch` branch is the closer test (a case of a nested block closed before does not count)
+        closed = [(b.start, b.end) for b in self.blocks if inner < b.start and b.end < pos]
+        cases = [
+            m for m in _CASE.finditer(self.code, inner, pos) if not any(a < m.start() < e for a, e in closed)
+        ]
+        if cases:
+            cond = _squash(f"case {cases[-1].group(1)}") if cases[-1].group(1) else cond
         head = _statement_head(self.masked, pos)
         if (m := _IF.match(head)) and (inner := _balanced(self.code, pos - len(head) + m.end() - 1)):
             cond = _squash(inner)

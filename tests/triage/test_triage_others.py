@@ -1,0 +1,124 @@
+"""`pd-doctor triage` on lines other programs than vLLM write (UCX, NIXL's C++ core, llm-d's Go
+sidecar): one-line logs as those programs print them, each located at its origin in the others
+index (knowledge/origins/others.json.gz), and lookalikes that must not be."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from vllm_pd_doctor import triage
+from vllm_pd_doctor.cli import app
+from vllm_pd_doctor.triage.reader import normalise
+from vllm_pd_doctor.triage.scan import HEAD_BYTES
+
+UCX_LINE = (
+    "[1750835683.514002] [TENCENT64:1392 :0]          select.c:649  UCX  ERROR   no active messages "
+    "transport to <no debug data>: rc_verbs/mlx5_bond_1:1 - Destination is unreachable, "
+    "rc_mlx5/mlx5_bond_1:1 - Destination is unreachable"
+)
+"""openucx/ucx#10738 (ucx_perftest over a bond device, 2025-06-25), verbatim."""
+UCX_AVX_LINE = "[vllm-decode-0:4127] FATAL: UCX library was compiled with avx but CPU does not support it."
+"""ai-dynamo/nixl#2119 (bundled UCX on a CPU without AVX), the issue's `[<host>:<pid>]` filled in."""
+NIXL_LINE = "E0421 11:56:59.775353  709103 nixl_agent.cpp:322] createBackend: unsupported backend 'UCX'"
+"""ai-dynamo/nixl#1561 (UCX plugin path wrong), verbatim."""
+GO_LINE = (
+    'E0709 10:50:42.153947   75821 proxy.go:148] "waiting for vLLM to be ready" '
+    'err="dial tcp [::1]:8001: connect: connection refused" logger="proxy server"'
+)
+"""llm-d/llm-d-routing-sidecar PR #40 (klog line of the sidecar when vLLM is not up), verbatim."""
+
+
+def _located(tmp_path: Path, line: str) -> list[dict]:
+    p = tmp_path / "one.log"
+    p.write_text(line + "\n", encoding="utf-8")
+    got = CliRunner().invoke(app, ["triage", str(p), "-f", "json"])
+    assert got.exit_code in (0, 1), got.output
+    located: list[dict] = json.loads(got.stdout)["located"]
+    return located
+
+
+@pytest.mark.parametrize(
+    ("line", "package", "file", "function", "template"),
+    [
+        (
+            UCX_LINE,
+            "ucx",
+            "src/ucp/wireup/select.c",
+            "ucp_wireup_select_transport",
+            "no {title} transport to {name}: {tls_info}",
+        ),
+        (
+            UCX_AVX_LINE,
+            "ucx",
+            "src/ucs/sys/init.c",
+            "ucs_check_cpu_flags",
+            "[{ucs_get_host_name()}:{getpid()}] FATAL: UCX library was compiled with {flag} but CPU",
+        ),
+        (
+            NIXL_LINE,
+            "libnixl",
+            "src/core/nixl_agent.cpp",
+            "nixlAgent::createBackend",
+            "createBackend: unsupported backend '{type}'",
+        ),
+        (
+            GO_LINE,
+            "llm-d-routing-sidecar",
+            "internal/proxy/proxy.go",
+            "Server.createRoutes",
+            "waiting for vLLM",
+        ),
+    ],
+    ids=["ucx", "ucx-avx", "nixl-cpp", "go-klog"],
+)
+def test_a_one_line_log_is_located_at_its_origin(tmp_path: Path, line, package, file, function, template):
+    located = _located(tmp_path, line)
+    assert len(located) == 1, located
+    o = located[0]["origin"]
+    assert (o["package"], o["file"], o["function"]) == (package, file, function)
+    assert o["template"].startswith(template)
+    assert o["releases"] and o["condition"]  # a release range and the guarding test
+
+
+def test_lookalikes_are_not_located(tmp_path: Path):
+    # openucx/ucx#10738, the next line: perftest's own error (src/tools/perf, not indexed)
+    perf = (
+        "[1750835683.514020] [TENCENT64:1392 :0]         libperf.c:1183 UCX  ERROR ucp_ep_create() "
+        "failed: Destination is unreachable"
+    )
+    assert _located(tmp_path, perf) == []
+    # the same file and words, another message (a crafted lookalike of select.c's template)
+    other = (
+        "[1750835683.514002] [TENCENT64:1392 :0]          select.c:649  UCX  ERROR   no transport selected"
+    )
+    assert _located(tmp_path, other) == []
+    # a klog INFO line of the sidecar: not an alert line, never normalised past the head
+    assert _located(tmp_path, GO_LINE.replace("E0709", "I0709", 1)) == []
+
+
+def test_ucx_and_glog_prefixes_are_read():
+    r = normalise(UCX_LINE, "x", 1)
+    assert (r.level, r.src, r.ts) == ("ERROR", "select.c:649", "06-25 07:14:43")
+    assert r.msg.startswith("no active messages transport to")
+    warn = "[1746690477.974497] [llm206:611  :0]     ucp_context.c:1268 UCX  WARN  transports 'cuda_ipc'"
+    assert normalise(warn, "x", 1).level == "WARNING"  # LMCache/LMCache#605
+    fatal = normalise(UCX_AVX_LINE, "x", 1)
+    assert (fatal.level, fatal.msg) == ("CRITICAL", UCX_AVX_LINE)  # the bracket is its format's
+    g = normalise(GO_LINE, "x", 1)
+    assert (g.level, g.src) == ("ERROR", "proxy.go:148") and g.msg.startswith('"waiting for vLLM')
+
+
+def test_a_native_alert_past_the_head_is_located(tmp_path: Path):
+    """Past the head only trigger words pick lines: a glog/klog E line holds none of them."""
+    p = tmp_path / "sidecar.log"
+    filler = 'I0709 10:50:41.000000   75821 proxy.go:120] "ok" path="/v1/completions"\n'
+    with p.open("w", encoding="utf-8") as f:
+        f.write(filler * (HEAD_BYTES // len(filler) + 100))
+        f.write(NIXL_LINE + "\n" + GO_LINE + "\n")
+    r = triage.triage([triage.LogInput(str(p))])
+    where = {ll.origin.function for ll in r.located}
+    assert {"nixlAgent::createBackend", "Server.createRoutes"} <= where
