@@ -164,7 +164,7 @@ def git_files(git_dir: Path, ref: str, p: Project) -> Iterator[tuple[str, str]]:
     blobs = []
     for row in listing.stdout.splitlines():
         meta, _, path = row.partition("\t")
-        mode, kind, sha = meta.split()
+        _mode, kind, sha = meta.split()
         if kind == "blob" and _wanted(p, path):
             blobs.append((path, sha))
     with subprocess.Popen(

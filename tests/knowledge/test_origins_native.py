@@ -109,10 +109,12 @@ func (s *Server) createRoutes() *http.ServeMux {
 func newAllowlistValidator(ctx context.Context) (*AllowlistValidator, error) {
 	config, err := rest.InClusterConfig()
 	if err != nil {
-		return nil, fmt.Errorf("failed to get Kubernetes config (ensure running in a pod with proper RBAC): %w", err)
+		return nil, fmt.Errorf(
+			"failed to get Kubernetes config (ensure running in a pod with proper RBAC): %w", err)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), av.informer.HasSynced) {
-		return fmt.Errorf("failed to sync InferencePool cache within timeout (pool '%s', %d tries)", av.poolName, n)
+		return fmt.Errorf("failed to sync InferencePool cache within timeout (pool '%s', %d tries)",
+			av.poolName, n)
 	}
 	return av, nil
 }

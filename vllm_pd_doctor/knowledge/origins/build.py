@@ -65,16 +65,39 @@ SCOPE: dict[str, tuple[str, ...]] = {
         "v1/cache_engine.py",
         "v1/config.py",
     ),
-    # vllm-ascend's KV connectors (Mooncake, LLMDataDist, its own P2P/pooling stores)
-    "vllm_ascend": ("distributed/",),
-    # Dynamo's vLLM worker (the ai-dynamo wheel's `dynamo/vllm/`)
-    "dynamo": ("vllm/",),
+    # vllm-ascend's KV connectors (Mooncake P2P, its pooling stores, the multi-connector)
+    "vllm_ascend": ("distributed/kv_transfer/", "distributed/parallel_state.py", "distributed/utils.py"),
+    # Dynamo's vLLM worker (the ai-dynamo wheel's `dynamo/vllm/`): its handlers, startup, KV
+    # connector glue and health; not its tests, multimodal/omni/realtime front ends
+    "dynamo": tuple(
+        f"vllm/{m}"
+        for m in (
+            "handlers.py",
+            "worker_factory.py",
+            "main.py",
+            "unified_main.py",
+            "args.py",
+            "backend_args.py",
+            "engine_monitor.py",
+            "health_check.py",
+            "kv_",
+            "nixl_telemetry.py",
+            "publisher.py",
+            "instrumented_scheduler.py",
+            "errors.py",
+            "llm_engine.py",
+            "engine_generate.py",
+            "sidecar.py",
+            "dp_topology.py",
+            "envs.py",
+        )
+    ),  # fmt: skip
 }
 """Per package: path prefixes (relative to the package) that the index covers."""
 
 
 def in_scope(package: str, rel: str) -> bool:
-    return rel.endswith(".py") and rel.startswith(SCOPE.get(package, ("",)))
+    return rel.endswith(".py") and rel.startswith(SCOPE.get(package, ("",))) and "/tests/" not in f"/{rel}"
 
 
 def from_dir(root: Path, package: str) -> Iterator[tuple[str, str]]:
