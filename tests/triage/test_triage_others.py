@@ -32,6 +32,22 @@ GO_LINE = (
 """llm-d/llm-d-routing-sidecar PR #40 (klog line of the sidecar when vLLM is not up), verbatim."""
 
 
+ZAP_LINE = json.dumps(
+    {
+        "level": "error",
+        "ts": "2026-01-26T07:30:35Z",
+        "logger": "proxy server on port 8000",
+        "msg": "http: proxy error",
+        "decoderURL": "http://localhost:8200",
+        "error": "context canceled",
+        "stacktrace": "github.com/llm-d/llm-d-inference-scheduler/pkg/sidecar/proxy.(*Server).createRoutes."
+        "(*Server).createDecoderProxyHandler.func2\n\t/workspace/pkg/sidecar/proxy/proxy_helpers.go:117\n"
+        "net/http/httputil.(*ReverseProxy).ServeHTTP\n\t/usr/local/go/src/net/http/httputil/reverseproxy.go:486",
+    }
+)
+"""llm-d/llm-d#633 (the newer pd-sidecar logs zap JSON), its stack trace cut to two frames."""
+
+
 def _located(tmp_path: Path, line: str) -> list[dict]:
     p = tmp_path / "one.log"
     p.write_text(line + "\n", encoding="utf-8")
@@ -82,6 +98,16 @@ def test_a_one_line_log_is_located_at_its_origin(tmp_path: Path, line, package, 
     assert (o["package"], o["file"], o["function"]) == (package, file, function)
     assert o["template"].startswith(template)
     assert o["releases"] and o["condition"]  # a release range and the guarding test
+
+
+def test_a_zap_json_line_is_located_by_its_stack_frame(tmp_path: Path):
+    """`http: proxy error` is in the old routing sidecar and in the scheduler's pd-sidecar alike; the
+    stack trace's first frame (proxy_helpers.go:117) picks the one that wrote it."""
+    located = _located(tmp_path, ZAP_LINE)
+    assert len(located) == 1, located
+    o = located[0]["origin"]
+    assert (o["package"], o["file"]) == ("llm-d-inference-scheduler", "pkg/sidecar/proxy/proxy_helpers.go")
+    assert o["function"] == "Server.createDecoderProxyHandler" and o["how"] == "logger"
 
 
 def test_lookalikes_are_not_located(tmp_path: Path):

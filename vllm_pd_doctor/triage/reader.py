@@ -66,6 +66,8 @@ _JSON_FIELD = re.compile(
     r'^\s*"(?:message|msg|log|line|@message|MESSAGE|textPayload)"\s*:\s*("(?:[^"\\]|\\.)*")'
 )
 """One line of a pretty-printed JSON export: `"message": "..."`."""
+_SRC_LIKE = re.compile(r"^[\w./-]+\.\w+:\d+$")
+_GO_FRAME = re.compile(r"\n\t\S*?([\w.-]+\.go:\d+)")
 _GLOG_LEVEL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL"}
 _SIDE_WORDS = (("prefill", "prefill"), ("producer", "prefill"), ("decode", "decode"), ("consumer", "decode"))
 
@@ -104,8 +106,9 @@ def normalise(raw: str, file: str, line: int) -> Record:
     s = clean(raw)
     ts: str | None = None
     level: str | None = None
+    src: str | None = None
     if s.startswith("{"):
-        s, level, ts = _json_line(s)
+        s, level, ts, src = _json_line(s)
         s = clean(s)
     elif s.lstrip().startswith('"') and (j := _JSON_FIELD.match(s)):
         s = _json_string(j.group(1))
@@ -125,13 +128,14 @@ def normalise(raw: str, file: str, line: int) -> Record:
             proc=procs(prefix) if prefix else None,
             side=side_of(outer_prefix(prefix)) if prefix else None,
         )
-    return _headerless(s, file, line, level, ts)
+    return _headerless(s, file, line, level, ts, src)
 
 
-def _headerless(s: str, file: str, line: int, level: str | None, ts: str | None) -> Record:
+def _headerless(
+    s: str, file: str, line: int, level: str | None, ts: str | None, src: str | None = None
+) -> Record:
     """A line with no vLLM header: known wrappers, then the other writers' formats, then a
     traceback after an unknown prefix."""
-    src: str | None = None
     proc: str | None = None
     side: str | None = None
     for _ in range(4):  # outer wrappers in any order: compose, kubectl --prefix, --timestamps
@@ -197,13 +201,13 @@ def _json_string(value: str) -> str:
 _MESSAGE_KEYS = ("message", "msg", "log", "line", "@message", "textPayload", "text")
 
 
-def _json_line(s: str) -> tuple[str, str | None, str | None]:
+def _json_line(s: str) -> tuple[str, str | None, str | None, str | None]:
     try:
         doc = json.loads(s)
     except ValueError:
-        return s, None, None
+        return s, None, None, None
     if not isinstance(doc, dict):
-        return s, None, None
+        return s, None, None, None
     msg = next(
         (
             doc[k]
@@ -213,7 +217,7 @@ def _json_line(s: str) -> tuple[str, str | None, str | None]:
         None,
     )
     if msg is None:
-        return s, None, None
+        return s, None, None, None
     level = next((str(doc[k]).upper() for k in ("level", "levelname", "severity") if doc.get(k)), None)
     ts = None
     for k in ("time", "timestamp", "asctime", "ts", "@timestamp"):
@@ -222,9 +226,20 @@ def _json_line(s: str) -> tuple[str, str | None, str | None]:
             ts = f"{m.group(1)}-{m.group(2)} {m.group(3)}"
             break
     text = msg.rstrip("\n")
-    if level and not re.match(r"(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s", text):
-        return text, level, ts
-    return text, level, ts
+    return text, level, ts, _json_src(doc)
+
+
+def _json_src(doc: dict[str, object]) -> str | None:
+    """Where a structured Go logger wrote the line: zap's `caller` (`proxy/proxy.go:148`), else the
+    first frame of its `stacktrace` (llm-d/llm-d#633: `/workspace/pkg/sidecar/proxy/proxy_helpers.go:117`,
+    kept as `proxy_helpers.go:117`)."""
+    caller = doc.get("caller")
+    if isinstance(caller, str) and _SRC_LIKE.match(caller):
+        return caller
+    trace = doc.get("stacktrace")
+    if isinstance(trace, str) and (m := _GO_FRAME.search(trace)):
+        return m.group(1)
+    return None
 
 
 def open_binary(path: str) -> tuple[BinaryIO, int | None]:
