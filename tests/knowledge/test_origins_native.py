@@ -61,6 +61,18 @@ void WorkerPool::performPollCq(int thread_id) {
     }
     if (!ok) throw std::runtime_error("Failed to poll CQ on " + device_name);
 }
+
+// (HEAD) mooncake-transfer-engine/src/transfer_engine.cpp: a method defined inside its class
+class TransferEngine::ScatterTransferOperation::Impl {
+    void complete(size_t range_index, size_t fragment_index,
+                  const Status& status) {
+        try {
+            callback(fragment_index, status);
+        } catch (...) {
+            LOG(ERROR) << "scatter transfer callback failed";
+        }
+    }
+};
 """
 # openucx/ucx v1.20.1 src/ucp/wireup/select.c and src/ucs/sys/init.c (cut)
 UCX_C = """
@@ -148,6 +160,8 @@ def test_glog_streams_and_throws():
     t = got[f"Failed to poll CQ on {P}"]
     assert (t.kind, t.what, t.params, t.condition) == ("raise", "runtime_error", ("device_name",), "!ok")
     assert "routine" not in got  # LOG(INFO): routine, left out
+    c = got["scatter transfer callback failed"]
+    assert c.function == "TransferEngine::ScatterTransferOperation::Impl::complete"
 
 
 def test_c_printf_formats_typed_and_named():

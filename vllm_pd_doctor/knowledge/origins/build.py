@@ -91,7 +91,7 @@ SCOPE: dict[str, tuple[str, ...]] = {
             "dp_topology.py",
             "envs.py",
         )
-    ),  # fmt: skip
+    ),
 }
 """Per package: path prefixes (relative to the package) that the index covers."""
 

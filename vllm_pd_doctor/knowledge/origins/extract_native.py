@@ -32,6 +32,11 @@ _C_KEYWORDS = frozenset(
     "new delete typeof __attribute__ alignas noexcept operator".split()
 )
 _CLASSY = re.compile(r"^\s*(?:template\s*<.*>\s*)?(?:class|struct|namespace|enum|union|extern)\b", re.S)
+_CLASS = re.compile(
+    r"^\s*(?:template\s*<.*>\s*)?(?:class|struct)\s+(?:\w+\s+)*?([A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)"
+    r"\s*(?:final\s*)?(?::(?!:)[^{]*)?$",
+    re.S,
+)
 _NAME_PAREN = re.compile(r"(~?[A-Za-z_]\w*(?:\s*::\s*~?[A-Za-z_]\w*)*)\s*\(")
 _AFTER_PARAMS = re.compile(
     r"^\s*(?:(?:const|noexcept(?:\s*\([^)]*\))?|override|final|mutable|volatile|&&?|throw\s*\(\s*\))\s*)*"
@@ -116,6 +121,7 @@ class _Source:
         `if`/`else` block inside it (or a brace-less `if` just before the statement)."""
         func = "<file>"
         cond = None
+        cls: str | None = None
         inner = 0
         for b in self.blocks:
             if b.start > pos:
@@ -123,8 +129,11 @@ class _Source:
             if b.end < pos:
                 continue
             inner = b.start
-            if b.kind == "func":
-                func, cond = b.text or func, None
+            if b.kind == "class":
+                cls = b.text
+            elif b.kind == "func":
+                name = b.text or func
+                func, cond = (f"{cls}::{name}" if cls and "::" not in name else name), None
             elif b.kind in ("if", "else"):
                 cond = b.text
         # a `switch` branch is the closer test (a case of a nested block closed before does not count)
@@ -135,8 +144,8 @@ class _Source:
         if cases:
             cond = _squash(f"case {cases[-1].group(1)}") if cases[-1].group(1) else cond
         head = _statement_head(self.masked, pos)
-        if (m := _IF.match(head)) and (inner := _balanced(self.code, pos - len(head) + m.end() - 1)):
-            cond = _squash(inner)
+        if (m := _IF.match(head)) and (test := _balanced(self.code, pos - len(head) + m.end() - 1)):
+            cond = _squash(test)
         return func, cond
 
 
@@ -262,6 +271,8 @@ def _c_block(header: str, code_header: str, in_func: bool) -> tuple[str, str | N
         return "if", _squash(inner) if inner is not None else None
     if _ELSE.match(header):
         return "else", None
+    if not in_func and (c := _CLASS.match(header)):
+        return "class", c.group(1)
     if in_func or _CLASSY.match(header) or "=" in header.split("(", 1)[0]:
         return "other", None
     m = _NAME_PAREN.search(header)
