@@ -51,9 +51,10 @@ _GO_TOP_FUNC = re.compile(r"^func\b(?![\s\S]*^func\b)", re.M)
 _GO_IF = re.compile(r"^\s*(?:else\s+)?if\s+(.*)$", re.S)
 _SIMPLE_ARG = re.compile(r"^&?\*?[A-Za-z_]\w*(?:(?:->|\.|::)[A-Za-z_]\w*)*(?:\(\))?$")
 _PRINTF = re.compile(
-    r"%(?:\d+\$)?[-#0 +']*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|z|j|t|q)?([diouxXeEfFgGcspaAvwqT%])"
+    r"%(?:\d+\$)?[-#0 +']*(?:\*|\d+)?(?:\.(?:\*|\d+))?(?:hh|h|ll|l|L|z|j|t|q)?([diouxXeEfFgGcspaAvwqTm%])"
 )
-"""A printf conversion (C, and Go's verbs: `%v`, `%w`, `%q`, `%T`)."""
+"""A printf conversion (C, and Go's verbs: `%v`, `%w`, `%q`, `%T`; glibc's `%m`: errno's text, no
+argument)."""
 _TYPES = {"d": "int", "i": "int", "u": "int", "o": "int", "x": "hex", "X": "hex", "p": "hex", "c": "char"}
 _TYPES.update({k: "float" for k in "eEfFgGaA"})
 _C_ESC = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "0": "", "a": "", "e": ""}
@@ -284,7 +285,14 @@ def _c_block(header: str, code_header: str, in_func: bool) -> tuple[str, str | N
     rest = header[m.end() + len(inner) + 1 :]
     if not _AFTER_PARAMS.match(rest):
         return "other", None
-    return "func", re.sub(r"\s+", "", m.group(1))
+    name = re.sub(r"\s+", "", m.group(1))
+    if re.fullmatch(
+        r"[A-Z][A-Z0-9_]*", name
+    ):  # UCX's UCS_PROFILE_FUNC(ret_t, name, ...), UCS_CLASS_INIT_FUNC(t)
+        args = [" ".join(a.split()) for a in inner.split(",")]
+        named = next((a for a in args if re.fullmatch(r"[a-z_]\w*", a) and not a.endswith("_t")), None)
+        return "func", named or f"{name}({args[0]})"
+    return "func", name
 
 
 def _go_block(header: str, in_func: bool) -> tuple[str, str | None]:
@@ -418,6 +426,9 @@ def _format(fmt: str, args: list[str], go: bool) -> tuple[str, tuple[str, ...]] 
         conv = m.group(1)
         if conv == "%":
             parts.append("%")
+        elif conv == "m":
+            parts.append(None)
+            names.append("errno")
         else:
             parts.append(None)
             arg = args[ai] if ai < len(args) else None
