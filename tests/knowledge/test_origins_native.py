@@ -88,6 +88,8 @@ static UCS_F_NOINLINE ucs_status_t ucp_wireup_select_transport(
         return UCS_ERR_UNREACHABLE;
     }
     ucs_trace("ep %p: selected for %s", ep, criteria->title);
+    ucs_log(log_level, "tcp_ep %p (state=%s): %s(%d) failed: %s", ep, state, op_str, ep->fd, err);
+    ucs_log(UCS_LOG_LEVEL_DIAG, "not an index line %d", 1);
     ucs_warn("iface %p: %" PRIx64 " bytes left at %d%%", iface, length, level);
 }
 
@@ -173,7 +175,9 @@ def test_c_printf_formats_typed_and_named():
     assert w.what == "WARNING" and w.params == ("iface", "length", "level")
     f = got[f"[{P}:{P}] FATAL: UCX library was compiled with {P} but CPU does not support it.\n"]
     assert f.what == "CRITICAL" and f.function == "ucs_check_cpu_flags" and f.params[2] == "flag"
-    assert len(got) == 3  # ucs_trace is debug; fprintf(stderr) without a severity is not a log line
+    d = got[f"tcp_ep {P} (state={P}): {P}({P}) failed: {P}"]  # src/uct/tcp/tcp_ep.c
+    assert d.what == "ERROR" and d.params == ("ep", "state", "op_str", "fd", "err")  # a run-time level
+    assert len(got) == 4  # ucs_trace is debug; fprintf(stderr) without a severity is not a log line
 
 
 def test_go_logr_and_errors():

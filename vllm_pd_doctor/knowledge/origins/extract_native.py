@@ -64,7 +64,8 @@ _GLOG_STREAM = re.compile(r"\bLOG\s*\(\s*(ERROR|WARNING|FATAL)\s*\)\s*<<")
 _GLOG_LEVEL = {"ERROR": "ERROR", "WARNING": "WARNING", "FATAL": "CRITICAL", "INFO": "INFO"}
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Z][A-Z0-9_]*)[ \t]+(.+?)[ \t]*$", re.M)
 _CPP_THROW = re.compile(r"\bthrow\s+((?:[A-Za-z_]\w*::)*[A-Za-z_]\w*)\s*[({]")
-_C_PRINTF = re.compile(r"\b(?:(ucs_error|ucs_warn|ucs_fatal)\s*\(|(fprintf)\s*\(\s*stderr\s*,)")
+_C_PRINTF = re.compile(r"\b(?:(ucs_error|ucs_warn|ucs_fatal|ucs_log)\s*\(|(fprintf)\s*\(\s*stderr\s*,)")
+_UCS_LEVEL = {"FATAL": "CRITICAL", "ERROR": "ERROR", "WARN": "WARNING"}
 _GO_LOG = re.compile(r"([\w)\]]+)\.(Error|Info|Warning|ErrorS|InfoS|Errorf|Warningf|Fatalf|Fatal)\s*\(")
 _GO_ERR = re.compile(r"\b(fmt\.Errorf|errors\.New)\s*\(")
 _LEVEL = {
@@ -489,7 +490,13 @@ def _printf_stmt(src: _Source, name: str, m: re.Match[str], rel: str) -> Stateme
     open_at = src.masked.index("(", m.start())
     close = _call_end(src.masked, open_at)
     spans = _split(src.masked, open_at + 1, close, ",")
-    if name.startswith("fprintf"):
+    level = _LEVEL.get(name)
+    if name == "ucs_log":  # ucs_log(level, fmt, ...): a level chosen at run time is indexed as ERROR
+        lv = re.fullmatch(r"\s*UCS_LOG_LEVEL_(\w+)\s*", src.masked[spans[0][0] : spans[0][1]])
+        level = _UCS_LEVEL.get(lv.group(1)) if lv else "ERROR"
+        if level is None:
+            return None  # DIAG, INFO, DEBUG ...
+    if name.startswith("fprintf") or name == "ucs_log":
         spans = spans[1:]
     if not spans:
         return None
@@ -500,7 +507,6 @@ def _printf_stmt(src: _Source, name: str, m: re.Match[str], rel: str) -> Stateme
     args = [src.text[a:b].strip() for a, b in spans[1:]]
     if None in pieces:  # a format macro: its arity is unknown, so arguments are typed only
         args = []
-    level = _LEVEL.get(name)
     if level is None:  # fprintf(stderr): only lines that say their severity
         level = next((lv for w, lv in _STDERR_LEVELS if w in fmt), None)
         if level is None:
