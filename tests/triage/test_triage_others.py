@@ -5,6 +5,7 @@ index (knowledge/origins/others.json.gz), and lookalikes that must not be."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 
 from vllm_pd_doctor import triage
 from vllm_pd_doctor.cli import app
+from vllm_pd_doctor.knowledge.origins import REPOSITORY
 from vllm_pd_doctor.triage.reader import normalise
 from vllm_pd_doctor.triage.scan import HEAD_BYTES
 
@@ -48,12 +50,17 @@ ZAP_LINE = json.dumps(
 """llm-d/llm-d#633 (the newer pd-sidecar logs zap JSON), its stack trace cut to two frames."""
 
 
-def _located(tmp_path: Path, line: str) -> list[dict]:
+def _triage(tmp_path: Path, line: str) -> dict:
     p = tmp_path / "one.log"
     p.write_text(line + "\n", encoding="utf-8")
     got = CliRunner().invoke(app, ["triage", str(p), "-f", "json"])
     assert got.exit_code in (0, 1), got.output
-    located: list[dict] = json.loads(got.stdout)["located"]
+    doc: dict = json.loads(got.stdout)
+    return doc
+
+
+def _located(tmp_path: Path, line: str) -> list[dict]:
+    located: list[dict] = _triage(tmp_path, line)["located"]
     return located
 
 
@@ -92,12 +99,16 @@ def _located(tmp_path: Path, line: str) -> list[dict]:
     ids=["ucx", "ucx-avx", "nixl-cpp", "go-klog"],
 )
 def test_a_one_line_log_is_located_at_its_origin(tmp_path: Path, line, package, file, function, template):
-    located = _located(tmp_path, line)
+    doc = _triage(tmp_path, line)
+    located = doc["located"]
     assert len(located) == 1, located
     o = located[0]["origin"]
     assert (o["package"], o["file"], o["function"]) == (package, file, function)
     assert o["template"].startswith(template)
     assert o["releases"] and o["condition"]  # a release range and the guarding test
+    if doc["unknown"]:  # no catalogue class: the upstream search goes to the package's repository
+        name = re.split(r"\.|::", function)[-1]
+        assert doc["unknown"]["search"].startswith(f"repo:{REPOSITORY[package]} {name}")
 
 
 def test_a_zap_json_line_is_located_by_its_stack_frame(tmp_path: Path):

@@ -22,10 +22,33 @@ from typing import Any
 from vllm_pd_doctor.knowledge.origins import build
 from vllm_pd_doctor.knowledge.origins.index import Lifetime, Origin, OriginIndex, base
 
-__all__ = ["DATA", "OTHERS", "Lifetime", "Origin", "OriginIndex", "base", "load", "with_installed"]
+__all__ = [
+    "DATA",
+    "OTHERS",
+    "REPOSITORY",
+    "Lifetime",
+    "Origin",
+    "OriginIndex",
+    "base",
+    "load",
+    "with_installed",
+]
 
 DATA = Path(__file__).with_name("index.json.gz")
 OTHERS = DATA.with_name("others.json.gz")
+REPOSITORY = {
+    "vllm": "vllm-project/vllm",
+    "nixl": "ai-dynamo/nixl",
+    "libnixl": "ai-dynamo/nixl",
+    "ucx": "openucx/ucx",
+    "mooncake": "kvcache-ai/Mooncake",
+    "lmcache": "LMCache/LMCache",
+    "vllm_ascend": "vllm-project/vllm-ascend",
+    "dynamo": "ai-dynamo/dynamo",
+    "llm-d-routing-sidecar": "llm-d/llm-d-routing-sidecar",
+    "llm-d-inference-scheduler": "llm-d/llm-d-inference-scheduler",
+}
+"""Each indexed package's public repository (where an upstream search of its origin goes)."""
 
 
 @functools.cache
