@@ -60,11 +60,14 @@ PROJECTS: tuple[Project, ...] = (
     Project(
         "libnixl",
         "ai-dynamo/nixl",
-        # the NIXL Python releases index.json.gz holds (vLLM 0.2x pins >= 0.7.1), then the newest tag
+        # the NIXL Python releases index.json.gz holds (vLLM 0.2x pins >= 0.7.1), the newest tag, and
+        # 1.3.1: what vllm-openai 0.26.0 ships (ai-dynamo/nixl#2119), the telemetry-bug release
+        # (ai-dynamo/dynamo#12952) whose statements 1.3.2 reverted
         (
             ("0.7.1", "0.7.1"),
             ("0.10.1", "0.10.1"),
             ("1.0.1", "v1.0.1"),
+            ("1.3.1", "v1.3.1"),
             ("1.3.2", "v1.3.2"),
             ("1.4.0", "v1.4.0"),
         ),

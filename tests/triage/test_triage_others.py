@@ -159,3 +159,13 @@ def test_a_native_alert_past_the_head_is_located(tmp_path: Path):
     r = triage.triage([triage.LogInput(str(p))])
     where = {ll.origin.function for ll in r.located}
     assert {"nixlAgent::createBackend", "Server.createRoutes"} <= where
+
+
+def test_the_logger_line_picks_the_release_s_statement():
+    """ai-dynamo/dynamo#12952 (NIXL 1.3.1's telemetry bug): `getXferTelemetry: cannot return values ...`
+    is written from two conditions across NIXL releases; nixl_agent.cpp:1291 is 1.3.1's (and 1.4.0's)."""
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "triage" / "dynamo-12952-telemetry-decode.log"
+    r = triage.triage([triage.LogInput(str(fix))])
+    o = next(ll.origin for ll in r.located if ll.evidence.line == 1)
+    assert o.package == "libnixl" and o.function == "nixlAgent::getXferTelemetry" and o.how == "logger"
+    assert o.condition == "!data->telemetry_" and o.releases.startswith("1.3.1")
