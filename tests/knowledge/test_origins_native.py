@@ -120,6 +120,14 @@ func (s *Server) createRoutes() *http.ServeMux {
 	return mux
 }
 
+// llm-d/llm-d-inference-scheduler v0.8.0 pkg/sidecar/proxy/connector_sglang.go (cut)
+func (s *Server) parseSGLangRequest(r *http.Request) (map[string]interface{}, error) {
+	if err := json.Unmarshal(body, &requestData); err != nil {
+		return nil, fmt.Errorf("failed to unmarshal request body: %w", err)
+	}
+	return requestData, nil
+}
+
 func newAllowlistValidator(ctx context.Context) (*AllowlistValidator, error) {
 	config, err := rest.InClusterConfig()
 	if err != nil {
@@ -190,6 +198,8 @@ def test_go_logr_and_errors():
     f = got["failed to get Kubernetes config (ensure running in a pod with proper RBAC): " + P]
     assert (f.kind, f.what, f.params, f.condition) == ("raise", "error", ("err",), "err != nil")
     assert f.function == "newAllowlistValidator"
+    u = got[f"failed to unmarshal request body: {P}"]  # `interface{}` in the signature opens no block
+    assert u.function == "Server.parseSGLangRequest" and u.condition == "err != nil"
     g = got[f"failed to sync InferencePool cache within timeout (pool '{P}', {P} tries)"]
     assert g.params == ("poolName", "n")
 

@@ -644,8 +644,18 @@ def _stmt(
     return Statement(kind, what, func, src.line(a), src.line(b), tmpl, cond, names)
 
 
+_GO_EMPTY_TYPE = re.compile(r"\b(interface|struct)(\s*\{\s*\})")
+"""`map[string]interface{}` in a Go signature: braces that open no block."""
+
+
+def _blank_empty_types(s: str) -> str:
+    return _GO_EMPTY_TYPE.sub(lambda m: m.group(1) + re.sub(r"[^\n]", " ", m.group(2)), s)
+
+
 def source(text: str, go: bool) -> _Source:
     code, masked, strings = _mask(text, go)
+    if go:
+        code, masked = _blank_empty_types(code), _blank_empty_types(masked)
     newlines = [i for i, c in enumerate(text) if c == "\n"]
     return _Source(text, code, masked, strings, newlines, _blocks(code, masked, go))
 
