@@ -278,14 +278,18 @@ def _search(loc: Located | None, ev: Evidence) -> str:
     if loc is None:
         text = ev.text.split(": ", 1)[-1] if ev.text[:1].isalpha() else ev.text
         return f'repo:vllm-project/vllm "{text[:80].strip()}"'
-    words = max((p.strip() for p in (loc.template or "").split("...")), key=len, default="")
-    parts = loc.function.split(".")
+    from vllm_pd_doctor.knowledge.origins import REPOSITORY
+
+    literals = _PLACEHOLDER_SHOWN.split(loc.template or "")
+    words = max((p.strip() for p in literals), key=len, default="")
+    parts = re.split(r"\.|::", loc.function)
     fn = parts[-2] if parts[-1].startswith("__") and len(parts) > 1 else parts[-1]  # a class for __init__
     quoted = f' "{words[:80]}"' if len(words) >= 12 else (f' "{loc.condition}"' if loc.condition else "")
-    repo = {"vllm": "vllm-project/vllm", "nixl": "ai-dynamo/nixl", "lmcache": "LMCache/LMCache"}.get(
-        loc.package, loc.package
-    )
-    return f"repo:{repo} {fn}{quoted}"
+    return f"repo:{REPOSITORY.get(loc.package, loc.package)} {fn}{quoted}"
+
+
+_PLACEHOLDER_SHOWN = re.compile(r"\.\.\.|\{[A-Za-z_][\w.()+>-]*\}")
+"""How a located template shows a value: `...`, or `{name}` where the source names it."""
 
 
 def release_note(fs: FileScan) -> str | None:

@@ -106,6 +106,14 @@ class Locator:
             o = self.index.at(path, int(m.group(2)), rel)
             if o is not None and o.kind == "log" and o.what == _level(r.level) and _fits(o, r.msg):
                 return o, "logger", True
+            # no release to read the line in (a NIXL/UCX/Go line never says its version): a
+            # statement that fits and sits at that line in some release beats a template match
+            # alone (NIXL's `getXferTelemetry: cannot return values ...` at nixl_agent.cpp:1291
+            # is 1.4.0's; 0.7.1 - 1.3.2 write it from another condition)
+            at = [o for o in self.index.at_any(path, int(m.group(2))) if o.kind == "log" and _fits(o, r.msg)]
+            best = self.index.match(r.msg, _level(r.level), path)
+            if best is not None and (same := [o for o in at if o.template == best.template]):
+                return same[-1], "logger", False
         o = self.index.match(r.msg, _level(r.level), path)
         if o is not None:
             return o, "template", False

@@ -19,6 +19,7 @@ import gzip
 import json
 import re
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,11 +51,23 @@ _VLLM_NOTS = re.compile(r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\[([^\]]*)
 _NIXL_PY = re.compile(r"^(\d{4})-(\d\d)-(\d\d) (\d\d:\d\d:\d\d) NIXL (\w+)\s+(\S+:\d+)\s")
 _LMCACHE = re.compile(r"^\[(\d{4})-(\d\d)-(\d\d) (\d\d:\d\d:\d\d),\d+\] LMCache (\w+): ")
 _GLOG = re.compile(r"^([EWIF])(?:\d{4}|\d{8}) (\d\d:\d\d:\d\d)\.\d+\s+\d+ ([\w.]+:\d+)\]\s")
+_UCX = re.compile(
+    r"^\[(\d{9,11})\.\d+\]\s+\[[^\]]*\]\s+([\w.-]+:\d+)\s+UCX\s+(ERROR|WARN|FATAL|DIAG|INFO|PRINT|DEBUG|TRACE\w*)\s+"
+)
+"""UCX's logger (src/ucs/debug/log.c): `[1750835683.514002] [TENCENT64:1392 :0]   select.c:649  UCX  ERROR
+no active messages transport to ...` (openucx/ucx#10738): epoch time, [host:pid:thread], file:line, level."""
+_UCX_FATAL = re.compile(r"^\[[^\]\s:]+:\d+\] FATAL: ")
+"""UCX's load-time CPU check (src/ucs/sys/init.c) prints `[<host>:<pid>] FATAL: UCX library was compiled
+with avx but CPU does not support it.` (ai-dynamo/nixl#2119) straight to stderr: the bracket is part of
+its format, so the line is kept whole."""
+_UCX_LEVEL = {"WARN": "WARNING", "FATAL": "CRITICAL"}
 _BRACKET_TS = re.compile(r"^\[(\d{4})-(\d\d)-(\d\d) (\d\d:\d\d:\d\d)\]\s")
 _JSON_FIELD = re.compile(
     r'^\s*"(?:message|msg|log|line|@message|MESSAGE|textPayload)"\s*:\s*("(?:[^"\\]|\\.)*")'
 )
 """One line of a pretty-printed JSON export: `"message": "..."`."""
+_SRC_LIKE = re.compile(r"^[\w./-]+\.\w+:\d+$")
+_GO_FRAME = re.compile(r"\n\t\S*?([\w.-]+\.go:\d+)")
 _GLOG_LEVEL = {"E": "ERROR", "W": "WARNING", "I": "INFO", "F": "CRITICAL"}
 _SIDE_WORDS = (("prefill", "prefill"), ("producer", "prefill"), ("decode", "decode"), ("consumer", "decode"))
 
@@ -93,8 +106,9 @@ def normalise(raw: str, file: str, line: int) -> Record:
     s = clean(raw)
     ts: str | None = None
     level: str | None = None
+    src: str | None = None
     if s.startswith("{"):
-        s, level, ts = _json_line(s)
+        s, level, ts, src = _json_line(s)
         s = clean(s)
     elif s.lstrip().startswith('"') and (j := _JSON_FIELD.match(s)):
         s = _json_string(j.group(1))
@@ -114,13 +128,14 @@ def normalise(raw: str, file: str, line: int) -> Record:
             proc=procs(prefix) if prefix else None,
             side=side_of(outer_prefix(prefix)) if prefix else None,
         )
-    return _headerless(s, file, line, level, ts)
+    return _headerless(s, file, line, level, ts, src)
 
 
-def _headerless(s: str, file: str, line: int, level: str | None, ts: str | None) -> Record:
+def _headerless(
+    s: str, file: str, line: int, level: str | None, ts: str | None, src: str | None = None
+) -> Record:
     """A line with no vLLM header: known wrappers, then the other writers' formats, then a
     traceback after an unknown prefix."""
-    src: str | None = None
     proc: str | None = None
     side: str | None = None
     for _ in range(4):  # outer wrappers in any order: compose, kubectl --prefix, --timestamps
@@ -153,6 +168,12 @@ def _headerless(s: str, file: str, line: int, level: str | None, ts: str | None)
     elif m := _GLOG.match(s):
         level, src = _GLOG_LEVEL[m.group(1)], m.group(3)
         s = s[m.end() :]
+    elif s.startswith("[") and (m := _UCX.match(s)):
+        level, src = _UCX_LEVEL.get(m.group(3), m.group(3)), m.group(2)
+        ts = ts or time.strftime("%m-%d %H:%M:%S", time.gmtime(int(m.group(1))))
+        s = s[m.end() :]
+    elif s.startswith("[") and _UCX_FATAL.match(s):
+        level = "CRITICAL"
     elif m := _BRACKET_TS.match(s):
         ts = f"{m.group(2)}-{m.group(3)} {m.group(4)}"
         s = s[m.end() :]
@@ -180,13 +201,13 @@ def _json_string(value: str) -> str:
 _MESSAGE_KEYS = ("message", "msg", "log", "line", "@message", "textPayload", "text")
 
 
-def _json_line(s: str) -> tuple[str, str | None, str | None]:
+def _json_line(s: str) -> tuple[str, str | None, str | None, str | None]:
     try:
         doc = json.loads(s)
     except ValueError:
-        return s, None, None
+        return s, None, None, None
     if not isinstance(doc, dict):
-        return s, None, None
+        return s, None, None, None
     msg = next(
         (
             doc[k]
@@ -196,7 +217,7 @@ def _json_line(s: str) -> tuple[str, str | None, str | None]:
         None,
     )
     if msg is None:
-        return s, None, None
+        return s, None, None, None
     level = next((str(doc[k]).upper() for k in ("level", "levelname", "severity") if doc.get(k)), None)
     ts = None
     for k in ("time", "timestamp", "asctime", "ts", "@timestamp"):
@@ -205,9 +226,20 @@ def _json_line(s: str) -> tuple[str, str | None, str | None]:
             ts = f"{m.group(1)}-{m.group(2)} {m.group(3)}"
             break
     text = msg.rstrip("\n")
-    if level and not re.match(r"(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s", text):
-        return text, level, ts
-    return text, level, ts
+    return text, level, ts, _json_src(doc)
+
+
+def _json_src(doc: dict[str, object]) -> str | None:
+    """Where a structured Go logger wrote the line: zap's `caller` (`proxy/proxy.go:148`), else the
+    first frame of its `stacktrace` (llm-d/llm-d#633: `/workspace/pkg/sidecar/proxy/proxy_helpers.go:117`,
+    kept as `proxy_helpers.go:117`)."""
+    caller = doc.get("caller")
+    if isinstance(caller, str) and _SRC_LIKE.match(caller):
+        return caller
+    trace = doc.get("stacktrace")
+    if isinstance(trace, str) and (m := _GO_FRAME.search(trace)):
+        return m.group(1)
+    return None
 
 
 def open_binary(path: str) -> tuple[BinaryIO, int | None]:

@@ -81,12 +81,21 @@ TRIGGERS = (
     "Skipping KV post-processing",
     "hybrid kv cache manager",
     "get_block_ids(req_id)",
+    ".cpp:",
+    ".go:",
 )
 """Literals that pick the lines worth normalising past the head of a log: every line a catalogue
 class fires on holds one (ERROR lines, exceptions, assertions, frames, NIXL and UCX lines, and
 the few WARNING/DEBUG lines of the catalogue by their own words; a test checks every real
 fixture's evidence). Few, because each costs one `bytes.find` pass over the text; not `WARN`,
-which would make every routine warning a candidate."""
+which would make every routine warning a candidate. `.cpp:` and `.go:`: the `file:line]` of a glog
+(NIXL's C++, Mooncake) or klog (llm-d's Go sidecar) line, whose error message may hold none of the
+words (`createBackend: unsupported backend 'UCX'`); of those lines only the E/W/F ones go on
+(`NATIVE_ALERT`)."""
+NATIVE_ALERT = re.compile(r"\b[EWF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+\.(?:go|cpp|cc):\d+\]")
+"""A glog/klog ERROR, WARNING or FATAL header (`E0709 10:50:42.153947   75821 proxy.go:148] `, from
+llm-d/llm-d-routing-sidecar PR #40; `E0421 11:56:59.775353  709103 nixl_agent.cpp:322] `, from
+ai-dynamo/nixl#1561)."""
 HEAD_BYTES = 8 << 20
 """The head of each log (startup: version, architecture, kv_role ...) is read with every anchor."""
 
@@ -190,7 +199,7 @@ def scan(
         if not raw:
             fs.lines = lineno
             continue
-        if any(w in raw for w in worth):  # a WARNING line no class cares about stops here
+        if any(w in raw for w in worth) or NATIVE_ALERT.search(raw):  # a routine WARNING stops here
             _record(fs, normalise(raw, file, lineno))
     return fs
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor.knowledge.origins.extract import statements
+from vllm_pd_doctor.knowledge.origins.extract import Statement, statements
 
 FORMAT = 1
 """Version of the data file's layout (readers refuse another)."""
@@ -65,12 +65,39 @@ SCOPE: dict[str, tuple[str, ...]] = {
         "v1/cache_engine.py",
         "v1/config.py",
     ),
+    # vllm-ascend's KV connectors (Mooncake P2P, its pooling stores, the multi-connector)
+    "vllm_ascend": ("distributed/kv_transfer/", "distributed/parallel_state.py", "distributed/utils.py"),
+    # Dynamo's vLLM worker (the ai-dynamo wheel's `dynamo/vllm/`): its handlers, startup, KV
+    # connector glue and health; not its tests, multimodal/omni/realtime front ends
+    "dynamo": tuple(
+        f"vllm/{m}"
+        for m in (
+            "handlers.py",
+            "worker_factory.py",
+            "main.py",
+            "unified_main.py",
+            "args.py",
+            "backend_args.py",
+            "engine_monitor.py",
+            "health_check.py",
+            "kv_",
+            "nixl_telemetry.py",
+            "publisher.py",
+            "instrumented_scheduler.py",
+            "errors.py",
+            "llm_engine.py",
+            "engine_generate.py",
+            "sidecar.py",
+            "dp_topology.py",
+            "envs.py",
+        )
+    ),
 }
 """Per package: path prefixes (relative to the package) that the index covers."""
 
 
 def in_scope(package: str, rel: str) -> bool:
-    return rel.endswith(".py") and rel.startswith(SCOPE.get(package, ("",)))
+    return rel.endswith(".py") and rel.startswith(SCOPE.get(package, ("",))) and "/tests/" not in f"/{rel}"
 
 
 def from_dir(root: Path, package: str) -> Iterator[tuple[str, str]]:
@@ -114,6 +141,17 @@ Key = tuple[str, str, str, str, str | None, str | None]
 def add_release(doc: dict[str, Any], package: str, release: str, modules: Iterable[tuple[str, str]]) -> int:
     """Merge one release's statements into `doc` (the data file's JSON object); returns their count.
     A release already in the document is replaced."""
+    return add_statements(
+        doc, package, release, ((rel, s) for rel, text in modules for s in statements(text, rel))
+    )
+
+
+def add_statements(
+    doc: dict[str, Any], package: str, release: str, found: Iterable[tuple[str, Statement]]
+) -> int:
+    """`add_release` for statements already read (by any extractor): (file, statement) pairs. An
+    origin row is `[file, function, kind, what, template, condition, spans]`, plus the
+    placeholders' names as an eighth item when the extractor gives them."""
     pkg = doc.setdefault("packages", {}).setdefault(package, {"releases": [], "origins": []})
     drop_release(doc, package, release)
     releases: list[str] = pkg["releases"]
@@ -121,16 +159,15 @@ def add_release(doc: dict[str, Any], package: str, release: str, modules: Iterab
     ri = len(releases) - 1
     index: dict[Key, list[Any]] = {_key(o): o for o in pkg["origins"]}
     n = 0
-    for rel, text in modules:
-        for s in statements(text, rel):
-            key: Key = (rel, s.function, s.kind, s.what, s.template, s.condition)
-            o = index.get(key)
-            if o is None:
-                o = index[key] = [*key, []]
-                pkg["origins"].append(o)
-            if not any(r[0] == ri for r in o[6]):
-                o[6].append([ri, s.line, s.end_line])
-            n += 1
+    for rel, s in found:
+        key: Key = (rel, s.function, s.kind, s.what, s.template, s.condition)
+        o = index.get(key)
+        if o is None:
+            o = index[key] = [*key, []] + ([list(s.params)] if s.params else [])
+            pkg["origins"].append(o)
+        if not any(r[0] == ri for r in o[6]):
+            o[6].append([ri, s.line, s.end_line])
+        n += 1
     return n
 
 
@@ -145,9 +182,39 @@ def add_origins(doc: dict[str, Any], package: str, release: str, one: dict[str, 
         key = _key(o)
         mine = index.get(key)
         if mine is None:
-            mine = index[key] = [*key, []]
+            mine = index[key] = [*key, [], *o[7:]]
             pkg["origins"].append(mine)
         mine[6].extend([ri, a, b] for _r, a, b in o[6])
+
+
+def merge(doc: dict[str, Any], other: dict[str, Any]) -> None:
+    """Add every package and release of `other` (another data file) to `doc`. A package both hold
+    gets the union of their releases; a statement both hold, the union of its spans (a release
+    both files index from the same source gives the same span once)."""
+    packages = doc.setdefault("packages", {})
+    overlap = []
+    for name, theirs in other.get("packages", {}).items():
+        if name not in packages:
+            packages[name] = theirs
+            continue
+        overlap.append(name)
+        mine = packages[name]
+        rels: list[str] = mine["releases"]
+        where = []
+        for r in theirs["releases"]:
+            if r not in rels:
+                rels.append(r)
+            where.append(rels.index(r))
+        index: dict[Key, list[Any]] = {_key(o): o for o in mine["origins"]}
+        for o in theirs["origins"]:
+            key = _key(o)
+            row = index.get(key)
+            if row is None:
+                row = index[key] = [*key, [], *o[7:]]
+                mine["origins"].append(row)
+            have = {r for r, _a, _b in row[6]}
+            row[6].extend([where[r], a, b] for r, a, b in o[6] if where[r] not in have)
+    sort_releases(doc, overlap)
 
 
 def _key(o: list[Any]) -> Key:
@@ -168,11 +235,14 @@ def drop_release(doc: dict[str, Any], package: str, release: str) -> None:
     pkg["origins"] = kept
 
 
-def sort_releases(doc: dict[str, Any]) -> None:
-    """Releases in version order (the index's range arithmetic relies on it)."""
+def sort_releases(doc: dict[str, Any], only: Iterable[str] | None = None) -> None:
+    """Releases in version order (the index's range arithmetic relies on it); of the packages
+    `only` names, or of all."""
     from vllm_pd_doctor.knowledge.releases import version_key
 
-    for pkg in doc.get("packages", {}).values():
+    packages = doc.get("packages", {})
+    for name in list(packages) if only is None else only:
+        pkg = packages[name]
         old = pkg["releases"]
         new = sorted(old, key=version_key)
         where = {i: new.index(v) for i, v in enumerate(old)}

@@ -53,6 +53,9 @@ class Statement:
     """Literal parts joined by PLACEHOLDER; None when the message is not built from literals."""
     condition: str | None
     """The assert test, or the enclosing `if` test (`not (...)` in its else branch)."""
+    params: tuple[str, ...] = ()
+    """One name per placeholder where the source gives it (native extractor: the argument's
+    name, or its conversion's type); empty for the Python extractor's templates."""
 
 
 def _join(parts: list[str | None]) -> str:

@@ -19,6 +19,9 @@ from vllm_pd_doctor.knowledge.origins.extract import PLACEHOLDER
 
 MIN_LITERAL = 16
 """Literal characters a template needs before a message match counts (`Error: %s` does not)."""
+MIN_SAME_FILE = 8
+"""... or, whole, when the line names the template's file (UCX's `select.c:649 ... no %s transport
+to %s: %s` holds 15)."""
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 
 
@@ -39,6 +42,9 @@ class Origin:
     condition: str | None
     spans: tuple[tuple[str, int, int], ...]
     """(release, first line, last line) for every release that holds the statement, oldest first."""
+    params: tuple[str, ...] = ()
+    """The placeholders' names (`err`, `type`) or types (`int`, `text`, `hex`) where the source
+    gives them (native sources); empty otherwise."""
 
     @property
     def releases(self) -> tuple[str, ...]:
@@ -53,8 +59,16 @@ class Origin:
 
     @property
     def text(self) -> str | None:
-        """The template for people: placeholders shown as `...`."""
-        return self.template.replace(PLACEHOLDER, "...") if self.template else None
+        """The template for people: placeholders shown as `{name}` where named, else `...`."""
+        if not self.template:
+            return None
+        parts = self.template.split(PLACEHOLDER)
+        if len(self.params) != len(parts) - 1:
+            return self.template.replace(PLACEHOLDER, "...")
+        return "".join(
+            p + (f"{{{n}}}" if i < len(self.params) else "")
+            for i, (p, n) in enumerate(zip(parts, (*self.params, ""), strict=True))
+        )
 
 
 @dataclass(frozen=True)
@@ -114,9 +128,10 @@ class OriginIndex:
         for package, pkg in doc.get("packages", {}).items():
             rels: list[str] = pkg["releases"]
             self.releases[package] = tuple(rels)
-            for f, fn, kind, what, tmpl, cond, spans in pkg["origins"]:
+            for f, fn, kind, what, tmpl, cond, spans, *params in pkg["origins"]:
                 sp = tuple((rels[r], a, b) for r, a, b in spans)
-                self.origins.append(Origin(package, f, fn, kind, what, tmpl, cond, sp))
+                names = tuple(params[0]) if params else ()
+                self.origins.append(Origin(package, f, fn, kind, what, tmpl, cond, sp, names))
 
     # --- releases -------------------------------------------------------------------------
     def has_release(self, release: str | None, package: str = "vllm") -> bool:
@@ -176,7 +191,7 @@ class OriginIndex:
             parts = [p for p in first.split(PLACEHOLDER) if p]
             weight = sum(len(p.strip()) for p in parts)
             a = _anchor(o.template)
-            if a is not None and weight >= MIN_LITERAL:
+            if a is not None and weight >= MIN_SAME_FILE:
                 out[a].append((o, parts, weight))
         return out
 
@@ -197,6 +212,24 @@ class OriginIndex:
             if o is not None:
                 return o
         return None
+
+    @cached_property
+    def _by_file(self) -> dict[tuple[str, str], list[Origin]]:
+        out: dict[tuple[str, str], list[Origin]] = defaultdict(list)
+        for o in self.origins:
+            if o.kind != "def":
+                out[(o.package, o.file)].append(o)
+        return out
+
+    def at_any(self, path: str, line: int) -> list[Origin]:
+        """Every statement at `path:line` in any indexed release (for a log that does not say its
+        release: NIXL's, UCX's and Go's lines name their file and line, never their version)."""
+        return [
+            o
+            for key in self.files(path)
+            for o in self._by_file.get(key, ())
+            if any(a <= line <= b for _r, a, b in o.spans)
+        ]
 
     @cached_property
     def _by_name(self) -> dict[str, list[Origin]]:
@@ -227,9 +260,12 @@ class OriginIndex:
         exception type or level `what`, then the file `path` names)."""
         best: tuple[int, int, int, int, int, Origin] | None = None
         seen: set[str] = set()
-        # the logger named its file: an origin in another file counts only in the same folder (a
-        # helper logging with stacklevel=2 names its caller), never across folders
-        dirs = {f.rsplit("/", 1)[0] for _p, f in self.files(path)} if path else set()
+        # the logger named its file: an origin in another file of that file's package counts only
+        # in the same folder (a helper logging with stacklevel=2 names its caller), never across
+        # folders; another package's file of the same name (Dynamo's `nixl_connector.py`, vLLM
+        # 0.1x's) does not restrict vLLM's origins
+        dirs = {(p, f.rsplit("/", 1)[0]) for p, f in self.files(path)} if path else set()
+        dir_packages = {p for p, _d in dirs}
         for w in _WORD.findall(msg):
             if w in seen:
                 continue
@@ -238,10 +274,14 @@ class OriginIndex:
                 if best is not None and full < best[0]:
                     continue
                 weight = _matched(parts, msg, full)
-                if not weight or (dirs and o.file.rsplit("/", 1)[0] not in dirs):
+                if not weight or (
+                    o.package in dir_packages and (o.package, o.file.rsplit("/", 1)[0]) not in dirs
+                ):
+                    continue
+                same_file = int(path is not None and path.rsplit("/", 1)[-1] == o.file.rsplit("/", 1)[-1])
+                if full < MIN_LITERAL and not (same_file and weight == full):
                     continue
                 same_what = int(what is not None and o.what == what)
-                same_file = int(path is not None and path.rsplit("/", 1)[-1] == o.file.rsplit("/", 1)[-1])
                 newest = self._newest(o)
                 key = (weight, same_what, same_file, int(o.package == "vllm"), newest, o)
                 if best is None or key[:5] > best[:5]:
