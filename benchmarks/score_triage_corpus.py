@@ -195,7 +195,8 @@ def score_case(case: Case, doc: dict[str, Any]) -> Outcome:
     classes = [str(v.get("class")) for v in verdicts]
     decisive = [str(v.get("class")) for v in verdicts if v.get("confidence") == "decisive"]
     exp = case.expect
-    source_keys = thread_key(case.source) | thread_key(str(exp.get("thread") or ""))
+    wanted = set().union(*(thread_key(t) for t in _as_list(exp.get("thread"))))
+    source_keys = thread_key(case.source) | wanted
     thread_hit = any(k in source_keys for k in threads_in(doc))
     words = _verdict_words(doc)
     shown = tuple(f"{v.get('class')}:{v.get('confidence')}" for v in verdicts)
@@ -211,7 +212,7 @@ def score_case(case: Case, doc: dict[str, Any]) -> Outcome:
         near = right or any(origin_matches(o, exp["origin"]) for o in origins_in(doc)) or thread_hit
     else:
         found = threads_in(doc)
-        right = bool(found) and found[0] in thread_key(str(exp["thread"]))
+        right = bool(found) and found[0] in wanted
         near = right or thread_hit
     wrong = tuple(c for c in decisive if c not in allowed)
     return Outcome(case, words, right, near, wrong, False, shown)
@@ -256,7 +257,7 @@ class Score:
                 if "class" in exp
                 else f"origin {'|'.join(_as_list(exp['origin'].get('file')))}"
                 if "origin" in exp
-                else f"thread {exp['thread']}"
+                else f"thread {' | '.join(_as_list(exp['thread']))}"
             )
             mark = "ok" if o.right_first else ("near" if o.with_origin_or_thread else "MISS")
             if o.wrong_decisive or o.lookalike_decisive:
