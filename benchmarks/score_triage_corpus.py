@@ -80,7 +80,10 @@ def load_cases(corpus: Path = CORPUS) -> list[Case]:
         side = log.with_name(log.stem + ".expect.yaml")
         if not side.is_file():
             raise FileNotFoundError(f"{log.name} has no sidecar {side.name}")
-        doc = yaml.safe_load(side.read_text(encoding="utf-8"))
+        try:
+            doc = yaml.safe_load(side.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{side.name}: not valid YAML: {exc}") from exc
         exp = doc["expect"]
         if sum(k in exp for k in KINDS) != 1:
             raise ValueError(f"{side.name}: expect needs exactly one of {KINDS}")
