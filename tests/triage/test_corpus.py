@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("score_triage_corpus", ROOT / "benchmarks" / "score_triage_corpus.py")
+_spec = importlib.util.spec_from_file_location(
+    "score_triage_corpus", ROOT / "benchmarks" / "score_triage_corpus.py"
+)
 assert _spec is not None and _spec.loader is not None
 sc = importlib.util.module_from_spec(_spec)
 sys.modules["score_triage_corpus"] = sc  # dataclasses resolve their module by name
@@ -49,13 +51,17 @@ def test_corpus_is_held_out_and_sourced():
         assert not sc.thread_key(c.source) & known, f"{c.name}: its thread is one triage was built on"
         text = c.log.read_text(encoding="utf-8")
         assert 1 <= len(text.splitlines()) <= 80, c.name
-        assert any(c.decisive_line in ln for ln in text.splitlines()), f"{c.name}: decisive_line not in the log"
+        assert any(c.decisive_line in ln for ln in text.splitlines()), (
+            f"{c.name}: decisive_line not in the log"
+        )
     # not a log triage was built on: some of its lines appear in no fixture (generic exception lines
     # such as `nixlBackendError: NIXL_ERR_BACKEND` may)
     for fixture in (ROOT / "tests" / "fixtures" / "triage").glob("*.log"):
         seen = {ln.strip() for ln in fixture.read_text(encoding="utf-8", errors="replace").splitlines()}
         for c in CASES:
-            own = {ln.strip() for ln in c.log.read_text(encoding="utf-8").splitlines() if len(ln.strip()) > 40}
+            own = {
+                ln.strip() for ln in c.log.read_text(encoding="utf-8").splitlines() if len(ln.strip()) > 40
+            }
             assert not own or own - seen, f"{c.name} repeats {fixture.name}"
 
 
