@@ -149,20 +149,24 @@ def first_origin(doc: dict[str, Any]) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
+def _thread_refs(text: str) -> list[tuple[str, int]]:
+    """(repo, number) of every GitHub issue/PR URL or `repo#N` reference in `text`, in order."""
+    found = [(m.start(), (m.group(2).lower(), int(m.group(3)))) for m in _URL.finditer(text)]
+    blanked = _URL.sub(lambda m: " " * len(m.group(0)), text)
+    found += [(m.start(), (m.group(1).lower(), int(m.group(2)))) for m in _REF.finditer(blanked)]
+    return [k for _, k in sorted(found)]
+
+
 def thread_key(text: str) -> set[tuple[str, int]]:
-    """(repo, number) of every GitHub issue/PR URL or `repo#N` reference in `text`."""
-    keys = {(m.group(2).lower(), int(m.group(3))) for m in _URL.finditer(text)}
-    keys |= {(m.group(1).lower(), int(m.group(2))) for m in _REF.finditer(_URL.sub(" ", text))}
-    return keys
+    return set(_thread_refs(text))
 
 
 def threads_in(doc: dict[str, Any]) -> list[tuple[str, int]]:
+    """Every thread the document names, in document order."""
     out: list[tuple[str, int]] = []
     for n in _walk(doc):
         if isinstance(n, str) and ("#" in n or "github.com/" in n):
-            for k in sorted(thread_key(n)):
-                if k not in out:
-                    out.append(k)
+            out += [k for k in _thread_refs(n) if k not in out]
     return out
 
 

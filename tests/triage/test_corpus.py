@@ -118,3 +118,45 @@ def test_cli_prints_the_same_document():
     )
     assert out.returncode in (0, 1), out.stderr
     assert json.loads(out.stdout) == _doc(case)
+
+
+def _case(expect: dict[str, Any], acceptable: tuple[str, ...] = ()) -> Any:
+    return sc.Case(
+        "synthetic",
+        Path("x.log"),
+        expect,
+        "https://github.com/o/r/issues/7",
+        "line",
+        None,
+        acceptable,
+    )
+
+
+def test_scorer_flags_what_it_must():
+    """The guards above can fail: the scorer sees a wrong or lookalike decisive verdict, and finds
+    origins and threads wherever the document puts them."""
+    decisive_b = {"verdicts": [{"class": "b", "confidence": "decisive"}]}
+    out = sc.score_case(_case({"class": "a"}), decisive_b)
+    assert out.wrong_decisive == ("b",) and not out.right_first
+    assert not sc.score_case(_case({"class": "a"}, ("b",)), decisive_b).wrong_decisive
+    assert sc.score_case(_case({"lookalike": True}), decisive_b).lookalike_decisive
+    likely_b = {"verdicts": [{"class": "b", "confidence": "likely"}]}
+    assert not sc.score_case(_case({"lookalike": True}), likely_b).lookalike_decisive
+
+    origin = {"package": "vllm", "file": "distributed/x/nixl/worker.py", "function": "W.__init__"}
+    want = {"origin": {"package": "vllm", "file": ["nixl/worker.py"], "function": "__init__"}}
+    assert sc.score_case(_case(want), {"verdicts": [], "unknown": {"origin": origin}}).right_first
+    deep = {"verdicts": [], "unknown": None, "located": [{"origin": origin}]}
+    out = sc.score_case(_case(want), deep)
+    assert not out.right_first and out.with_origin_or_thread
+    other = dict(origin, file="v1/engine/core.py")
+    assert not sc.score_case(_case(want), {"verdicts": [], "unknown": {"origin": other}}).right_first
+
+    thread = {"thread": "https://github.com/p/q/issues/9"}
+    doc = {"verdicts": [], "threads": ["see q#9 and https://github.com/z/z/pull/1"]}
+    assert sc.score_case(_case(thread), doc).right_first
+    assert not sc.score_case(_case(thread), {"verdicts": [], "x": "r#8"}).with_origin_or_thread
+    assert sc.thread_key("vllm PR #53523, ai-dynamo/nixl#1983") == {("vllm", 53523), ("nixl", 1983)}
+    first_z = {"verdicts": [], "threads": ["https://github.com/z/z/pull/1 then q#9"]}
+    out = sc.score_case(_case(thread), first_z)
+    assert not out.right_first and out.with_origin_or_thread
