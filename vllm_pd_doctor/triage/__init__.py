@@ -21,6 +21,7 @@ from vllm_pd_doctor.knowledge import origins
 from vllm_pd_doctor.results.triage import Evidence, InputSummary, TriageResult, Verdict
 from vllm_pd_doctor.triage.decide import Context, Release, finish, raw_verdicts, release_note, unknown_cause
 from vllm_pd_doctor.triage.reader import open_binary
+from vllm_pd_doctor.triage import threads as thread_match
 from vllm_pd_doctor.triage.scan import FileScan, scan
 
 __all__ = [
@@ -134,7 +135,15 @@ def _result(scans: list[FileScan], ctx: Context) -> TriageResult:
         for fs, f in zip(scans, facts, strict=True)
     )
     informative: tuple[Evidence, ...] = ()
-    unknown = unknown_cause(scans) if not verdicts else None
+    unknown = None
+    if not verdicts:
+        quoted = [ll.evidence for fs in scans for ll in fs.located]
+        quoted += [e for fs in scans for e in (fs.first_exception, fs.last_error, *fs.kept) if e is not None]
+        log_release = next((f.vllm_version for f in facts if f.vllm_version), rel.version if rel else None)
+        matches = thread_match.nearest(dict.fromkeys(quoted), log_release)
+        unknown = unknown_cause(scans, matches)
+        if (tv := thread_match.verdict(matches)) is not None:
+            verdicts = [tv]
     warnings.extend(n for fs in scans if fs.located and (n := release_note(fs)))
     if not verdicts:
         seen: list[Evidence] = []

@@ -16,6 +16,7 @@ from vllm_pd_doctor.results.triage import (
     Evidence,
     Located,
     LogFacts,
+    ThreadMatch,
     UnknownCause,
     Verdict,
 )
@@ -225,23 +226,11 @@ def _correlate(
     return out
 
 
-def unknown_cause(scans: Sequence[FileScan]) -> UnknownCause | None:
+def unknown_cause(scans: Sequence[FileScan], matches: tuple[ThreadMatch, ...] = ()) -> UnknownCause | None:
     """With no known class: the origin of the first exception (else of the last ERROR, else of the
-    first located exception), where the code has it, and the next step."""
-    pick: tuple[FileScan, Evidence, Located | None] | None = None
-    for fs in scans:
-        for ev in (fs.first_exception, fs.last_error):
-            if ev is None:
-                continue
-            loc = next((ll.origin for ll in fs.located if ll.evidence.line == ev.line), None)
-            if pick is None or (pick[2] is None and loc is not None):
-                pick = (fs, ev, loc)
-        if pick is None or pick[2] is None:
-            exc = next((ll for ll in fs.located if ll.origin.kind != "log"), None)
-            if exc is not None:
-                pick = (fs, exc.evidence, exc.origin)
-        if (pick is None or pick[2] is None) and (frame := _cut_frame(fs)) is not None:
-            pick = frame
+    first located exception, else of the first located line: a pasted warning), where the code has
+    it, the next step, and the public threads that quote the same line (`matches`)."""
+    pick = _pick(scans)
     if pick is None:
         return None
     fs, ev, loc = pick
@@ -258,7 +247,29 @@ def unknown_cause(scans: Sequence[FileScan]) -> UnknownCause | None:
         next=nxt,
         search=_search(loc, ev),
         note=release_note(fs),
+        threads=matches,
     )
+
+
+def _pick(scans: Sequence[FileScan]) -> tuple[FileScan, Evidence, Located | None] | None:
+    pick: tuple[FileScan, Evidence, Located | None] | None = None
+    for fs in scans:
+        for ev in (fs.first_exception, fs.last_error):
+            if ev is None:
+                continue
+            loc = next((ll.origin for ll in fs.located if ll.evidence.line == ev.line), None)
+            if pick is None or (pick[2] is None and loc is not None):
+                pick = (fs, ev, loc)
+        if pick is None or pick[2] is None:
+            exc = next((ll for ll in fs.located if ll.origin.kind != "log"), None)
+            if exc is not None:
+                pick = (fs, exc.evidence, exc.origin)
+        if (pick is None or pick[2] is None) and (frame := _cut_frame(fs)) is not None:
+            pick = frame
+    for fs in scans:  # no exception, no ERROR: the first located line (a pasted warning)
+        if pick is None and fs.located:
+            pick = (fs, fs.located[0].evidence, fs.located[0].origin)
+    return pick
 
 
 def _cut_frame(fs: FileScan) -> tuple[FileScan, Evidence, Located] | None:

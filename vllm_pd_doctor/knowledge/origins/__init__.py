@@ -16,26 +16,53 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor.knowledge.origins import build
-from vllm_pd_doctor.knowledge.origins.index import Lifetime, Origin, OriginIndex, base
+from vllm_pd_doctor.knowledge.origins.index import Change, Lifetime, Origin, OriginIndex, base
 
-__all__ = ["DATA", "Lifetime", "Origin", "OriginIndex", "base", "load", "with_installed"]
+__all__ = ["DATA", "Change", "Lifetime", "Origin", "OriginIndex", "base", "load", "packaged_doc", "with_installed"]
 
 DATA = Path(__file__).with_name("index.json.gz")
+"""vLLM's data file; every other `*.json.gz` beside it (third-party sources) is merged in."""
 
 
 @functools.cache
-def _packaged_doc_bytes() -> bytes:
-    try:
-        return DATA.read_bytes()
-    except OSError:
-        return b""
+def _packaged_files() -> tuple[tuple[str, bytes], ...]:
+    out = []
+    for p in sorted(DATA.parent.glob("*.json.gz"), key=lambda p: (p != DATA, p.name)):
+        try:
+            out.append((p.name, p.read_bytes()))
+        except OSError:
+            continue
+    return tuple(out)
+
+
+def packaged_doc(folder: Path | None = None) -> dict[str, Any]:
+    """The document of every data file in `folder` (default: the packaged ones), merged: vLLM's
+    `index.json.gz` first, then each other file's packages (a release two files hold: the later
+    file's, by name). A file that cannot be read is skipped."""
+    if folder is None:
+        files = _packaged_files()
+    else:
+        paths = sorted(folder.glob("*.json.gz"), key=lambda p: (p.name != DATA.name, p.name))
+        files = tuple((p.name, p.read_bytes()) for p in paths)
+    doc: dict[str, Any] = {}
+    for _name, data in files:
+        try:
+            one = build.loads(data)
+        except (OSError, ValueError, EOFError):
+            continue
+        if not doc:
+            doc = one
+        else:
+            build.merge(doc, one)
+    if len(files) > 1:
+        build.sort_releases(doc)
+    return doc
 
 
 @functools.cache
 def load() -> OriginIndex:
-    """The packaged index (an empty one if the data file is missing)."""
-    data = _packaged_doc_bytes()
-    return OriginIndex(build.loads(data) if data else {})
+    """The packaged index: every data file of the origins folder (an empty one if none)."""
+    return OriginIndex(packaged_doc())
 
 
 def _stamp(root: Path) -> str:
@@ -76,7 +103,7 @@ def with_installed(vllm_path: str, version: str) -> OriginIndex:
             tmp.replace(cache)
         except OSError:
             pass  # a cache that cannot be written only means reading the source again
-    merged = build.loads(_packaged_doc_bytes()) if _packaged_doc_bytes() else {}
+    merged = packaged_doc()
     build.drop_release(merged, "vllm", release)
     pkg = doc.get("packages", {}).get("vllm")
     if pkg:

@@ -9,7 +9,9 @@ benchmarks/bench_origin_index.py: the whole of vLLM 0.32.0 is ~19k statements, t
 
 from __future__ import annotations
 
+import difflib
 import gzip
+import hashlib
 import io
 import json
 import tarfile
@@ -20,8 +22,12 @@ from typing import Any
 
 from vllm_pd_doctor.knowledge.origins.extract import statements
 
-FORMAT = 1
-"""Version of the data file's layout (readers refuse another)."""
+FORMAT = 2
+"""Version of the data file's layout (readers refuse another; format 1, without placeholder names
+and function changes, is still read)."""
+FORMATS = (1, 2)
+MAX_DIFF = 12
+"""Changed lines kept of a function's diff between two releases (the rest is counted)."""
 
 SCOPE: dict[str, tuple[str, ...]] = {
     "vllm": (
@@ -120,18 +126,71 @@ def add_release(doc: dict[str, Any], package: str, release: str, modules: Iterab
     releases.append(release)
     ri = len(releases) - 1
     index: dict[Key, list[Any]] = {_key(o): o for o in pkg["origins"]}
+    bodies = doc.setdefault("_bodies", {}).setdefault(package, {})
+    texts = doc.setdefault("_texts", {})
     n = 0
     for rel, text in modules:
-        for s in statements(text, rel):
+        for s in statements(text, rel, bodies=True):
             key: Key = (rel, s.function, s.kind, s.what, s.template, s.condition)
             o = index.get(key)
             if o is None:
-                o = index[key] = [*key, []]
+                o = index[key] = [*key, [], None]
                 pkg["origins"].append(o)
             if not any(r[0] == ri for r in o[6]):
                 o[6].append([ri, s.line, s.end_line])
+            if s.holes:
+                o[7:] = [[[h.name, h.type] for h in s.holes]]
+            if s.kind == "def" and s.body is not None and s.shape is not None:
+                h = hashlib.sha1(s.shape.encode()).hexdigest()[:12]
+                texts[h] = s.body
+                bodies.setdefault(f"{rel}::{s.function}", {})[release] = h
             n += 1
     return n
+
+
+def finish(doc: dict[str, Any]) -> int:
+    """Store, per function, the diff of each release where its source changed (against the last
+    indexed release before it that held it), and drop the build's working data; returns the number
+    of changes stored. Releases must be in version order (`sort_releases`)."""
+    bodies: dict[str, dict[str, dict[str, str]]] = doc.pop("_bodies", {})
+    texts: dict[str, str] = doc.pop("_texts", {})
+    n = 0
+    for package, funcs in bodies.items():
+        pkg = doc["packages"][package]
+        order = pkg["releases"]
+        # the functions that log or raise: what triage locates (a frame elsewhere gets no diff)
+        speaking = {f"{o[0]}::{o[1]}" for o in pkg["origins"] if o[2] != "def"}
+        funcs = {k: v for k, v in funcs.items() if k in speaking}
+        changes: dict[str, list[list[str]]] = pkg.setdefault("changes", {})
+        for fkey, per in funcs.items():
+            seq = [(r, per[r]) for r in order if r in per]
+            got = changes.get(fkey, [])
+            known = {c[0] for c in got}
+            for (_r0, h0), (r1, h1) in zip(seq, seq[1:], strict=False):
+                if h0 != h1 and r1 not in known and h0 in texts and h1 in texts:
+                    got.append([r1, diff(texts[h0], texts[h1])])
+                    n += 1
+            if got:
+                changes[fkey] = sorted(got, key=lambda c: order.index(c[0]) if c[0] in order else -1)
+    return n
+
+
+def diff(old: str, new: str) -> str:
+    """A short unified diff of one function between two releases (context 1, no file header)."""
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1))[2:]
+    changed = 0
+    out: list[str] = []
+    for ln in lines:
+        if ln[:1] in "+-":
+            changed += 1
+            if changed > MAX_DIFF:
+                continue
+        elif changed >= MAX_DIFF:
+            continue
+        out.append(ln[:160])
+    if changed > MAX_DIFF:
+        out.append(f"... ({changed - MAX_DIFF} more changed lines)")
+    return "\n".join(out)
 
 
 def add_origins(doc: dict[str, Any], package: str, release: str, one: dict[str, Any]) -> None:
@@ -145,9 +204,11 @@ def add_origins(doc: dict[str, Any], package: str, release: str, one: dict[str, 
         key = _key(o)
         mine = index.get(key)
         if mine is None:
-            mine = index[key] = [*key, []]
+            mine = index[key] = [*key, [], None]
             pkg["origins"].append(mine)
         mine[6].extend([ri, a, b] for _r, a, b in o[6])
+        if len(o) > 7 and o[7]:
+            mine[7:] = [o[7]]
 
 
 def _key(o: list[Any]) -> Key:
@@ -184,7 +245,7 @@ def sort_releases(doc: dict[str, Any]) -> None:
 
 def dumps(doc: dict[str, Any]) -> bytes:
     doc["format"] = FORMAT
-    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps({k: v for k, v in doc.items() if not k.startswith("_")}, separators=(",", ":"), ensure_ascii=False)
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0) as g:
         g.write(text.encode("utf-8"))
@@ -193,6 +254,19 @@ def dumps(doc: dict[str, Any]) -> bytes:
 
 def loads(data: bytes) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(gzip.decompress(data))
-    if doc.get("format") != FORMAT:
-        raise ValueError(f"origin index format {doc.get('format')}, expected {FORMAT}")
+    if doc.get("format") not in FORMATS:
+        raise ValueError(f"origin index format {doc.get('format')}, expected one of {FORMATS}")
     return doc
+
+
+def merge(into: dict[str, Any], other: dict[str, Any]) -> None:
+    """Add another data file's packages to `into` (a release both hold: `other`'s replaces it)."""
+    for package, pkg in other.get("packages", {}).items():
+        rels = pkg["releases"]
+        for ri, release in enumerate(rels):
+            one = [[*o[:6], [[0, a, b] for r, a, b in o[6] if r == ri], *o[7:8]] for o in pkg["origins"]]
+            add_origins(into, package, release, {"origins": [o for o in one if o[6]]})
+        mine = into["packages"][package].setdefault("changes", {})
+        for fkey, got in pkg.get("changes", {}).items():
+            have = {c[0] for c in mine.get(fkey, [])}
+            mine.setdefault(fkey, []).extend(c for c in got if c[0] not in have)

@@ -8,6 +8,7 @@ expression per template would be too slow over a 1 GB log).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Callable
@@ -39,6 +40,10 @@ class Origin:
     condition: str | None
     spans: tuple[tuple[str, int, int], ...]
     """(release, first line, last line) for every release that holds the statement, oldest first."""
+    holes: tuple[tuple[str, str], ...] = ()
+    """(name, type) of each placeholder of the template, in order: the expression that gives the
+    value in the source (`len(self._reqs)`, `req_id`) and its type (`count`, `id`, `host`, `port`,
+    `rank`, `seconds`, `int`, `float`, `path`, `text`)."""
 
     @property
     def releases(self) -> tuple[str, ...]:
@@ -69,6 +74,44 @@ class Lifetime:
     """`changed` (its function still raises/logs, differently) or `removed` (no such statement)."""
     since_oldest: bool
     """`first` is the oldest indexed release (it may be older still)."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """What the next indexed release did to a statement's function."""
+
+    release: str
+    kind: str
+    """`changed` (its source differs: `diff`), `removed` (gone) or `moved` (to `moved_to`)."""
+    diff: str | None
+    moved_to: str | None
+
+
+@functools.lru_cache(maxsize=2048)
+def _value_regex(first: str) -> re.Pattern[str] | None:
+    """The template's first line as a regex: literals as themselves (any whitespace run matches
+    any run), each placeholder a lazy group (the last one greedy up to the line's end)."""
+    parts = first.split(PLACEHOLDER)
+    if len(parts) < 2:
+        return None
+    out = [_lit(parts[0])]
+    for i, p in enumerate(parts[1:], 1):
+        last = i == len(parts) - 1
+        out.append(r"(\S+)" if last and not p.strip() else "(.*?)")
+        out.append(_lit(p))
+    try:
+        return re.compile("".join(out))
+    except re.error:
+        return None
+
+
+def _lit(text: str) -> str:
+    """A literal part: inner whitespace runs match any run, the part's edges any (or none: a
+    value quoted without its id, `for request  which`)."""
+    core = r"\s+".join(re.escape(w) for w in text.split())
+    head = r"\s*" if text[:1].isspace() else ""
+    tail = r"\s*" if text[-1:].isspace() else ""
+    return head + core + tail if core else r"\s*"
 
 
 def _anchor(template: str) -> str | None:
@@ -110,13 +153,19 @@ class OriginIndex:
     def __init__(self, doc: dict[str, Any]) -> None:
         self.releases: dict[str, tuple[str, ...]] = {}
         self.origins: list[Origin] = []
+        self.changes: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
+        """(package, `file::function`) -> (release, diff) of each release whose source of that
+        function differs from the indexed release before it."""
         self._lines_cache: dict[str, dict[tuple[str, str], dict[int, Origin]]] = {}
         for package, pkg in doc.get("packages", {}).items():
             rels: list[str] = pkg["releases"]
             self.releases[package] = tuple(rels)
-            for f, fn, kind, what, tmpl, cond, spans in pkg["origins"]:
+            for fkey, got in pkg.get("changes", {}).items():
+                self.changes[(package, fkey)] = tuple((str(r), str(d)) for r, d in got)
+            for f, fn, kind, what, tmpl, cond, spans, *rest in pkg["origins"]:
                 sp = tuple((rels[r], a, b) for r, a, b in spans)
-                self.origins.append(Origin(package, f, fn, kind, what, tmpl, cond, sp))
+                holes = tuple((str(h[0]), str(h[1])) for h in rest[0]) if rest and rest[0] else ()
+                self.origins.append(Origin(package, f, fn, kind, what, tmpl, cond, sp, holes))
 
     # --- releases -------------------------------------------------------------------------
     def has_release(self, release: str | None, package: str = "vllm") -> bool:
@@ -133,6 +182,52 @@ class OriginIndex:
             alike = any(x.kind == o.kind and x.what == o.what and nxt in x.releases for x in same)
             change = "changed" if alike else "removed"
         return Lifetime(rels[first], rels[last], nxt, change, first == 0)
+
+    def change_after(self, o: Origin, release: str | None) -> Change | None:
+        """The first indexed release after `release` (else after the statement's last release)
+        where the source of the statement's function changed, with the diff; a function gone from
+        its file there names the file that holds it then (moved), if any."""
+        rels = self.releases.get(o.package, ())
+        order = self._order(o.package)
+        since = base(release) if release and base(release) in rels else None
+        start = order(since) if since else order(o.spans[-1][0]) if o.spans else -1
+        if since is None and release:  # a release between indexed ones: the first indexed after it
+            from vllm_pd_doctor.knowledge.releases import version_key
+
+            start = sum(1 for r in rels if version_key(r) <= version_key(base(release))) - 1
+        for r, d in self.changes.get((o.package, f"{o.file}::{o.function}"), ()):
+            if order(r) > start:
+                return Change(r, "changed", d, None)
+        defs = [x for x in self._by_function.get((o.package, o.file, o.function), []) if x.kind == "def"]
+        last = max((order(r) for x in defs for r in x.releases), default=-1)
+        if 0 <= last < len(rels) - 1 and last >= start:
+            nxt = rels[last + 1]
+            moved = next(
+                (
+                    x.file
+                    for x in self._by_name.get(o.function.rsplit(".", 1)[-1], [])
+                    if x.kind == "def" and x.function == o.function and nxt in x.releases and x.file != o.file
+                ),
+                None,
+            )
+            return Change(nxt, "moved" if moved else "removed", None, moved)
+        return None
+
+    def values(self, o: Origin, msg: str) -> tuple[tuple[str, str, str], ...]:
+        """(name, type, value) of each placeholder of `o`'s template read from the message (empty
+        when the message does not hold the template's first line whole)."""
+        if not o.template or not o.holes:
+            return ()
+        first = o.template.split("\n", 1)[0]
+        rx = _value_regex(first)
+        m = rx.search(msg) if rx is not None else None
+        if m is None and PLACEHOLDER in first:  # a quote that lost the end (`... 120 seconds` sans `.`)
+            rx = _value_regex(first.rsplit(PLACEHOLDER, 1)[0] + PLACEHOLDER + " ")
+            m = rx.search(msg + " ") if rx is not None else None
+        if m is None:
+            return ()
+        vals = m.groups()
+        return tuple((n, t, v.strip()) for (n, t), v in zip(o.holes, vals, strict=False) if v is not None)
 
     # --- lookups ----------------------------------------------------------------------------
     @cached_property
