@@ -21,6 +21,8 @@ MAX_THREADS = 3
 """Threads shown per answer."""
 ESTABLISHED = ("maintainer-confirmed", "fix-merged")
 """A thread this sure of its cause is a `likely` verdict on its own (when no class applies)."""
+FOLDER: Path | None = None
+"""The thread data folder (None: the packaged one); tests point it at their own entries."""
 MAX_LINES = 64
 """Lines of a log matched against the threads (its located lines, first exception, last ERROR)."""
 
@@ -44,6 +46,7 @@ def nearest(
     lines: Iterable[Evidence], release: str | None = None, folder: Path | None = None, limit: int = MAX_THREADS
 ) -> tuple[ThreadMatch, ...]:
     """The threads whose quoted lines' templates match one of `lines`, best first."""
+    folder = folder or FOLDER
     known = thread_index.load(folder) if folder is not None else thread_index.load()
     if not known:
         return ()
