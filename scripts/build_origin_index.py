@@ -65,7 +65,11 @@ def fetch(project: str, version: str, kind: str = "sdist") -> Path:
     if kind == "sdist":
         pick = [f for f in files if f["packagetype"] == "sdist"]
     else:
-        pick = [f for f in files if "x86_64" in f["filename"] and ("cp311" in f["filename"] or "abi3" in f["filename"])]
+        pick = [
+            f
+            for f in files
+            if "x86_64" in f["filename"] and ("cp311" in f["filename"] or "abi3" in f["filename"])
+        ]
         pick = pick or [f for f in files if f["filename"].endswith("-none-any.whl")]
     if not pick:
         raise SystemExit(f"PyPI has no {kind} of {project} {version}")

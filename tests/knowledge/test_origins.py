@@ -13,9 +13,9 @@ from vllm_pd_doctor import triage
 from vllm_pd_doctor.formats import emit
 from vllm_pd_doctor.knowledge import origins
 from vllm_pd_doctor.knowledge.origins import build
-from vllm_pd_doctor.knowledge.releases import version_key
 from vllm_pd_doctor.knowledge.origins.extract import PLACEHOLDER as P
 from vllm_pd_doctor.knowledge.origins.extract import statements
+from vllm_pd_doctor.knowledge.releases import version_key
 from vllm_pd_doctor.triage.entries import CLASSES
 from vllm_pd_doctor.triage.reader import normalise
 
@@ -129,7 +129,9 @@ def test_a_keyerror_is_located_at_its_function_after_a_move():
     (the index holds 0.1x), and the release that moved it into the NIXL worker package is named."""
     r = triage.triage([triage.LogInput(str(FIX / "vllm-41863-keyerror-decode.log"))])
     o = next(ll.origin for ll in r.located if ll.origin.exception == "KeyError")
-    assert o.kind == "frame" and o.function.endswith("done_callback") and o.file.endswith("v1/nixl_connector.py")
+    assert (
+        o.kind == "frame" and o.function.endswith("done_callback") and o.file.endswith("v1/nixl_connector.py")
+    )
     assert o.next_change is not None and o.next_change.kind == "moved"
     assert o.next_change.moved_to is not None and "/nixl/" in o.next_change.moved_to
 
@@ -224,7 +226,9 @@ def test_a_traceback_cut_before_its_exception_still_names_its_code():
     u = r.unknown
     assert u is not None and u.origin is not None and u.side == "decode"
     assert u.origin.kind == "frame" and u.origin.function.endswith("._nixl_handshake")
-    assert u.origin.file.endswith("v1/nixl_connector.py") and u.origin.line == 651 and u.origin.release is None
+    assert (
+        u.origin.file.endswith("v1/nixl_connector.py") and u.origin.line == 651 and u.origin.release is None
+    )
     assert u.origin.next_change is not None and u.origin.next_change.kind == "moved"
     assert "_nixl_handshake" in u.search  # no repro scenario drives the handshake: the report next
     assert u.next.startswith("pd-doctor report")

@@ -97,7 +97,9 @@ def test_a_condensed_traceback_is_located():
 
 
 def _defs(ix: origins.OriginIndex, function: str, release: str) -> set[str]:
-    return {o.file for o in ix.origins if o.kind == "def" and o.function == function and release in o.releases}
+    return {
+        o.file for o in ix.origins if o.kind == "def" and o.function == function and release in o.releases
+    }
 
 
 def test_a_moved_function_is_in_the_right_file_for_each_release():
@@ -140,7 +142,7 @@ def test_a_logger_location_is_read_in_the_logs_own_release(release: str, file: s
 def test_placeholders_are_named_and_typed_from_the_source():
     src = (
         "def f(self, req_id, count, port):\n"
-        "    logger.warning('Releasing %s by %d worker(s) within %d seconds', req_id, count, envs.X_TIMEOUT)\n"
+        "    logger.warning('Releasing %s by %d worker(s) in %d seconds', req_id, count, envs.X_TIMEOUT)\n"
         "    raise RuntimeError(f'{len(self.reqs)} to {self.side_channel_host}:{port} after {t:.1f}')\n"
     )
     got = {s.kind: s.holes for s in statements(src) if s.kind != "def"}
@@ -169,8 +171,9 @@ def test_zero_reads_lookalikes():
     one = f"{HEADER}{EXPIRED_0}\n"
     assert "kv-never-read-by-decode" not in {c for c, _ in _classes(one)}  # one abort
     late = one * 3 + (
-        "ERROR 09-24 16:35:40 [nixl_connector.py:1101] Potentially invalid KV blocks for unrecognized request "
-        "cmpl-3da205a6-1c3c-41b5-aeaa-b8421e81fd5c-0 were retrieved by a decode worker. They may have expired.\n"
+        "ERROR 09-24 16:35:40 [nixl_connector.py:1101] Potentially invalid KV blocks for unrecognized "
+        "request cmpl-3da205a6-1c3c-41b5-aeaa-b8421e81fd5c-0 were retrieved by a decode worker. They may "
+        "have expired.\n"
     )  # the decode did read, late (vllm PR #25808's line): a lease, not a missing connection
     got = {c for c, _ in _classes(late)}
     assert "kv-never-read-by-decode" not in got and "kv-lease-expired" in got
@@ -187,7 +190,7 @@ def test_some_reads_is_a_slow_decode_not_a_missing_connection():
 
 def test_the_next_change_of_a_function_is_its_diff(tmp_path: Path):
     v1 = "def f(x):\n    if x:\n        raise ValueError('bad value %d' % x)\n    return x\n"
-    v2 = "def f(x):\n    # a comment only\n    if x:\n        raise ValueError('bad value %d' % x)\n    return x\n"
+    v2 = "def f(x):\n    # a comment\n    if x:\n        raise ValueError('bad value %d' % x)\n    return x\n"
     v3 = "def f(x):\n    if x < 0:\n        raise ValueError('bad value %d' % x)\n    return x + 1\n"
     doc: dict = {}
     for rel, src in (("1.0.0", v1), ("1.1.0", v2), ("1.2.0", v3)):
@@ -206,7 +209,9 @@ def test_every_data_file_of_the_folder_is_merged(tmp_path: Path):
     a: dict = {}
     build.add_release(a, "vllm", "0.1.0", [("x.py", "def f():\n    raise ValueError('vllm line here!!')\n")])
     b: dict = {}
-    build.add_release(b, "ucx", "1.0.0", [("y.py", "def g():\n    raise OSError('a ucx line, long enough')\n")])
+    build.add_release(
+        b, "ucx", "1.0.0", [("y.py", "def g():\n    raise OSError('a ucx line, long enough')\n")]
+    )
     (tmp_path / "index.json.gz").write_bytes(build.dumps(a))
     (tmp_path / "others-ucx.json.gz").write_bytes(build.dumps(b))
     ix = origins.OriginIndex(origins.packaged_doc(tmp_path))

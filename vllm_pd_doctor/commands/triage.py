@@ -86,7 +86,9 @@ def triage(
         inputs += [LogInput(p, "prefill") for p in prefill_log or []]
         inputs += [LogInput(p, "decode") for p in decode_log or []]
         if line and inputs:
-            raise BadInput("--line is given with log files", hint="give the pasted line(s) or the logs, not both")
+            raise BadInput(
+                "--line is given with log files", hint="give the pasted line(s) or the logs, not both"
+            )
         if not line:
             check_inputs(inputs)  # before --python is probed
         ctx = build_context(

@@ -19,9 +19,9 @@ from pathlib import Path
 from vllm_pd_doctor.errors import BadInput
 from vllm_pd_doctor.knowledge import origins
 from vllm_pd_doctor.results.triage import Evidence, InputSummary, TriageResult, Verdict
+from vllm_pd_doctor.triage import threads as thread_match
 from vllm_pd_doctor.triage.decide import Context, Release, finish, raw_verdicts, release_note, unknown_cause
 from vllm_pd_doctor.triage.reader import open_binary
-from vllm_pd_doctor.triage import threads as thread_match
 from vllm_pd_doctor.triage.scan import FileScan, scan
 
 __all__ = [

@@ -168,7 +168,9 @@ def C(
     **where: str,
 ) -> Matcher:
     """A matcher keyed to code only (see `Code`)."""
-    return Matcher("", "", confidence, role, min_count=min_count, code=Code(file, function, values=values, **where))
+    return Matcher(
+        "", "", confidence, role, min_count=min_count, code=Code(file, function, values=values, **where)
+    )
 
 
 def problems(c: FailureClass) -> list[str]:

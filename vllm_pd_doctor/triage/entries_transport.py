@@ -36,11 +36,12 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
             # requests the client cancelled, then the scheduler's KeyError for them (vllm#25562)
             M("update_from_kv_xfer_finished", r"in _?update_from_kv_xfer_finished"),
         ),
-        lookalikes="Requests the client cancelled also expire unread, repeated (vllm#25562: then a KeyError in "
-        "update_from_kv_xfer_finished). A decode that read late (`Potentially invalid KV blocks ... were retrieved by a decode "
-        "worker` after `retrieved by 0`) is kv-lease-expired (aws-samples/aws-do-eks PR #84); `retrieved by 1` "
-        "or more is a decode that connected but read slowly; one or two lines are requests the client "
-        "aborted. Every request expiring unread (the line repeated) is a decode that never connected.",
+        lookalikes="Requests the client cancelled also expire unread, repeated (vllm#25562: then a KeyError "
+        "in update_from_kv_xfer_finished). A decode that read late (`Potentially invalid KV blocks ... "
+        "were retrieved by a decode worker` after `retrieved by 0`) is kv-lease-expired (aws-samples/"
+        "aws-do-eks PR #84); `retrieved by 1` or more is a decode that connected but read slowly; one or two "
+        "lines are requests the client aborted. Every request expiring unread (the line repeated) is a "
+        "decode that never connected.",
         decides=(
             "the decode log: a NIXL handshake error, or no KV load attempted at all",
             "VLLM_NIXL_SIDE_CHANNEL_HOST of the prefill (localhost across hosts is unreachable)",

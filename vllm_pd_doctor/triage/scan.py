@@ -110,9 +110,13 @@ class _Chained(io.RawIOBase):
 
     def read(self, n: int = -1) -> bytes:
         if self._head:
-            out, self._head = (self._head, b"") if n < 0 or n >= len(self._head) else (
-                self._head[:n],
-                self._head[n:],
+            out, self._head = (
+                (self._head, b"")
+                if n < 0 or n >= len(self._head)
+                else (
+                    self._head[:n],
+                    self._head[n:],
+                )
             )
             return out
         return self._rest.read(n)

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from vllm_pd_doctor.knowledge import threads as thread_index
-from vllm_pd_doctor.knowledge.releases import version_key
 from vllm_pd_doctor.results.triage import Evidence, ThreadMatch, Verdict
 
 MAX_THREADS = 3
@@ -31,11 +32,13 @@ def _distance(a: str | None, b: str | None) -> int:
     """How far two releases are apart (minor versions; unknown: far)."""
     if not a or not b:
         return 99
-    ka, kb = version_key(a), version_key(b)
     try:
-        return abs((int(ka[0]) * 100 + int(ka[1])) - (int(kb[0]) * 100 + int(kb[1])))  # type: ignore[index, arg-type, call-overload]
-    except (TypeError, ValueError, IndexError):
+        ka, kb = Version(a).release, Version(b).release
+    except InvalidVersion:
         return 99
+    if len(ka) < 2 or len(kb) < 2:
+        return 99
+    return abs((ka[0] * 100 + ka[1]) - (kb[0] * 100 + kb[1]))
 
 
 def _literal(template: str) -> int:
@@ -43,7 +46,10 @@ def _literal(template: str) -> int:
 
 
 def nearest(
-    lines: Iterable[Evidence], release: str | None = None, folder: Path | None = None, limit: int = MAX_THREADS
+    lines: Iterable[Evidence],
+    release: str | None = None,
+    folder: Path | None = None,
+    limit: int = MAX_THREADS,
 ) -> tuple[ThreadMatch, ...]:
     """The threads whose quoted lines' templates match one of `lines`, best first."""
     folder = folder or FOLDER
@@ -66,7 +72,18 @@ def nearest(
                     fix = " ".join(x for x in (t.fix_text, f"({t.fix_ref})" if t.fix_ref else "") if x)
                     found[t.url] = (
                         key,
-                        ThreadMatch(t.url, t.title, q.quoted, t.cause, fix, t.certainty, t.release, t.side, t.klass, ev),
+                        ThreadMatch(
+                            t.url,
+                            t.title,
+                            q.quoted,
+                            t.cause,
+                            fix,
+                            t.certainty,
+                            t.release,
+                            t.side,
+                            t.klass,
+                            ev,
+                        ),
                     )
     return tuple(m for _k, m in sorted(found.values(), key=lambda x: x[0]))[:limit]
 

@@ -18,7 +18,17 @@ from typing import Any
 from vllm_pd_doctor.knowledge.origins import build
 from vllm_pd_doctor.knowledge.origins.index import Change, Lifetime, Origin, OriginIndex, base
 
-__all__ = ["DATA", "Change", "Lifetime", "Origin", "OriginIndex", "base", "load", "packaged_doc", "with_installed"]
+__all__ = [
+    "DATA",
+    "Change",
+    "Lifetime",
+    "Origin",
+    "OriginIndex",
+    "base",
+    "load",
+    "packaged_doc",
+    "with_installed",
+]
 
 DATA = Path(__file__).with_name("index.json.gz")
 """vLLM's data file; every other `*.json.gz` beside it (third-party sources) is merged in."""

@@ -13,6 +13,7 @@ import difflib
 import gzip
 import hashlib
 import io
+import itertools
 import json
 import tarfile
 import zipfile
@@ -166,7 +167,7 @@ def finish(doc: dict[str, Any]) -> int:
             seq = [(r, per[r]) for r in order if r in per]
             got = changes.get(fkey, [])
             known = {c[0] for c in got}
-            for (_r0, h0), (r1, h1) in zip(seq, seq[1:], strict=False):
+            for (_r0, h0), (r1, h1) in itertools.pairwise(seq):
                 if h0 != h1 and r1 not in known and h0 in texts and h1 in texts:
                     got.append([r1, diff(texts[h0], texts[h1])])
                     n += 1
@@ -245,7 +246,9 @@ def sort_releases(doc: dict[str, Any]) -> None:
 
 def dumps(doc: dict[str, Any]) -> bytes:
     doc["format"] = FORMAT
-    text = json.dumps({k: v for k, v in doc.items() if not k.startswith("_")}, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(
+        {k: v for k, v in doc.items() if not k.startswith("_")}, separators=(",", ":"), ensure_ascii=False
+    )
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0) as g:
         g.write(text.encode("utf-8"))

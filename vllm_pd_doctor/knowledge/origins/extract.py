@@ -152,7 +152,9 @@ def _percent(text: str, args: list[ast.expr] | None = None) -> list[Part]:
     return parts
 
 
-def _brace(text: str, args: list[ast.expr] | None = None, kw: dict[str, ast.expr] | None = None) -> list[Part]:
+def _brace(
+    text: str, args: list[ast.expr] | None = None, kw: dict[str, ast.expr] | None = None
+) -> list[Part]:
     parts: list[Part] = []
     pos = 0
     k = 0
@@ -166,10 +168,14 @@ def _brace(text: str, args: list[ast.expr] | None = None, kw: dict[str, ast.expr
             field = field.split("!", 1)[0]
             node = (kw or {}).get(field)
             if node is None and args:
-                node = args[int(field)] if field.isdigit() and int(field) < len(args) else (
-                    args[k] if not field and k < len(args) else None
+                node = (
+                    args[int(field)]
+                    if field.isdigit() and int(field) < len(args)
+                    else (args[k] if not field and k < len(args) else None)
                 )
-            parts.append(_hole(node, spec or None) if node is not None else Hole(field or "?", hole_type(field, spec)))
+            parts.append(
+                _hole(node, spec or None) if node is not None else Hole(field or "?", hole_type(field, spec))
+            )
             k += 1
         pos = m.end()
     parts.append(text[pos:])
@@ -179,7 +185,7 @@ def _brace(text: str, args: list[ast.expr] | None = None, kw: dict[str, ast.expr
 def _fstring_hole(v: ast.FormattedValue) -> Hole:
     spec = None
     if isinstance(v.format_spec, ast.JoinedStr):
-        spec = "".join(c.value for c in v.format_spec.values if isinstance(c, ast.Constant))
+        spec = "".join(str(c.value) for c in v.format_spec.values if isinstance(c, ast.Constant))
     return _hole(v.value, spec or None)
 
 

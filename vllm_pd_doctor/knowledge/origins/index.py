@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from vllm_pd_doctor.knowledge.origins.extract import PLACEHOLDER
 
 MIN_LITERAL = 16
@@ -74,6 +76,16 @@ class Lifetime:
     """`changed` (its function still raises/logs, differently) or `removed` (no such statement)."""
     since_oldest: bool
     """`first` is the oldest indexed release (it may be older still)."""
+
+
+def _before(rels: tuple[str, ...], release: str, default: int) -> int:
+    """The index of the last of `rels` not newer than `release` (a dev build `0.10.2rc2.dev5+g1`
+    counts as its base `0.10.2`'s predecessor); `default` for a string that is no version."""
+    try:
+        v = Version(release)
+        return sum(1 for r in rels if Version(r) <= v) - 1
+    except InvalidVersion:
+        return default
 
 
 @dataclass(frozen=True)
@@ -191,10 +203,8 @@ class OriginIndex:
         order = self._order(o.package)
         since = base(release) if release and base(release) in rels else None
         start = order(since) if since else order(o.spans[-1][0]) if o.spans else -1
-        if since is None and release:  # a release between indexed ones: the first indexed after it
-            from vllm_pd_doctor.knowledge.releases import version_key
-
-            start = sum(1 for r in rels if version_key(r) <= version_key(base(release))) - 1
+        if since is None and release:  # a release between indexed ones (a dev build): the one after it
+            start = _before(rels, base(release), start)
         for r, d in self.changes.get((o.package, f"{o.file}::{o.function}"), ()):
             if order(r) > start:
                 return Change(r, "changed", d, None)
