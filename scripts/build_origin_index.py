@@ -117,6 +117,8 @@ def main() -> int:
         package, release, path = spec.split("=", 2)
         add(doc, package, release, Path(path))
     todo = args.release or ([] if args.dir or args.others else list(VLLM_RELEASES))
+    if todo == list(VLLM_RELEASES):  # every release: vLLM's section from scratch, the others kept
+        doc.get("packages", {}).pop("vllm", None)
     for v in todo:
         src = installed(v)
         if src is None and args.no_download:

@@ -15,6 +15,7 @@ from vllm_pd_doctor.knowledge import origins
 from vllm_pd_doctor.knowledge import threads as thread_index
 from vllm_pd_doctor.knowledge.origins import build
 from vllm_pd_doctor.knowledge.origins.extract import statements
+from vllm_pd_doctor.knowledge.origins.index import nearest_hunk
 from vllm_pd_doctor.triage import threads as thread_match
 
 THREADS = Path(__file__).resolve().parents[1] / "fixtures" / "threads"
@@ -46,6 +47,8 @@ def test_a_bare_warning_line_gets_its_origin_end_to_end(tmp_path: Path):
     vals = {v["name"]: (v["type"], v["text"]) for v in o["values"]}
     assert vals["count"] == ("count", "0") and vals["req_id"][1].startswith("cmpl-3da205a6")
     assert doc["located"] and doc["located"][0]["evidence"]["line"] == 1
+    # no release to pin it: the same message's other homes, the 0.1x module among them
+    assert any("v1/nixl_connector.py:NixlConnectorWorker.get_finished" in a for a in o["also"])
 
 
 @pytest.mark.parametrize("line", [SHAPE, f"AssertionError: {SHAPE}"])
@@ -203,6 +206,16 @@ def test_the_next_change_of_a_function_is_its_diff(tmp_path: Path):
     assert ch is not None and ch.release == "1.2.0" and ch.kind == "changed"
     assert ch.diff is not None and "+    if x < 0:" in ch.diff and "-    if x:" in ch.diff
     assert ix.change_after(o, "1.2.0") is None
+
+
+def test_the_hunk_nearest_the_statement_is_shown():
+    old = "".join(f"    a{i} = {i}\n" for i in range(40))
+    new = old.replace("a3 = 3", "a3 = 30").replace("a30 = 30", "a30 = 300")
+    d = build.diff("def f():\n" + old, "def f():\n" + new)
+    assert d.count("@@") == 4  # two hunks
+    near_end = nearest_hunk(d, 31)
+    assert "+    a30 = 300" in near_end and "a3 = 30\n" not in near_end and "1 other hunk" in near_end
+    assert "+    a3 = 30" in nearest_hunk(d, 4)
 
 
 def test_every_data_file_of_the_folder_is_merged(tmp_path: Path):

@@ -76,6 +76,8 @@ def _unknown_panel(u: UnknownCause) -> RenderableType:
     body = Text()
     body.append(u.confidence, style="yellow")
     body.append(f"  ({u.side} side)\n")
+    if u.side_from:
+        body.append(f"side as in {u.side_from}\n", style="italic")
     body.append(f"  {u.evidence.file}:{u.evidence.line}: ", style="dim")
     body.append(f"{u.evidence.text}\n")
     o = u.origin
@@ -105,7 +107,7 @@ def _unknown_panel(u: UnknownCause) -> RenderableType:
 
 def _details(o: Located) -> list[str]:
     """The values a line gave and what the next release changed there, as text lines."""
-    out = []
+    out = [f"same message also: {a}" for a in o.also]
     if o.values:
         out.append("values: " + ", ".join(f"{v.name}={v.text} ({v.type})" for v in o.values))
     nc = o.next_change
@@ -202,6 +204,7 @@ def located_obj(o: Located | None) -> dict[str, Any] | None:
         "how": o.how,
         "exact": o.exact,
         "values": [{"name": v.name, "type": v.type, "text": v.text} for v in o.values],
+        "also": list(o.also),
         "next_change": None
         if o.next_change is None
         else {
@@ -241,6 +244,7 @@ def unknown_obj(u: UnknownCause | None) -> dict[str, Any] | None:
         "search": u.search,
         "note": u.note,
         "threads": [thread_obj(t) for t in u.threads],
+        "side_from": u.side_from,
     }
 
 
@@ -298,6 +302,8 @@ def triage_md(r: TriageResult) -> str:
 def _unknown_md(u: UnknownCause) -> str:
     out = [f"**No known class** (confidence: `{u.confidence}`, side: {u.side}).\n\n"]
     out.append(f"- line: `{u.evidence.file}:{u.evidence.line}`: `{u.evidence.text}`\n")
+    if u.side_from:
+        out.append(f"- side as in {u.side_from}\n")
     o = u.origin
     if o is not None:
         what = o.exception or o.level or ""
@@ -309,6 +315,7 @@ def _unknown_md(u: UnknownCause) -> str:
             out.append(f"- condition: `{o.condition}`\n")
         change = f"; {o.change} in {o.changed_in}" if o.changed_in else "; still in the newest indexed"
         out.append(f"- releases: {o.releases}{change}\n")
+        out.extend(f"- same message also: `{a}`\n" for a in o.also)
         if o.values:
             out.append("- values: " + ", ".join(f"`{v.name}`={v.text} ({v.type})" for v in o.values) + "\n")
         nc = o.next_change

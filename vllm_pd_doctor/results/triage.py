@@ -79,6 +79,9 @@ class Located:
     """The template's placeholders as the line fills them (named by the source's expressions)."""
     next_change: NextChange | None = None
     """What the first indexed release after the log's (or after `releases`) did to the function."""
+    also: tuple[str, ...] = ()
+    """For a line located by its message: the other places that write the same message
+    (`file:function (first - last)`, oldest first; code that moved between releases)."""
 
     @property
     def where(self) -> str:
@@ -159,6 +162,8 @@ class UnknownCause:
     confidence: str = "unknown-cause"
     threads: tuple[ThreadMatch, ...] = ()
     """Public threads that quote the same line (best first)."""
+    side_from: str | None = None
+    """Where `side` comes from when the log does not say it: the thread (URL) that quotes the line."""
 
 
 @dataclass(frozen=True)

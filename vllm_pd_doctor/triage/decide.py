@@ -235,6 +235,10 @@ def unknown_cause(scans: Sequence[FileScan], matches: tuple[ThreadMatch, ...] = 
         return None
     fs, ev, loc = pick
     side = fs.file_side if fs.file_side in ("prefill", "decode") else "unknown"
+    sided = next((t for t in matches if t.side in ("prefill", "decode")), None)
+    side_from = None
+    if side == "unknown" and sided is not None:  # the log does not say: the thread that quotes it does
+        side, side_from = sided.side, sided.url
     scenario = scenario_for(loc.function) if loc else None
     if scenario:
         nxt = f"{scenario.next_step} --python PYTHON (it drives {loc.function if loc else 'that code'})"
@@ -248,6 +252,7 @@ def unknown_cause(scans: Sequence[FileScan], matches: tuple[ThreadMatch, ...] = 
         search=_search(loc, ev),
         note=release_note(fs),
         threads=matches,
+        side_from=side_from,
     )
 
 

@@ -23,6 +23,8 @@ _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 _EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning))(?::\s?(.*))?$")
 _SRC = re.compile(r"^(.*?):(\d+)$")
 LEVELS = ("ERROR", "CRITICAL", "WARNING", "WARN")
+MAX_ALSO = 6
+"""Other places of the same message listed per located line."""
 _TRIM = re.compile(r"^(?:\.\.\.|…|\[\.\.\.\])\s*|\s*(?:\.\.\.|…|\[\.\.\.\])$")
 """An ellipsis a person put at the start or end of a quoted line."""
 
@@ -170,6 +172,13 @@ def located(
     ch = index.change_after(o, release)
     nxt = NextChange(ch.release, ch.kind, ch.diff, ch.moved_to) if ch is not None else None
     values = tuple(Value(n, t, v) for n, t, v in index.values(o, msg)) if msg else ()
+    also = (
+        tuple(
+            f"{x.file}:{x.function} ({a}{'' if a == b else ' - ' + b})" for x, a, b in index.same_message(o)
+        )[:MAX_ALSO]
+        if how == "template"
+        else ()
+    )
     rel = base(release) if release and exact else None
     first = f"{life.first} (or older)" if life.since_oldest else life.first
     span = first if life.first == life.last and not life.since_oldest else f"{first} - {life.last}"
@@ -192,4 +201,5 @@ def located(
         exact=exact,
         values=values,
         next_change=nxt,
+        also=also,
     )

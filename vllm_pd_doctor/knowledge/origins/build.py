@@ -27,8 +27,10 @@ FORMAT = 2
 """Version of the data file's layout (readers refuse another; format 1, without placeholder names
 and function changes, is still read)."""
 FORMATS = (1, 2)
-MAX_DIFF = 12
-"""Changed lines kept of a function's diff between two releases (the rest is counted)."""
+MAX_HUNK = 8
+"""Changed lines kept per hunk of a function's diff between two releases (the rest is counted)."""
+MAX_HUNKS = 4
+"""Hunks kept per diff (the rest is counted)."""
 
 SCOPE: dict[str, tuple[str, ...]] = {
     "vllm": (
@@ -177,20 +179,25 @@ def finish(doc: dict[str, Any]) -> int:
 
 
 def diff(old: str, new: str) -> str:
-    """A short unified diff of one function between two releases (context 1, no file header)."""
+    """A short unified diff of one function between two releases: its hunks (context 1, no file
+    header; positions relative to the `def` line), each cut at MAX_HUNK changed lines, at most
+    MAX_HUNKS of them (the rest counted). Triage shows the hunk nearest the statement."""
     lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1))[2:]
-    changed = 0
-    out: list[str] = []
+    hunks: list[list[str]] = []
     for ln in lines:
-        if ln[:1] in "+-":
-            changed += 1
-            if changed > MAX_DIFF:
-                continue
-        elif changed >= MAX_DIFF:
-            continue
-        out.append(ln[:160])
-    if changed > MAX_DIFF:
-        out.append(f"... ({changed - MAX_DIFF} more changed lines)")
+        if ln.startswith("@@"):
+            hunks.append([ln])
+        elif hunks:
+            hunks[-1].append(ln[:160])
+    out: list[str] = []
+    for h in hunks[:MAX_HUNKS]:
+        changed = [i for i, ln in enumerate(h) if ln[:1] in "+-"]
+        if len(changed) > MAX_HUNK:
+            cut = changed[MAX_HUNK]
+            h = [*h[:cut], f"... ({len(changed) - MAX_HUNK} more changed lines)"]
+        out.extend(h)
+    if len(hunks) > MAX_HUNKS:
+        out.append(f"... ({len(hunks) - MAX_HUNKS} more hunks)")
     return "\n".join(out)
 
 

@@ -99,6 +99,36 @@ class Change:
     moved_to: str | None
 
 
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? ")
+
+
+def nearest_hunk(diff: str, at: int | None) -> str:
+    """The hunk of a stored diff whose old side holds line `at` of the function (else the nearest
+    one), and how many others there are; the whole diff when `at` is unknown or it has one hunk."""
+    hunks: list[list[str]] = []
+    tail: list[str] = []
+    for ln in diff.splitlines():
+        if ln.startswith("@@"):
+            hunks.append([ln])
+        elif ln.startswith("... (") and ln.endswith("more hunks)"):
+            tail.append(ln)
+        elif hunks:
+            hunks[-1].append(ln)
+    if at is None or len(hunks) <= 1:
+        return diff
+
+    def distance(h: list[str]) -> int:
+        m = _HUNK.match(h[0])
+        if m is None:
+            return 1 << 30
+        a, n = int(m.group(1)), int(m.group(2) or 1)
+        return 0 if a <= at < a + max(n, 1) else min(abs(at - a), abs(at - (a + n)))
+
+    best = min(hunks, key=distance)
+    others = len(hunks) - 1
+    return "\n".join([*best, f"... ({others} other hunk{'s' if others > 1 else ''} in this function)", *tail])
+
+
 @functools.lru_cache(maxsize=2048)
 def _value_regex(first: str) -> re.Pattern[str] | None:
     """The template's first line as a regex: literals as themselves (any whitespace run matches
@@ -207,7 +237,8 @@ class OriginIndex:
             start = _before(rels, base(release), start)
         for r, d in self.changes.get((o.package, f"{o.file}::{o.function}"), ()):
             if order(r) > start:
-                return Change(r, "changed", d, None)
+                at = self._offset(o, rels[start] if 0 <= start < len(rels) else None)
+                return Change(r, "changed", nearest_hunk(d, at), None)
         defs = [x for x in self._by_function.get((o.package, o.file, o.function), []) if x.kind == "def"]
         last = max((order(r) for x in defs for r in x.releases), default=-1)
         if 0 <= last < len(rels) - 1 and last >= start:
@@ -222,6 +253,36 @@ class OriginIndex:
             )
             return Change(nxt, "moved" if moved else "removed", None, moved)
         return None
+
+    def _offset(self, o: Origin, release: str | None) -> int | None:
+        """The statement's line relative to its function's `def` line (1 = the def) in `release`
+        (else in the statement's last release)."""
+        rel = release if release in o.releases else (o.spans[-1][0] if o.spans else None)
+        mine = o.line_in(rel)
+        defs = [x for x in self._by_function.get((o.package, o.file, o.function), []) if x.kind == "def"]
+        start = next((x.line_in(rel) for x in defs if x.line_in(rel) is not None), None)
+        return None if mine is None or start is None else mine - start + 1
+
+    @cached_property
+    def _by_message(self) -> dict[tuple[str, str, str, str], list[Origin]]:
+        out: dict[tuple[str, str, str, str], list[Origin]] = defaultdict(list)
+        for o in self.origins:
+            if o.template:
+                out[(o.package, o.kind, o.what, o.template)].append(o)
+        return out
+
+    def same_message(self, o: Origin) -> list[tuple[Origin, str, str]]:
+        """Every other statement that writes the same message (another file or function: code
+        that moved), with the first and last indexed release holding it, oldest first."""
+        if not o.template:
+            return []
+        order = self._order(o.package)
+        out = []
+        for x in self._by_message.get((o.package, o.kind, o.what, o.template), []):
+            if x is not o and x.spans:
+                rels = sorted(x.releases, key=order)
+                out.append((x, rels[0], rels[-1]))
+        return sorted(out, key=lambda t: order(t[1]))
 
     def values(self, o: Origin, msg: str) -> tuple[tuple[str, str, str], ...]:
         """(name, type, value) of each placeholder of `o`'s template read from the message (empty
