@@ -268,3 +268,10 @@ def test_an_established_thread_is_a_likely_verdict_and_a_class_stays_first(monke
     v = thread_match.verdict(merged)
     assert v is not None and v.confidence == "likely" and v.cls == "thread:aws-samples/aws-do-eks#84"
     assert thread_match.verdict(other.unknown.threads) is None
+
+
+def test_a_bad_thread_data_file_gives_no_threads_not_a_crash(tmp_path: Path):
+    from vllm_pd_doctor.results.triage import Evidence
+
+    (tmp_path / "half-written.jsonl").write_text('{"url": "https://x"\n', encoding="utf-8")
+    assert thread_match.nearest([Evidence("-", 1, EXPIRED_0)], folder=tmp_path) == ()

@@ -53,7 +53,10 @@ def nearest(
 ) -> tuple[ThreadMatch, ...]:
     """The threads whose quoted lines' templates match one of `lines`, best first."""
     folder = folder or FOLDER
-    known = thread_index.load(folder) if folder is not None else thread_index.load()
+    try:
+        known = thread_index.load(folder) if folder is not None else thread_index.load()
+    except (OSError, ValueError):  # a data file being written, or a bad entry: no threads, no crash
+        return ()
     if not known:
         return ()
     found: dict[str, tuple[tuple[int, int, int], ThreadMatch]] = {}
