@@ -275,3 +275,15 @@ def test_a_bad_thread_data_file_gives_no_threads_not_a_crash(tmp_path: Path):
 
     (tmp_path / "half-written.jsonl").write_text('{"url": "https://x"\n', encoding="utf-8")
     assert thread_match.nearest([Evidence("-", 1, EXPIRED_0)], folder=tmp_path) == ()
+
+
+def test_a_logger_line_wrapped_in_the_paste_is_joined():
+    """aws-samples/aws-do-eks PR #84 posts the prefill's warning wrapped after `for request`."""
+    text = (
+        "WARNING 08-16 08:09:07 [worker.py:2967] Releasing expired KV blocks for request\n"
+        "        8f07dfc0-...-a2f0e657 which were retrieved by 0 remote worker(s) before lease expired.\n"
+    )
+    r = triage.triage_text(text)
+    got = [ll.origin for ll in r.located if ll.evidence.line == 2]
+    assert got and "Releasing expired KV blocks" in (got[0].template or "")
+    assert ("count", "0") in {(v.name, v.text) for v in got[0].values}

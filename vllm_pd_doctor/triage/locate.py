@@ -83,7 +83,10 @@ class Locator:
         self._bare = None
         if r.level not in LEVELS:
             return None
-        return self._logged(r)
+        got = self._logged(r)
+        if got is None:  # a logger line wrapped by the paste: its rest may follow, bare
+            self._bare = msg
+        return got
 
     def _bare_line(self, msg: str) -> tuple[Origin, str, bool] | None:
         """A line without the logger's header: its template, alone or after the bare line before
