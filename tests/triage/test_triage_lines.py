@@ -264,10 +264,24 @@ def test_an_established_thread_is_a_likely_verdict_and_a_class_stays_first(monke
         "30153",
         "25562",
     ]
-    merged = thread_match.nearest([Evidence("-", 1, late)], folder=THREADS)
-    v = thread_match.verdict(merged)
-    assert v is not None and v.confidence == "likely" and v.cls == "thread:aws-samples/aws-do-eks#84"
-    assert thread_match.verdict(other.unknown.threads) is None
+    # the aws-do-eks#84 thread names the class: no verdict of its own
+    assert thread_match.verdict(thread_match.nearest([Evidence("-", 1, late)], folder=THREADS)) is None
+    assert thread_match.verdict(other.unknown.threads) is None  # reporter-confirmed, open: not established
+
+
+def test_a_thread_verdict_needs_an_established_cause_no_class_and_its_package():
+    from dataclasses import replace
+
+    from vllm_pd_doctor.results.triage import Evidence
+
+    best = thread_match.nearest([Evidence("-", 1, EXPIRED_0)], folder=THREADS)[0]
+    sure = replace(best, certainty="fix-merged", cls=None)  # as if its fix had merged and no class knew it
+    v = thread_match.verdict([sure], lambda _e: "vllm")
+    assert v is not None and v.confidence == "likely" and v.cls == "thread:vllm-project/vllm#30153"
+    assert v.references == (best.url,) and v.side == "prefill"
+    assert thread_match.verdict([sure], lambda _e: "mooncake") is None  # another package's code wrote it
+    assert thread_match.verdict([sure]) is None  # a line the index does not place
+    assert thread_match.verdict([replace(sure, cls="kv-never-read-by-decode")], lambda _e: "vllm") is None
 
 
 def test_a_bad_thread_data_file_gives_no_threads_not_a_crash(tmp_path: Path):

@@ -136,6 +136,8 @@ class ThreadMatch:
     """The triage class the thread's cause is, if any."""
     evidence: Evidence
     """Our line that matched its template."""
+    packages: tuple[str, ...] = ()
+    """Whose code wrote the thread's lines (`vllm`, `nixl`, `mooncake`...)."""
 
 
 @dataclass(frozen=True)

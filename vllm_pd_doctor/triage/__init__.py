@@ -142,7 +142,8 @@ def _result(scans: list[FileScan], ctx: Context) -> TriageResult:
         log_release = next((f.vllm_version for f in facts if f.vllm_version), rel.version if rel else None)
         matches = thread_match.nearest(dict.fromkeys(quoted), log_release)
         unknown = unknown_cause(scans, matches)
-        if (tv := thread_match.verdict(matches)) is not None:
+        where = {(ll.evidence.file, ll.evidence.line): ll.origin.package for fs in scans for ll in fs.located}
+        if (tv := thread_match.verdict(matches, lambda e: where.get((e.file, e.line)))) is not None:
             verdicts = [tv]
     warnings.extend(n for fs in scans if fs.located and (n := release_note(fs)))
     if not verdicts:

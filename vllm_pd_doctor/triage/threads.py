@@ -10,7 +10,7 @@ much literal text the template holds (a longer quote is a closer match).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -86,14 +86,29 @@ def nearest(
                             t.side,
                             t.klass,
                             ev,
+                            t.packages,
                         ),
                     )
     return tuple(m for _k, m in sorted(found.values(), key=lambda x: x[0]))[:limit]
 
 
-def verdict(matches: Sequence[ThreadMatch]) -> Verdict | None:
-    """A `likely` verdict from the best thread when its cause is established, else None."""
-    best = next((m for m in matches if m.certainty in ESTABLISHED), None)
+def verdict(
+    matches: Sequence[ThreadMatch], package_of: Callable[[Evidence], str | None] = lambda _e: None
+) -> Verdict | None:
+    """A `likely` verdict from the best thread whose cause is established, is no catalogue class (a
+    thread of a class is that class's evidence: when the class did not fire on the log, its rules -
+    excludes, what decides - said no, and the thread does not overrule them), and whose matched
+    line the origin index places in code of a package the thread names (`package_of`: a generic
+    line such as `ImportError: libcudart.so.12` is written by many packages' code; the thread's
+    cause is one of them)."""
+    best = next(
+        (
+            m
+            for m in matches
+            if m.certainty in ESTABLISHED and not m.cls and package_of(m.evidence) in m.packages
+        ),
+        None,
+    )
     if best is None:
         return None
     repo_num = best.url.split("github.com/", 1)[-1].replace("/issues/", "#").replace("/pull/", "#")
