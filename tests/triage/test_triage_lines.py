@@ -301,3 +301,21 @@ def test_a_logger_line_wrapped_in_the_paste_is_joined():
     got = [ll.origin for ll in r.located if ll.evidence.line == 2]
     assert got and "Releasing expired KV blocks" in (got[0].template or "")
     assert ("count", "0") in {(v.name, v.text) for v in got[0].values}
+
+
+def test_an_assert_line_quoted_alone_is_located_by_its_test():
+    """Threads quote the statement without its frame (`assert req_id in self.requests`, vllm#46240)."""
+    r = triage.triage_text("assert len(local_block_descs_ids) == len(remote_block_descs_ids)\n")
+    o = r.located[0].origin
+    assert (
+        o.kind == "assert" and o.function.endswith(("_read_blocks", "_xfer_blocks")) and o.how == "statement"
+    )
+    assert any("v1/nixl_connector.py:NixlConnectorWorker._read_blocks" in a for a in o.also)  # 0.9 - 0.19
+    assert not triage.triage_text("assert len(local_ids) == len(remote_ids)\n").located  # another test
+
+
+def test_a_message_cut_inside_its_text_is_located():
+    """A thread quotes `RuntimeError: Remote NIXL agent engine ID mismatch.` (the rest cut)."""
+    r = triage.triage_text("RuntimeError: Remote NIXL agent engine ID mismatch.\n")
+    assert r.located and "engine ID mismatch" in (r.located[0].origin.template or "")
+    assert not triage.triage_text("RuntimeError: Remote NIXL agent\n").located  # too little of it

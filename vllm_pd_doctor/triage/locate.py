@@ -96,6 +96,9 @@ class Locator:
         self.text = msg
         if not msg:
             return None
+        o = self.index.assertion(msg) if msg.startswith("assert ") else None
+        if o is not None:
+            return o, "statement", False
         o = self.index.match(msg)
         if o is None and prev:
             o = self.index.match(f"{prev} {msg}")
@@ -179,7 +182,7 @@ def located(
         tuple(
             f"{x.file}:{x.function} ({a}{'' if a == b else ' - ' + b})" for x, a, b in index.same_message(o)
         )[:MAX_ALSO]
-        if how == "template"
+        if how in ("template", "statement") and not exact
         else ()
     )
     rel = base(release) if release and exact else None

@@ -78,6 +78,10 @@ class Lifetime:
     """`first` is the oldest indexed release (it may be older still)."""
 
 
+def _squeeze(text: str) -> str:
+    return "".join(text.split())
+
+
 def _before(rels: tuple[str, ...], release: str, default: int) -> int:
     """The index of the last of `rels` not newer than `release` (a dev build `0.10.2rc2.dev5+g1`
     counts as its base `0.10.2`'s predecessor); `default` for a string that is no version."""
@@ -183,6 +187,9 @@ def _matched(parts: list[str], msg: str, weight: int) -> int:
                 i = msg.find(p.strip(), pos)
                 p = p.strip()
             else:
+                rest = msg[pos:].strip()
+                if len(rest) >= 8 and p.strip().startswith(rest):  # the message ends inside this part
+                    got += len(rest)
                 return got if got >= MIN_LITERAL and got * 5 >= weight * 3 else 0
         pos = i + len(p)
         got += len(p.strip())
@@ -274,11 +281,15 @@ class OriginIndex:
     def same_message(self, o: Origin) -> list[tuple[Origin, str, str]]:
         """Every other statement that writes the same message (another file or function: code
         that moved), with the first and last indexed release holding it, oldest first."""
-        if not o.template:
+        if not o.template and not (o.kind == "assert" and o.condition):
             return []
         order = self._order(o.package)
         out = []
-        for x in self._by_message.get((o.package, o.kind, o.what, o.template), []):
+        same = list(self._by_message.get((o.package, o.kind, o.what, o.template), [])) if o.template else []
+        if o.kind == "assert" and o.condition:  # an assert is its test, whatever message it carries
+            same += [x for x in self._by_condition.get(_squeeze(o.condition), []) if x.package == o.package]
+        same = list({id(x): x for x in same}.values())
+        for x in same:
             if x is not o and x.spans:
                 rels = sorted(x.releases, key=order)
                 out.append((x, rels[0], rels[-1]))
@@ -433,6 +444,29 @@ class OriginIndex:
     def _order(self, package: str) -> Callable[[str], int]:
         rels = self.releases.get(package, ())
         return lambda r: rels.index(r) if r in rels else -1
+
+    @cached_property
+    def _by_condition(self) -> dict[str, list[Origin]]:
+        """An assert's test without whitespace -> every assert with that test."""
+        out: dict[str, list[Origin]] = defaultdict(list)
+        for o in self.origins:
+            if o.kind == "assert" and o.condition:
+                out[_squeeze(o.condition)].append(o)
+        return out
+
+    def assertion(self, line: str) -> Origin | None:
+        """The assert whose source line a paste quotes alone (`assert req_id in self.requests`,
+        no frame): the newest of the asserts with that test (`same_message` lists the others)."""
+        text = line.strip()
+        if not text.startswith("assert "):
+            return None
+        body = _squeeze(text[7:].rstrip("(,\\ "))
+        cands = self._by_condition.get(body)
+        if cands is None and "," in body:  # `assert cond, "message"`: the test before the message
+            cands = self._by_condition.get(body.split(",", 1)[0])
+        if not cands:
+            return None
+        return max(cands, key=self._newest)
 
     def statement(self, text: str, path: str, function: str) -> Origin | None:
         """The statement whose source a traceback prints (`assert num_new_tokens > 0`, `raise
