@@ -83,8 +83,8 @@ def test_merging_a_release_is_idempotent():
 # --- every vLLM-written ERROR line of the fixtures is located ----------------------------------
 
 NOT_LOCATABLE = {
-    "vllm-27083-side-channel-host.log:2": "cut short in the thread (`Handshake failed for request chatcmpl`): "
-    "half of 0.11.2's template (`..., marking blocks as invalid`), below what a message match needs",
+    "vllm-27083-side-channel-host.log:2": "cut short in the thread (`Handshake failed for request "
+    "chatcmpl`): half of 0.11.2's template (`..., marking blocks as invalid`), below what a match needs",
     "llm-d-router-157-lmcache.log:1": "the excerpt posts the exception line before its frames",
     "vllm-21583-spec-decode-blocks.log:7": "a blank record the worker's traceback ends with (no message)",
     "vllm-21583-spec-decode-blocks.log:8": "the excerpt cuts 0.10's config dump (dump_input.py:69) "
