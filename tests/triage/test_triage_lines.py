@@ -319,3 +319,17 @@ def test_a_message_cut_inside_its_text_is_located():
     r = triage.triage_text("RuntimeError: Remote NIXL agent engine ID mismatch.\n")
     assert r.located and "engine ID mismatch" in (r.located[0].origin.template or "")
     assert not triage.triage_text("RuntimeError: Remote NIXL agent\n").located  # too little of it
+
+
+def test_a_class_keyed_to_the_nixl_package_fits_the_module_it_was_split_from():
+    from vllm_pd_doctor.triage.catalogue import Code
+    from vllm_pd_doctor.triage.entries_transport import NIXL_DIR
+
+    ix = origins.load()
+    code = Code(NIXL_DIR, "get_finished", kind="log", words="Releasing expired KV blocks")
+    homes = {o.file for o in ix.origins if code.fits(o)}
+    base = "distributed/kv_transfer/kv_connector/v1/"
+    assert base + "nixl_connector.py" in homes and base + "nixl/worker.py" in homes
+    assert all(f.startswith(base + "nixl") for f in homes)
+    other = Code(NIXL_DIR, "get_finished")
+    assert not any(other.fits(o) for o in ix.origins if o.file.startswith(base + "lmcache"))
