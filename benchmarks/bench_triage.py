@@ -8,6 +8,10 @@ behind a stern/kubectl `--prefix` pod and container (issue 24: the reader finds 
 wherever it starts and learns the prefix), to measure what a collector's prefix costs.
 
     python benchmarks/bench_triage.py [--size-mb 1024] [--prefix] [--keep PATH]
+    python benchmarks/bench_triage.py --one-line     # a pasted line: fresh process, then warm
+
+`--one-line` (issue 32): the time `pd-doctor triage` takes for a one-line log (a bare warning as a
+thread quotes it) in a fresh process (loading the origin index included), and per line once warm.
 """
 
 from __future__ import annotations
@@ -90,12 +94,51 @@ print(json.dumps({"seconds": dt, "cpu": cpu, "rss_kb": resource.getrusage(resour
 """
 
 
+ONE_LINE = (
+    "Releasing expired KV blocks for request cmpl-3da205a6-1c3c-41b5-aeaa-b8421e81fd5c-0 which were "
+    "retrieved by 0 decode worker(s) within 120 seconds."
+)
+"""vllm-project/vllm#25562's line without the logger's prefix."""
+ONE_CHILD = """
+import sys, time
+t0 = time.perf_counter()
+from vllm_pd_doctor import triage
+r = triage.triage_text(sys.argv[1] + "\\n")
+cold = time.perf_counter() - t0
+assert r.unknown is not None and r.unknown.origin is not None, "not located"
+n = 200
+t0 = time.perf_counter()
+for i in range(n):
+    triage.triage_text(sys.argv[1].replace("cmpl-3da2", f"cmpl-{i}") + "\\n")
+print(cold, (time.perf_counter() - t0) / n, r.unknown.origin.function)
+"""
+
+
+def one_line() -> int:
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-c", ONE_CHILD, ONE_LINE],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        check=True,
+    )
+    cold, warm, where = proc.stdout.split()
+    print(f"one-line log: {float(cold):.2f} s in a fresh process (origin index loaded), ")
+    print(f"  {float(warm) * 1e3:.1f} ms per line once warm; located at {where}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--one-line", action="store_true", help="time a one-line log (cold and warm)")
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--keep", type=Path, default=None, help="write the log here and keep it")
     ap.add_argument("--prefix", action="store_true", help="every line behind a stern pod/container prefix")
     args = ap.parse_args()
+    if args.one_line:
+        return one_line()
     with tempfile.TemporaryDirectory(prefix="pd-doctor-bench-") as tmp:
         path = args.keep or Path(tmp) / "big.log"
         t0 = time.perf_counter()

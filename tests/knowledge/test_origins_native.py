@@ -232,5 +232,5 @@ def test_packaged_others_index():
         assert len(ix.releases.get(pkg, ())) >= 2, pkg
     assert ix.releases["vllm"], "vLLM's own index is merged in too"
     assert origins.OTHERS.stat().st_size < 1_500_000
-    named = [o for o in ix.origins if o.package == "ucx" and o.params]
-    assert named and all(len(o.params) == (o.template or "").count(P) for o in named)
+    named = [o for o in ix.origins if o.package == "ucx" and o.holes]
+    assert named and all(len(o.holes) == (o.template or "").count(P) for o in named)

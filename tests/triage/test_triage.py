@@ -234,7 +234,7 @@ def test_cli_json_and_exit_codes(cli):
     proc = cli("triage", str(FIX / "vllm-42895-block-size-decode.log"), "--format", "json")
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     v = doc["verdicts"][0]
     assert {"class", "title", "confidence", "evidence", "missing", "fix", "references", "next"} <= set(v)
     assert set(v["evidence"][0]) == {"file", "line", "text"}

@@ -18,7 +18,7 @@ from vllm_pd_doctor.commands._common import (
     run,
     show,
 )
-from vllm_pd_doctor.errors import ExitCode
+from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
 
 HELP = """Name the cause of a P/D failure from its logs (prefill, decode, or both interleaved).
@@ -59,6 +59,16 @@ def triage(
     decode_cmd: DecodeCmdOpt = None,
     model: ModelOpt = None,
     python: PythonOpt = None,
+    line: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--line",
+            help="A log line as pasted (any shape: with or without the logger's prefix, an exception, "
+            "a frame); repeat for more lines of one paste.",
+            show_default=False,
+            metavar="TEXT",
+        ),
+    ] = None,
     list_classes: Annotated[bool, typer.Option("--list", help="Print the failure classes and exit.")] = False,
     fmt: FormatOpt = OutputFormat.table,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")] = False,
@@ -75,7 +85,12 @@ def triage(
         inputs = [LogInput(p) for p in logs or []]
         inputs += [LogInput(p, "prefill") for p in prefill_log or []]
         inputs += [LogInput(p, "decode") for p in decode_log or []]
-        check_inputs(inputs)  # before --python is probed
+        if line and inputs:
+            raise BadInput(
+                "--line is given with log files", hint="give the pasted line(s) or the logs, not both"
+            )
+        if not line:
+            check_inputs(inputs)  # before --python is probed
         ctx = build_context(
             python=str(python) if python is not None else None,
             model=model,
@@ -83,7 +98,12 @@ def triage(
             prefill_cmd=prefill_cmd,
             decode_cmd=decode_cmd,
         )
-        result = core(inputs, ctx)
+        if line:
+            from vllm_pd_doctor.triage import triage_texts
+
+            result = triage_texts([("--line", "\n".join(line))], ctx)
+        else:
+            result = core(inputs, ctx)
         if not quiet:
             for w in result.warnings:
                 hint(w)

@@ -11,7 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from vllm_pd_doctor.results.base import SCHEMA_VERSION
-from vllm_pd_doctor.results.triage import FailureCatalogue, Located, TriageResult, UnknownCause
+from vllm_pd_doctor.results.triage import SCHEMA_VERSION as TRIAGE_SCHEMA
+from vllm_pd_doctor.results.triage import FailureCatalogue, Located, ThreadMatch, TriageResult, UnknownCause
 
 # --- table (rich, for people)
 
@@ -25,7 +26,12 @@ def triage_table(r: TriageResult) -> RenderableType:
         parts.append(_unknown_panel(r.unknown))
     if not r.verdicts:
         t = Text("No known cause. ", style="bold")
-        t.append("The most informative lines:\n" if r.informative else "No exception and no ERROR line.")
+        if r.informative:
+            t.append("The most informative lines:\n")
+        elif r.unknown is not None:
+            t.append("No exception and no ERROR line; where the line comes from is above.")
+        else:
+            t.append("No exception and no ERROR line.")
         for e in r.informative:
             t.append(f"  {e.file}:{e.line}: {e.text}\n")
         parts.append(t)
@@ -70,6 +76,8 @@ def _unknown_panel(u: UnknownCause) -> RenderableType:
     body = Text()
     body.append(u.confidence, style="yellow")
     body.append(f"  ({u.side} side)\n")
+    if u.side_from:
+        body.append(f"side as in {u.side_from}\n", style="italic")
     body.append(f"  {u.evidence.file}:{u.evidence.line}: ", style="dim")
     body.append(f"{u.evidence.text}\n")
     o = u.origin
@@ -84,10 +92,31 @@ def _unknown_panel(u: UnknownCause) -> RenderableType:
         body.append("releases: ", style="bold")
         change = f"; {o.change} in {o.changed_in}" if o.changed_in else "; still in the newest indexed"
         body.append(f"{o.releases}{change}\n")
+        for line in _details(o):
+            body.append(line + "\n")
+    for t in u.threads:
+        body.append("thread: ", style="bold")
+        body.append(f"{t.url} ({t.certainty}{', ' + t.release if t.release else ''}): {t.cause}\n")
+        if t.fix:
+            body.append(f"  fix: {t.fix}\n")
     body.append("next: ", style="bold")
     body.append(f"{u.next}\n")
     body.append(f"search upstream: {u.search}", style="dim")
     return Panel(body, title="Where it came from (no known class)", title_align="left")
+
+
+def _details(o: Located) -> list[str]:
+    """The values a line gave and what the next release changed there, as text lines."""
+    out = [f"same message also: {a}" for a in o.also]
+    if o.values:
+        out.append("values: " + ", ".join(f"{v.name}={v.text} ({v.type})" for v in o.values))
+    nc = o.next_change
+    if nc is not None:
+        where = f" to {nc.moved_to}" if nc.moved_to else ""
+        out.append(f"next change: {nc.kind}{where} in {nc.release}")
+        if nc.diff:
+            out.extend("  " + ln for ln in nc.diff.splitlines())
+    return out
 
 
 def catalogue_table(c: FailureCatalogue) -> RenderableType:
@@ -110,7 +139,7 @@ def triage_obj(r: TriageResult) -> dict[str, Any]:
         return None if e is None else {"file": e.file, "line": e.line, "text": e.text}
 
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": TRIAGE_SCHEMA,
         "verdicts": [
             {
                 "class": v.cls,
@@ -174,6 +203,32 @@ def located_obj(o: Located | None) -> dict[str, Any] | None:
         "change": o.change,
         "how": o.how,
         "exact": o.exact,
+        "values": [{"name": v.name, "type": v.type, "text": v.text} for v in o.values],
+        "also": list(o.also),
+        "next_change": None
+        if o.next_change is None
+        else {
+            "release": o.next_change.release,
+            "kind": o.next_change.kind,
+            "diff": o.next_change.diff,
+            "moved_to": o.next_change.moved_to,
+        },
+    }
+
+
+def thread_obj(t: ThreadMatch) -> dict[str, Any]:
+    """One public thread that quotes the same line."""
+    return {
+        "url": t.url,
+        "title": t.title,
+        "quoted": t.quoted,
+        "cause": t.cause,
+        "fix": t.fix,
+        "certainty": t.certainty,
+        "release": t.release,
+        "side": t.side,
+        "class": t.cls,
+        "evidence": {"file": t.evidence.file, "line": t.evidence.line, "text": t.evidence.text},
     }
 
 
@@ -188,6 +243,8 @@ def unknown_obj(u: UnknownCause | None) -> dict[str, Any] | None:
         "next": u.next,
         "search": u.search,
         "note": u.note,
+        "threads": [thread_obj(t) for t in u.threads],
+        "side_from": u.side_from,
     }
 
 
@@ -245,6 +302,8 @@ def triage_md(r: TriageResult) -> str:
 def _unknown_md(u: UnknownCause) -> str:
     out = [f"**No known class** (confidence: `{u.confidence}`, side: {u.side}).\n\n"]
     out.append(f"- line: `{u.evidence.file}:{u.evidence.line}`: `{u.evidence.text}`\n")
+    if u.side_from:
+        out.append(f"- side as in {u.side_from}\n")
     o = u.origin
     if o is not None:
         what = o.exception or o.level or ""
@@ -256,6 +315,19 @@ def _unknown_md(u: UnknownCause) -> str:
             out.append(f"- condition: `{o.condition}`\n")
         change = f"; {o.change} in {o.changed_in}" if o.changed_in else "; still in the newest indexed"
         out.append(f"- releases: {o.releases}{change}\n")
+        out.extend(f"- same message also: `{a}`\n" for a in o.also)
+        if o.values:
+            out.append("- values: " + ", ".join(f"`{v.name}`={v.text} ({v.type})" for v in o.values) + "\n")
+        nc = o.next_change
+        if nc is not None:
+            where = f" to `{nc.moved_to}`" if nc.moved_to else ""
+            out.append(f"- next change: {nc.kind}{where} in {nc.release}\n")
+            if nc.diff:
+                out.append(f"\n```diff\n{nc.diff}\n```\n\n")
+    for t in u.threads:
+        rel = f", {t.release}" if t.release else ""
+        fix = f" Fix: {t.fix}" if t.fix else ""
+        out.append(f"- thread: [{t.title}]({t.url}) ({t.certainty}{rel}): {t.cause}{fix}\n")
     out.append(f"- next: `{u.next}`\n- search upstream: `{u.search}`\n\n")
     return "".join(out)
 

@@ -287,6 +287,9 @@ def public_triage(r: TriageResult, text: Callable[[str], str]) -> TriageResult:
     def opt(v: str | None) -> str | None:
         return text(v) if v else v
 
+    def origin(o: Located) -> Located:  # the values a line gave (ids, hosts) are the log's
+        return replace(o, values=tuple(replace(v, text=text(v.text)) for v in o.values))
+
     return replace(
         r,
         verdicts=tuple(
@@ -314,14 +317,18 @@ def public_triage(r: TriageResult, text: Callable[[str], str]) -> TriageResult:
         warnings=tuple(text(w) for w in r.warnings),
         release=text(r.release) if r.release else None,
         # the origins are vLLM's source (public); the lines and the search built from one are the log's
-        located=tuple(replace(ll, evidence=evs((ll.evidence,))[0]) for ll in r.located),
+        located=tuple(
+            replace(ll, evidence=evs((ll.evidence,))[0], origin=origin(ll.origin)) for ll in r.located
+        ),
         unknown=None
         if r.unknown is None
         else replace(
             r.unknown,
             evidence=evs((r.unknown.evidence,))[0],
+            origin=origin(r.unknown.origin) if r.unknown.origin else None,
             search=text(r.unknown.search),
             note=opt(r.unknown.note),
+            threads=tuple(replace(t, evidence=evs((t.evidence,))[0]) for t in r.unknown.threads),
         ),
     )
 

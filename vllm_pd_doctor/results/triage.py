@@ -11,7 +11,9 @@ Confidence = Literal["decisive", "likely", "possible"]
 CONFIDENCE_RANK: dict[str, int] = {"decisive": 0, "likely": 1, "possible": 2}
 Side = Literal["prefill", "decode", "unknown"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Of `pd-doctor triage --format json`: 2 added each origin's `values` and `next_change`, the unknown
+answer's `threads`, and verdicts from a public thread (`class` `thread:<repo>#<n>`)."""
 
 
 @dataclass(frozen=True)
@@ -73,10 +75,69 @@ class Located:
     frame's source line), `function` (the frame's function) or `template` (the message)."""
     exact: bool
     """The log's own release was read at the line it names."""
+    values: tuple[Value, ...] = ()
+    """The template's placeholders as the line fills them (named by the source's expressions)."""
+    next_change: NextChange | None = None
+    """What the first indexed release after the log's (or after `releases`) did to the function."""
+    also: tuple[str, ...] = ()
+    """For a line located by its message: the other places that write the same message
+    (`file:function (first - last)`, oldest first; code that moved between releases)."""
 
     @property
     def where(self) -> str:
         return f"{self.file}:{self.function}"
+
+
+@dataclass(frozen=True)
+class Value:
+    """One value of a log line, read at its template's placeholder."""
+
+    name: str
+    """The source expression that gives it (`count`, `len(self._reqs_to_send)`, `remote_port`)."""
+    type: str
+    """`count`, `int`, `float`, `seconds`, `host`, `port`, `rank`, `id`, `path` or `text`."""
+    text: str
+
+    @property
+    def number(self) -> float | None:
+        try:
+            return float(self.text)
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True)
+class NextChange:
+    """The first indexed release after the user's where the statement's function changed."""
+
+    release: str
+    kind: str
+    """`changed` (see `diff`), `removed`, or `moved` (to `moved_to`)."""
+    diff: str | None = None
+    """A short unified diff of the function between the two releases (from their sources)."""
+    moved_to: str | None = None
+
+
+@dataclass(frozen=True)
+class ThreadMatch:
+    """A public thread that quotes the same line, and how it ended."""
+
+    url: str
+    title: str
+    quoted: str
+    """The line as the thread quotes it."""
+    cause: str
+    fix: str
+    certainty: str
+    """`maintainer-confirmed`, `fix-merged`, `reporter-confirmed` or `open`."""
+    release: str | None
+    side: str
+    cls: str | None
+    """The triage class the thread's cause is, if any."""
+    evidence: Evidence
+    """Our line that matched its template."""
+    packages: tuple[str, ...] = ()
+    """Whose code wrote the thread's lines (`vllm`, `nixl`, `mooncake`...)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +162,10 @@ class UnknownCause:
     """What to search upstream (issues and PRs) for."""
     note: str | None = None
     confidence: str = "unknown-cause"
+    threads: tuple[ThreadMatch, ...] = ()
+    """Public threads that quote the same line (best first)."""
+    side_from: str | None = None
+    """Where `side` comes from when the log does not say it: the thread (URL) that quotes the line."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from vllm_pd_doctor.errors import BadInput
 from vllm_pd_doctor.knowledge import origins
 from vllm_pd_doctor.results.triage import Evidence, InputSummary, TriageResult, Verdict
+from vllm_pd_doctor.triage import threads as thread_match
 from vllm_pd_doctor.triage.decide import Context, Release, finish, raw_verdicts, release_note, unknown_cause
 from vllm_pd_doctor.triage.reader import open_binary
 from vllm_pd_doctor.triage.scan import FileScan, scan
@@ -134,7 +135,16 @@ def _result(scans: list[FileScan], ctx: Context) -> TriageResult:
         for fs, f in zip(scans, facts, strict=True)
     )
     informative: tuple[Evidence, ...] = ()
-    unknown = unknown_cause(scans) if not verdicts else None
+    unknown = None
+    if not verdicts:
+        quoted = [ll.evidence for fs in scans for ll in fs.located]
+        quoted += [e for fs in scans for e in (fs.first_exception, fs.last_error, *fs.kept) if e is not None]
+        log_release = next((f.vllm_version for f in facts if f.vllm_version), rel.version if rel else None)
+        matches = thread_match.nearest(dict.fromkeys(quoted), log_release)
+        unknown = unknown_cause(scans, matches)
+        where = {(ll.evidence.file, ll.evidence.line): ll.origin.package for fs in scans for ll in fs.located}
+        if (tv := thread_match.verdict(matches, lambda e: where.get((e.file, e.line)))) is not None:
+            verdicts = [tv]
     warnings.extend(n for fs in scans if fs.located and (n := release_note(fs)))
     if not verdicts:
         seen: list[Evidence] = []

@@ -9,7 +9,9 @@ live in `entries.py`; `problems()` names what an entry lacks and a test fails on
 
 from __future__ import annotations
 
+import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -24,6 +26,16 @@ NIXL_ENV = "pd-doctor check-config --python PYTHON (lists the NIXL packages and 
 
 Role = Literal["cause", "support", "require"]
 Origin = Literal["vllm", "nixl", "ucx", "mooncake", "lmcache", "zmq", "python", "vllm-ascend"]
+
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
 
 @dataclass(frozen=True)
@@ -45,10 +57,17 @@ class Code:
     """Text the guarding condition (or the assert test) holds."""
     words: str | None = None
     """Text the message template holds (for a function with several messages of one kind)."""
+    values: tuple[tuple[str, str, float], ...] = ()
+    """Tests of the line's values, all must hold: (placeholder, op, number), the placeholder named
+    by its source expression's last name (`count`) or its type (`count`, `seconds`), op one of
+    `==`, `!=`, `<`, `<=`, `>`, `>=`. A line whose values cannot be read does not hit."""
 
     def fits(self, o: origin_index.Origin) -> bool:
         if self.file.endswith("/"):
-            if not (o.file.startswith(self.file) or f"/{self.file}" in f"/{o.file}"):
+            folder = self.file[:-1]
+            # a package split out of one module (`v1/nixl/` from 0.1x's `v1/nixl_connector.py`)
+            before_split = o.file.startswith(folder) and "/" not in o.file[len(folder) :]
+            if not (o.file.startswith(self.file) or f"/{self.file}" in f"/{o.file}" or before_split):
                 return False
         elif not (o.file == self.file or o.file.endswith("/" + self.file)):
             return False
@@ -59,6 +78,21 @@ class Code:
         if self.condition and self.condition not in (o.condition or ""):
             return False
         return not (self.words and self.words not in (o.template or ""))
+
+    def values_hold(self, values: tuple[tuple[str, str, str], ...]) -> bool:
+        """Every test of `values` holds on the line's (name, type, text) values."""
+        for name, op, num in self.values:
+            got = next(
+                (v for n, t, v in values if n == name or n.endswith("." + name)),
+                next((v for _n, t, v in values if t == name), None),
+            )
+            try:
+                x = float(got) if got is not None else None
+            except ValueError:
+                x = None
+            if x is None or not _OPS[op](x, num):
+                return False
+        return True
 
     def __str__(self) -> str:
         what = f" {self.kind or ''} {self.what or ''}".rstrip()
@@ -129,10 +163,14 @@ def C(
     function: str,
     confidence: Confidence = "likely",
     role: Role = "cause",
+    values: tuple[tuple[str, str, float], ...] = (),
+    min_count: int = 1,
     **where: str,
 ) -> Matcher:
     """A matcher keyed to code only (see `Code`)."""
-    return Matcher("", "", confidence, role, code=Code(file, function, **where))
+    return Matcher(
+        "", "", confidence, role, min_count=min_count, code=Code(file, function, values=values, **where)
+    )
 
 
 def problems(c: FailureClass) -> list[str]:

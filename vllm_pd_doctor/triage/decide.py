@@ -16,6 +16,7 @@ from vllm_pd_doctor.results.triage import (
     Evidence,
     Located,
     LogFacts,
+    ThreadMatch,
     UnknownCause,
     Verdict,
 )
@@ -225,9 +226,37 @@ def _correlate(
     return out
 
 
-def unknown_cause(scans: Sequence[FileScan]) -> UnknownCause | None:
+def unknown_cause(scans: Sequence[FileScan], matches: tuple[ThreadMatch, ...] = ()) -> UnknownCause | None:
     """With no known class: the origin of the first exception (else of the last ERROR, else of the
-    first located exception), where the code has it, and the next step."""
+    first located exception, else of the first located line: a pasted warning), where the code has
+    it, the next step, and the public threads that quote the same line (`matches`)."""
+    pick = _pick(scans)
+    if pick is None:
+        return None
+    fs, ev, loc = pick
+    side = fs.file_side if fs.file_side in ("prefill", "decode") else "unknown"
+    sided = next((t for t in matches if t.side in ("prefill", "decode")), None)
+    side_from = None
+    if side == "unknown" and sided is not None:  # the log does not say: the thread that quotes it does
+        side, side_from = sided.side, sided.url
+    scenario = scenario_for(loc.function) if loc else None
+    if scenario:
+        nxt = f"{scenario.next_step} --python PYTHON (it drives {loc.function if loc else 'that code'})"
+    else:
+        nxt = "pd-doctor report --log LOG (attach it upstream with the search below)"
+    return UnknownCause(
+        evidence=ev,
+        origin=loc,
+        side=side,  # type: ignore[arg-type]
+        next=nxt,
+        search=_search(loc, ev),
+        note=release_note(fs),
+        threads=matches,
+        side_from=side_from,
+    )
+
+
+def _pick(scans: Sequence[FileScan]) -> tuple[FileScan, Evidence, Located | None] | None:
     pick: tuple[FileScan, Evidence, Located | None] | None = None
     for fs in scans:
         for ev in (fs.first_exception, fs.last_error):
@@ -242,23 +271,10 @@ def unknown_cause(scans: Sequence[FileScan]) -> UnknownCause | None:
                 pick = (fs, exc.evidence, exc.origin)
         if (pick is None or pick[2] is None) and (frame := _cut_frame(fs)) is not None:
             pick = frame
-    if pick is None:
-        return None
-    fs, ev, loc = pick
-    side = fs.file_side if fs.file_side in ("prefill", "decode") else "unknown"
-    scenario = scenario_for(loc.function) if loc else None
-    if scenario:
-        nxt = f"{scenario.next_step} --python PYTHON (it drives {loc.function if loc else 'that code'})"
-    else:
-        nxt = "pd-doctor report --log LOG (attach it upstream with the search below)"
-    return UnknownCause(
-        evidence=ev,
-        origin=loc,
-        side=side,  # type: ignore[arg-type]
-        next=nxt,
-        search=_search(loc, ev),
-        note=release_note(fs),
-    )
+    for fs in scans:  # no exception, no ERROR: the first located line (a pasted warning)
+        if pick is None and fs.located:
+            pick = (fs, fs.located[0].evidence, fs.located[0].origin)
+    return pick
 
 
 def _cut_frame(fs: FileScan) -> tuple[FileScan, Evidence, Located] | None:

@@ -8,7 +8,51 @@ from vllm_pd_doctor.triage.catalogue import Matcher as M
 
 NIXL_DIR = "distributed/kv_transfer/kv_connector/v1/nixl/"
 
+EXPIRY_FUNCTIONS = "get_finished|get_transfer_results|_reap_expired_send_leases"
+"""The NIXL worker's functions that release expired blocks (`Releasing expired KV blocks`), per release."""
+
 TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
+    FailureClass(
+        id="kv-never-read-by-decode",
+        title="The decode never read the prefill's KV blocks (`retrieved by 0 decode worker(s)`, repeated: "
+        "the NIXL handshake never completed)",
+        matchers=(
+            C(
+                NIXL_DIR,
+                EXPIRY_FUNCTIONS,
+                "possible",
+                values=(("count", "==", 0),),
+                min_count=3,  # every request expiring unread; one or two are aborts
+                kind="log",
+                words="Releasing expired KV blocks",
+            ),
+        ),
+        excludes=(
+            M(
+                "Potentially invalid KV blocks",
+                r"Potentially invalid KV blocks",
+                source_needle="Potentially invalid KV blocks",
+            ),
+            # requests the client cancelled, then the scheduler's KeyError for them (vllm#25562)
+            M("update_from_kv_xfer_finished", r"in _?update_from_kv_xfer_finished"),
+        ),
+        lookalikes="Requests the client cancelled also expire unread, repeated (vllm#25562: then a KeyError "
+        "in update_from_kv_xfer_finished). A decode that read late (`Potentially invalid KV blocks ... "
+        "were retrieved by a decode worker` after `retrieved by 0`) is kv-lease-expired (aws-samples/"
+        "aws-do-eks PR #84); `retrieved by 1` or more is a decode that connected but read slowly; one or two "
+        "lines are requests the client aborted. Every request expiring unread (the line repeated) is a "
+        "decode that never connected.",
+        decides=(
+            "the decode log: a NIXL handshake error, or no KV load attempted at all",
+            "VLLM_NIXL_SIDE_CHANNEL_HOST of the prefill (localhost across hosts is unreachable)",
+        ),
+        fix="Make the prefill's NIXL side channel reachable from the decode: set VLLM_NIXL_SIDE_CHANNEL_HOST "
+        "to the prefill's routable address (not localhost) and open VLLM_NIXL_SIDE_CHANNEL_PORT (+ the TP "
+        "rank) between the hosts; check that the proxy hands the prefill's kv_transfer_params to the decode.",
+        references=("vllm#30153",),
+        next=CHECK,
+        side="prefill",
+    ),
     FailureClass(
         id="peer-disconnected",
         title="The remote NIXL/UCX peer disconnected (crashed or restarted engine, stale endpoint)",
@@ -63,9 +107,19 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
                 kind="log",
                 words="Releasing expired KV blocks",
             ),
+            # the values: blocks read by some decode worker(s) but not all before expiry = a slow decode
+            C(
+                NIXL_DIR,
+                EXPIRY_FUNCTIONS,
+                "possible",
+                values=(("count", ">=", 1),),
+                kind="log",
+                words="Releasing expired KV blocks",
+            ),
         ),
         lookalikes="`Releasing expired KV blocks` alone is P reclaiming blocks of an aborted request; the "
-        "late read (`Potentially invalid KV blocks`) is what corrupts output.",
+        "late read (`Potentially invalid KV blocks`) is what corrupts output. `retrieved by 0` repeated "
+        "with no late read is a decode that never connected (kv-never-read-by-decode).",
         decides=("kv_lease_duration and the decode queue time",),
         fix="Raise kv_lease_duration in kv_connector_extra_config (default 30 s) above the longest decode "
         "queue time, or upgrade to a release with lease renewal (PR #41383).",

@@ -3,7 +3,10 @@
 Per record, best first: an ERROR/WARNING line's logger location (`[v1/core/sched/scheduler.py:123]`)
 in the log's release; an exception line through the last traceback frame before it (its
 file/line in the release, else the frame's source line in its function); else the message's
-template across every indexed release. A `Locator` is one log's state (the last frame seen).
+template across every indexed release. A line as people paste it (no logger prefix: a bare
+warning, an exception message without its type, one line of a message split over two) is
+looked up by its template too, and joined with the bare line before it when that fits better.
+A `Locator` is one log's state (the last frame seen, the last bare line).
 """
 
 from __future__ import annotations
@@ -13,13 +16,17 @@ from dataclasses import dataclass
 
 from vllm_pd_doctor.knowledge.origins import Origin, OriginIndex, base
 from vllm_pd_doctor.knowledge.origins.extract import PLACEHOLDER
-from vllm_pd_doctor.results.triage import Located
+from vllm_pd_doctor.results.triage import Located, NextChange, Value
 from vllm_pd_doctor.triage.reader import Record
 
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 _EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning))(?::\s?(.*))?$")
 _SRC = re.compile(r"^(.*?):(\d+)$")
 LEVELS = ("ERROR", "CRITICAL", "WARNING", "WARN")
+MAX_ALSO = 6
+"""Other places of the same message listed per located line."""
+_TRIM = re.compile(r"^(?:\.\.\.|…|\[\.\.\.\])\s*|\s*(?:\.\.\.|…|\[\.\.\.\])$")
+"""An ellipsis a person put at the start or end of a quoted line."""
 
 
 @dataclass
@@ -41,6 +48,10 @@ class Locator:
         self.indexed_frame: _Frame | None = None
         """The last frame in a file the index holds (the deepest vLLM code of the traceback)."""
         self._expect_source = False
+        self._bare: str | None = None
+        """The last bare line (no header, not a frame), for a message split over two lines."""
+        self.text = ""
+        """The text the last record was looked up by (two bare lines joined, for a split one)."""
 
     def exact_release(self) -> str | None:
         return self.release if self.index.has_release(self.release) else None
@@ -49,6 +60,7 @@ class Locator:
         """(origin, how, exact) of one record: how is `logger`, `frame`, `statement`,
         `function` or `template`; exact when the release's own line was read."""
         msg = r.msg.strip()
+        self.text = r.msg
         if m := _FRAME.match(r.msg):
             self.frame = _Frame(m.group(1), int(m.group(2)), m.group(3))
             if self.index.in_function(self.frame.path, self.frame.function):
@@ -64,11 +76,35 @@ class Locator:
             frame, self.frame = self.frame, None
             deepest, self.indexed_frame = self.indexed_frame, None
             return self._exception(m.group(1).rsplit(".", 1)[-1], m.group(2) or "", frame, deepest)
-        if msg.startswith("Traceback") or r.msg.startswith((" ", "\t")):
+        if msg.startswith("Traceback") or (r.msg.startswith((" ", "\t")) and r.level is not None):
             return None
+        if r.level is None and r.src is None:
+            return self._bare_line(msg)
+        self._bare = None
         if r.level not in LEVELS:
             return None
-        return self._logged(r)
+        got = self._logged(r)
+        if got is None:  # a logger line wrapped by the paste: its rest may follow, bare
+            self._bare = msg
+        return got
+
+    def _bare_line(self, msg: str) -> tuple[Origin, str, bool] | None:
+        """A line without the logger's header: its template, alone or after the bare line before
+        it (a message wrapped by hand); the joined text wins when it holds more of a template."""
+        msg = _TRIM.sub("", msg).strip()
+        prev, self._bare = self._bare, msg
+        self.text = msg
+        if not msg:
+            return None
+        o = self.index.assertion(msg) if msg.startswith("assert ") else None
+        if o is not None:
+            return o, "statement", False
+        o = self.index.match(msg)
+        if o is None and prev:
+            o = self.index.match(f"{prev} {msg}")
+            if o is not None:
+                self._bare = self.text = f"{prev} {msg}"
+        return (o, "template", False) if o is not None else None
 
     def _exception(
         self, exc: str, text: str, frame: _Frame | None, deepest: _Frame | None
@@ -141,9 +177,22 @@ def _fits(o: Origin, msg: str) -> bool:
     return True
 
 
-def located(index: OriginIndex, o: Origin, how: str, exact: bool, release: str | None) -> Located:
-    """The result type of one located origin (with its lifetime across the indexed releases)."""
+def located(
+    index: OriginIndex, o: Origin, how: str, exact: bool, release: str | None, msg: str = ""
+) -> Located:
+    """The result type of one located origin (with its lifetime across the indexed releases, the
+    values `msg` gives its placeholders and what the release after the log's did there)."""
     life = index.lifetime(o)
+    ch = index.change_after(o, release)
+    nxt = NextChange(ch.release, ch.kind, ch.diff, ch.moved_to) if ch is not None else None
+    values = tuple(Value(n, t, v) for n, t, v in index.values(o, msg)) if msg else ()
+    also = (
+        tuple(
+            f"{x.file}:{x.function} ({a}{'' if a == b else ' - ' + b})" for x, a, b in index.same_message(o)
+        )[:MAX_ALSO]
+        if how in ("template", "statement") and not exact
+        else ()
+    )
     rel = base(release) if release and exact else None
     first = f"{life.first} (or older)" if life.since_oldest else life.first
     span = first if life.first == life.last and not life.since_oldest else f"{first} - {life.last}"
@@ -164,4 +213,7 @@ def located(index: OriginIndex, o: Origin, how: str, exact: bool, release: str |
         change=life.change,
         how=how,
         exact=exact,
+        values=values,
+        next_change=nxt,
+        also=also,
     )

@@ -262,8 +262,10 @@ def candidate_lines(
     triggers: tuple[bytes, ...],
     head_triggers: tuple[bytes, ...] = (),
     head_bytes: int = 0,
+    every: bool = False,
 ) -> Iterator[tuple[int, str]]:
-    """(1-based line number, line) for every line that holds a trigger, in order; the last item
+    """(1-based line number, line) for every line that holds a trigger (`every`: every line, for
+    a paste of a few lines), in order; the last item
     is (total lines, "") so the caller learns the count. The first `head_bytes` are searched
     with `head_triggers` (more literals) instead. A plain log is searched as bytes (no decoding
     of the lines that do not matter; each trigger is one `bytes.find` pass, at memory speed);
@@ -277,6 +279,8 @@ def candidate_lines(
     if dialect.html:
         triggers = _escaped(triggers)
         head_triggers = _escaped(head_triggers)
+    if every:
+        triggers = head_triggers = (b"",)
     if dialect.json_doc or dialect.csv or dialect.wrap:
         if dialect.json_doc:
             logical = json_doc_lines(first, stream)
@@ -285,6 +289,14 @@ def candidate_lines(
         else:
             logical = unwrapped(first, stream, dialect.wrap or 0)
         yield from _logical(logical, learner, triggers, head_triggers, head_bytes)
+        return
+    if every:
+        n = 0
+        for n, raw in enumerate((first + stream.read()).split(b"\n"), 1):
+            line = raw.decode("utf-8", errors="replace")[:MAX_LINE]
+            if line.strip():
+                yield n, learner.feed(clean(line))
+        yield max(n - 1, 0) if first.endswith(b"\n") else n, ""
         return
     for lineno, line in _plain(first, stream, triggers, head_triggers, head_bytes):
         yield lineno, (learner.feed(clean(line)) if line else line)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import io
 import re
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -10,6 +11,7 @@ from typing import BinaryIO
 from vllm_pd_doctor.knowledge import origins as origin_index
 from vllm_pd_doctor.knowledge.origins import Origin, OriginIndex
 from vllm_pd_doctor.results.triage import Evidence, LocatedLine, LogFacts
+from vllm_pd_doctor.triage.catalogue import Code
 from vllm_pd_doctor.triage.entries import CLASSES
 from vllm_pd_doctor.triage.locate import Locator, located
 from vllm_pd_doctor.triage.reader import Record, candidate_lines, normalise, side_of
@@ -18,6 +20,8 @@ MAX_EVIDENCE = 3
 """Evidence lines kept per matcher (the first ones)."""
 MAX_TEXT = 400
 """Characters of a line kept as evidence."""
+MAX_KEPT = 32
+"""Lines of a paste kept for matching public threads."""
 MAX_LOCATED = 64
 """Located lines kept per log (exceptions first: they are kept past this, up to twice)."""
 
@@ -98,6 +102,33 @@ llm-d/llm-d-routing-sidecar PR #40; `E0421 11:56:59.775353  709103 nixl_agent.cp
 ai-dynamo/nixl#1561)."""
 HEAD_BYTES = 8 << 20
 """The head of each log (startup: version, architecture, kv_role ...) is read with every anchor."""
+PASTE_BYTES = 64 << 10
+"""An input this small (a pasted line or excerpt, a line given on the command line) has every line
+looked up, whatever it holds: no trigger picks them."""
+
+
+class _Chained(io.RawIOBase):
+    """The bytes already read from a stream, then the rest of it."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if self._head:
+            out, self._head = (
+                (self._head, b"")
+                if n < 0 or n >= len(self._head)
+                else (
+                    self._head[:n],
+                    self._head[n:],
+                )
+            )
+            return out
+        return self._rest.read(n)
 
 
 @functools.cache
@@ -148,6 +179,10 @@ class FileScan:
     """--python's release (the log's own version, when it states one, comes first)."""
     last_frame: Evidence | None = None
     """The last traceback frame in vLLM's code (a traceback cut before its exception line ends there)."""
+    paste: bool = False
+    """A small input (a pasted excerpt): every line was read."""
+    kept: list[Evidence] = field(default_factory=list)
+    """In a paste, its lines (up to MAX_KEPT): what public threads are matched against."""
 
     def facts(self) -> LogFacts:
         # hybrid only from what the engine logged about its own KV cache (Mamba page alignment,
@@ -194,12 +229,16 @@ def scan(
     in the log's release, else `release` (--python's)."""
     fs = FileScan(file=file, side=side, bytes=size or 0, release_hint=release)
     fs.locator = Locator(index if index is not None else origin_index.load(), release)
+    head = stream.read(PASTE_BYTES + 1)
+    paste = len(head) <= PASTE_BYTES
+    src: BinaryIO = io.BytesIO(head) if paste else _Chained(head, stream)  # type: ignore[assignment]
+    fs.paste = paste
     worth = _worth()
-    for lineno, raw in candidate_lines(stream, triggers(), head_triggers(), HEAD_BYTES):
+    for lineno, raw in candidate_lines(src, triggers(), head_triggers(), HEAD_BYTES, every=paste):
         if not raw:
             fs.lines = lineno
             continue
-        if any(w in raw for w in worth) or NATIVE_ALERT.search(raw):  # a routine WARNING stops here
+        if paste or any(w in raw for w in worth) or NATIVE_ALERT.search(raw):  # a routine WARNING stops here
             _record(fs, normalise(raw, file, lineno))
     return fs
 
@@ -238,6 +277,16 @@ def _code_keys(index: OriginIndex) -> dict[int, tuple[tuple[str, int], ...]]:
     return out
 
 
+@functools.cache
+def _value_tests() -> dict[tuple[str, int], Code]:
+    """Hit key -> the code matcher that also tests the line's values."""
+    out: dict[tuple[str, int], Code] = {}
+    for c in CLASSES:
+        out.update({(c.id, i): m.code for i, m in enumerate(c.matchers) if m.code and m.code.values})
+        out.update({(c.id, -1 - i): m.code for i, m in enumerate(c.excludes) if m.code and m.code.values})
+    return out
+
+
 def _hit(fs: FileScan, key: tuple[str, int], r: Record) -> None:
     hit = fs.hits.get(key)
     if hit is None:
@@ -262,18 +311,25 @@ def _locate(fs: FileScan, r: Record) -> Origin | None:
     o, how, exact = got
     is_exc = how != "logger" and o.kind != "log"
     if len(fs.located) < MAX_LOCATED or (is_exc and len(fs.located) < 2 * MAX_LOCATED):
-        fs.located.append(LocatedLine(evidence(r), located(loc.index, o, how, exact, loc.release)))
+        fs.located.append(LocatedLine(evidence(r), located(loc.index, o, how, exact, loc.release, loc.text)))
     return o
 
 
 def _record(fs: FileScan, r: Record) -> None:
     msg = r.msg
+    if fs.paste and len(fs.kept) < MAX_KEPT and msg.strip():
+        fs.kept.append(evidence(r))
     if r.ts:
         fs.last_ts = r.ts
     keys = {key for anchor, rx, key in _flat() if anchor in msg and rx.search(msg)}
     o = _locate(fs, r)
     if o is not None and fs.locator is not None:
-        keys.update(_code_keys(fs.locator.index).get(id(o), ()))
+        coded = _code_keys(fs.locator.index).get(id(o), ())
+        tests = _value_tests()
+        if any(k in tests for k in coded):  # a class that tests the line's values: read them
+            vals = fs.locator.index.values(o, fs.locator.text)
+            coded = tuple(k for k in coded if k not in tests or tests[k].values_hold(vals))
+        keys.update(coded)
     for key in sorted(keys):
         _hit(fs, key, r)
     _facts(fs, msg)

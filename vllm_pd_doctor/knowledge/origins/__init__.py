@@ -20,21 +20,24 @@ from pathlib import Path
 from typing import Any
 
 from vllm_pd_doctor.knowledge.origins import build
-from vllm_pd_doctor.knowledge.origins.index import Lifetime, Origin, OriginIndex, base
+from vllm_pd_doctor.knowledge.origins.index import Change, Lifetime, Origin, OriginIndex, base
 
 __all__ = [
     "DATA",
     "OTHERS",
     "REPOSITORY",
+    "Change",
     "Lifetime",
     "Origin",
     "OriginIndex",
     "base",
     "load",
+    "packaged_doc",
     "with_installed",
 ]
 
 DATA = Path(__file__).with_name("index.json.gz")
+"""vLLM's data file; every other `*.json.gz` beside it (third-party sources) is merged in."""
 OTHERS = DATA.with_name("others.json.gz")
 REPOSITORY = {
     "vllm": "vllm-project/vllm",
@@ -52,37 +55,44 @@ REPOSITORY = {
 
 
 @functools.cache
-def _packaged_docs() -> tuple[bytes, ...]:
-    """Every data file's bytes: `index.json.gz` first, then the others by name."""
-    files = sorted(DATA.parent.glob("*.json.gz"), key=lambda p: (p != DATA, p.name))
+def _packaged_files() -> tuple[tuple[str, bytes], ...]:
     out = []
-    for p in files:
+    for p in sorted(DATA.parent.glob("*.json.gz"), key=lambda p: (p != DATA, p.name)):
         try:
-            out.append(p.read_bytes())
+            out.append((p.name, p.read_bytes()))
         except OSError:
             continue
     return tuple(out)
 
 
-def _packaged() -> dict[str, Any]:
-    """The data files merged into one (fresh) document; a file of another format is skipped."""
+def packaged_doc(folder: Path | None = None) -> dict[str, Any]:
+    """The document of every data file in `folder` (default: the packaged ones), merged: vLLM's
+    `index.json.gz` first, then each other file's packages (a release two files hold: the later
+    file's, by name). A file that cannot be read is skipped."""
+    if folder is None:
+        files = _packaged_files()
+    else:
+        paths = sorted(folder.glob("*.json.gz"), key=lambda p: (p.name != DATA.name, p.name))
+        files = tuple((p.name, p.read_bytes()) for p in paths)
     doc: dict[str, Any] = {}
-    for data in _packaged_docs():
+    for _name, data in files:
         try:
             one = build.loads(data)
-        except (OSError, ValueError):
+        except (OSError, ValueError, EOFError):
             continue
-        if doc:
-            build.merge(doc, one)
-        else:
+        if not doc:
             doc = one
+        else:
+            build.merge(doc, one)
+    if len(files) > 1:
+        build.sort_releases(doc)
     return doc
 
 
 @functools.cache
 def load() -> OriginIndex:
-    """The packaged index (an empty one if the data files are missing)."""
-    return OriginIndex(_packaged())
+    """The packaged index: every data file of the origins folder (an empty one if none)."""
+    return OriginIndex(packaged_doc())
 
 
 def _stamp(root: Path) -> str:
@@ -123,7 +133,7 @@ def with_installed(vllm_path: str, version: str) -> OriginIndex:
             tmp.replace(cache)
         except OSError:
             pass  # a cache that cannot be written only means reading the source again
-    merged = _packaged()
+    merged = packaged_doc()
     build.drop_release(merged, "vllm", release)
     pkg = doc.get("packages", {}).get("vllm")
     if pkg:

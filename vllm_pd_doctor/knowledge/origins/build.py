@@ -9,8 +9,11 @@ benchmarks/bench_origin_index.py: the whole of vLLM 0.32.0 is ~19k statements, t
 
 from __future__ import annotations
 
+import difflib
 import gzip
+import hashlib
 import io
+import itertools
 import json
 import tarfile
 import zipfile
@@ -20,8 +23,14 @@ from typing import Any
 
 from vllm_pd_doctor.knowledge.origins.extract import Statement, statements
 
-FORMAT = 1
-"""Version of the data file's layout (readers refuse another)."""
+FORMAT = 2
+"""Version of the data file's layout (readers refuse another; format 1, without placeholder names
+and function changes, is still read)."""
+FORMATS = (1, 2)
+MAX_HUNK = 8
+"""Changed lines kept per hunk of a function's diff between two releases (the rest is counted)."""
+MAX_HUNKS = 4
+"""Hunks kept per diff (the rest is counted)."""
 
 SCOPE: dict[str, tuple[str, ...]] = {
     "vllm": (
@@ -141,34 +150,93 @@ Key = tuple[str, str, str, str, str | None, str | None]
 def add_release(doc: dict[str, Any], package: str, release: str, modules: Iterable[tuple[str, str]]) -> int:
     """Merge one release's statements into `doc` (the data file's JSON object); returns their count.
     A release already in the document is replaced."""
-    return add_statements(
-        doc, package, release, ((rel, s) for rel, text in modules for s in statements(text, rel))
-    )
+    found = ((rel, s) for rel, text in modules for s in statements(text, rel, bodies=True))
+    return add_statements(doc, package, release, found)
 
 
 def add_statements(
     doc: dict[str, Any], package: str, release: str, found: Iterable[tuple[str, Statement]]
 ) -> int:
     """`add_release` for statements already read (by any extractor): (file, statement) pairs. An
-    origin row is `[file, function, kind, what, template, condition, spans]`, plus the
-    placeholders' names as an eighth item when the extractor gives them."""
+    origin row is `[file, function, kind, what, template, condition, spans, holes]`: holes as
+    `[name, type]` pairs (the Python extractor) or bare names (the native one's `params`)."""
     pkg = doc.setdefault("packages", {}).setdefault(package, {"releases": [], "origins": []})
     drop_release(doc, package, release)
     releases: list[str] = pkg["releases"]
     releases.append(release)
     ri = len(releases) - 1
     index: dict[Key, list[Any]] = {_key(o): o for o in pkg["origins"]}
+    bodies = doc.setdefault("_bodies", {}).setdefault(package, {})
+    texts = doc.setdefault("_texts", {})
     n = 0
     for rel, s in found:
         key: Key = (rel, s.function, s.kind, s.what, s.template, s.condition)
         o = index.get(key)
         if o is None:
-            o = index[key] = [*key, []] + ([list(s.params)] if s.params else [])
+            o = index[key] = [*key, [], None]
             pkg["origins"].append(o)
         if not any(r[0] == ri for r in o[6]):
             o[6].append([ri, s.line, s.end_line])
+        if s.holes:
+            o[7:] = [[[h.name, h.type] for h in s.holes]]
+        elif s.params:
+            o[7:] = [list(s.params)]
+        if s.kind == "def" and s.body is not None and s.shape is not None:
+            h = hashlib.sha1(s.shape.encode()).hexdigest()[:12]
+            texts[h] = s.body
+            bodies.setdefault(f"{rel}::{s.function}", {})[release] = h
         n += 1
     return n
+
+
+def finish(doc: dict[str, Any]) -> int:
+    """Store, per function, the diff of each release where its source changed (against the last
+    indexed release before it that held it), and drop the build's working data; returns the number
+    of changes stored. Releases must be in version order (`sort_releases`)."""
+    bodies: dict[str, dict[str, dict[str, str]]] = doc.pop("_bodies", {})
+    texts: dict[str, str] = doc.pop("_texts", {})
+    n = 0
+    for package, funcs in bodies.items():
+        pkg = doc["packages"][package]
+        order = pkg["releases"]
+        # the functions that log or raise: what triage locates (a frame elsewhere gets no diff)
+        speaking = {f"{o[0]}::{o[1]}" for o in pkg["origins"] if o[2] != "def"}
+        funcs = {k: v for k, v in funcs.items() if k in speaking}
+        changes: dict[str, list[list[str]]] = pkg.setdefault("changes", {})
+        for fkey, per in funcs.items():
+            seq = [(r, per[r]) for r in order if r in per]
+            got = changes.get(fkey, [])
+            known = {c[0] for c in got}
+            for (_r0, h0), (r1, h1) in itertools.pairwise(seq):
+                if h0 != h1 and r1 not in known and h0 in texts and h1 in texts:
+                    got.append([r1, diff(texts[h0], texts[h1])])
+                    n += 1
+            if got:
+                changes[fkey] = sorted(got, key=lambda c: order.index(c[0]) if c[0] in order else -1)
+    return n
+
+
+def diff(old: str, new: str) -> str:
+    """A short unified diff of one function between two releases: its hunks (context 1, no file
+    header; positions relative to the `def` line), each cut at MAX_HUNK changed lines, at most
+    MAX_HUNKS of them (the rest counted). Triage shows the hunk nearest the statement."""
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1))[2:]
+    hunks: list[list[str]] = []
+    for ln in lines:
+        if ln.startswith("@@"):
+            hunks.append([ln])
+        elif hunks:
+            hunks[-1].append(ln[:160])
+    out: list[str] = []
+    for h in hunks[:MAX_HUNKS]:
+        changed = [i for i, ln in enumerate(h) if ln[:1] in "+-"]
+        if len(changed) > MAX_HUNK:
+            cut = changed[MAX_HUNK]
+            h = [*h[:cut], f"... ({len(changed) - MAX_HUNK} more changed lines)"]
+        out.extend(h)
+    if len(hunks) > MAX_HUNKS:
+        out.append(f"... ({len(hunks) - MAX_HUNKS} more hunks)")
+    return "\n".join(out)
 
 
 def add_origins(doc: dict[str, Any], package: str, release: str, one: dict[str, Any]) -> None:
@@ -182,39 +250,11 @@ def add_origins(doc: dict[str, Any], package: str, release: str, one: dict[str, 
         key = _key(o)
         mine = index.get(key)
         if mine is None:
-            mine = index[key] = [*key, [], *o[7:]]
+            mine = index[key] = [*key, [], None]
             pkg["origins"].append(mine)
         mine[6].extend([ri, a, b] for _r, a, b in o[6])
-
-
-def merge(doc: dict[str, Any], other: dict[str, Any]) -> None:
-    """Add every package and release of `other` (another data file) to `doc`. A package both hold
-    gets the union of their releases; a statement both hold, the union of its spans (a release
-    both files index from the same source gives the same span once)."""
-    packages = doc.setdefault("packages", {})
-    overlap = []
-    for name, theirs in other.get("packages", {}).items():
-        if name not in packages:
-            packages[name] = theirs
-            continue
-        overlap.append(name)
-        mine = packages[name]
-        rels: list[str] = mine["releases"]
-        where = []
-        for r in theirs["releases"]:
-            if r not in rels:
-                rels.append(r)
-            where.append(rels.index(r))
-        index: dict[Key, list[Any]] = {_key(o): o for o in mine["origins"]}
-        for o in theirs["origins"]:
-            key = _key(o)
-            row = index.get(key)
-            if row is None:
-                row = index[key] = [*key, [], *o[7:]]
-                mine["origins"].append(row)
-            have = {r for r, _a, _b in row[6]}
-            row[6].extend([where[r], a, b] for r, a, b in o[6] if where[r] not in have)
-    sort_releases(doc, overlap)
+        if len(o) > 7 and o[7]:
+            mine[7:] = [o[7]]
 
 
 def _key(o: list[Any]) -> Key:
@@ -254,7 +294,9 @@ def sort_releases(doc: dict[str, Any], only: Iterable[str] | None = None) -> Non
 
 def dumps(doc: dict[str, Any]) -> bytes:
     doc["format"] = FORMAT
-    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(
+        {k: v for k, v in doc.items() if not k.startswith("_")}, separators=(",", ":"), ensure_ascii=False
+    )
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0) as g:
         g.write(text.encode("utf-8"))
@@ -263,6 +305,19 @@ def dumps(doc: dict[str, Any]) -> bytes:
 
 def loads(data: bytes) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(gzip.decompress(data))
-    if doc.get("format") != FORMAT:
-        raise ValueError(f"origin index format {doc.get('format')}, expected {FORMAT}")
+    if doc.get("format") not in FORMATS:
+        raise ValueError(f"origin index format {doc.get('format')}, expected one of {FORMATS}")
     return doc
+
+
+def merge(into: dict[str, Any], other: dict[str, Any]) -> None:
+    """Add another data file's packages to `into` (a release both hold: `other`'s replaces it)."""
+    for package, pkg in other.get("packages", {}).items():
+        rels = pkg["releases"]
+        for ri, release in enumerate(rels):
+            one = [[*o[:6], [[0, a, b] for r, a, b in o[6] if r == ri], *o[7:8]] for o in pkg["origins"]]
+            add_origins(into, package, release, {"origins": [o for o in one if o[6]]})
+        mine = into["packages"][package].setdefault("changes", {})
+        for fkey, got in pkg.get("changes", {}).items():
+            have = {c[0] for c in mine.get(fkey, [])}
+            mine.setdefault(fkey, []).extend(c for c in got if c[0] not in have)

@@ -8,12 +8,15 @@ expression per template would be too slow over a 1 GB log).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
+
+from packaging.version import InvalidVersion, Version
 
 from vllm_pd_doctor.knowledge.origins.extract import PLACEHOLDER
 
@@ -42,9 +45,10 @@ class Origin:
     condition: str | None
     spans: tuple[tuple[str, int, int], ...]
     """(release, first line, last line) for every release that holds the statement, oldest first."""
-    params: tuple[str, ...] = ()
-    """The placeholders' names (`err`, `type`) or types (`int`, `text`, `hex`) where the source
-    gives them (native sources); empty otherwise."""
+    holes: tuple[tuple[str, str], ...] = ()
+    """(name, type) of each placeholder of the template, in order: the expression that gives the
+    value in the source (`len(self._reqs)`, `req_id`) and its type (`count`, `id`, `host`, `port`,
+    `rank`, `seconds`, `int`, `float`, `path`, `text`)."""
 
     @property
     def releases(self) -> tuple[str, ...]:
@@ -59,15 +63,17 @@ class Origin:
 
     @property
     def text(self) -> str | None:
-        """The template for people: placeholders shown as `{name}` where named, else `...`."""
+        """The template for people: placeholders shown as `{name}` (the expression or argument that
+        gives the value) where the source names them, else `...`."""
         if not self.template:
             return None
         parts = self.template.split(PLACEHOLDER)
-        if len(self.params) != len(parts) - 1:
+        names = [n for n, _t in self.holes]
+        if len(names) != len(parts) - 1 or not all(names):
             return self.template.replace(PLACEHOLDER, "...")
         return "".join(
-            p + (f"{{{n}}}" if i < len(self.params) else "")
-            for i, (p, n) in enumerate(zip(parts, (*self.params, ""), strict=True))
+            p + (f"{{{n}}}" if i < len(names) else "")
+            for i, (p, n) in enumerate(zip(parts, [*names, ""], strict=True))
         )
 
 
@@ -83,6 +89,99 @@ class Lifetime:
     """`changed` (its function still raises/logs, differently) or `removed` (no such statement)."""
     since_oldest: bool
     """`first` is the oldest indexed release (it may be older still)."""
+
+
+_NATIVE_TYPES = {"int": "int", "hex": "int", "errno": "int", "float": "float"}
+
+
+def _hole(h: Any) -> tuple[str, str]:
+    """A placeholder as the data file stores it: `[name, type]` (Python sources) or a bare name
+    (native sources: the argument's name, or its conversion's type)."""
+    if isinstance(h, str):
+        return h, _NATIVE_TYPES.get(h, "text")
+    return str(h[0]), str(h[1])
+
+
+def _squeeze(text: str) -> str:
+    return "".join(text.split())
+
+
+def _before(rels: tuple[str, ...], release: str, default: int) -> int:
+    """The index of the last of `rels` not newer than `release` (a dev build `0.10.2rc2.dev5+g1`
+    counts as its base `0.10.2`'s predecessor); `default` for a string that is no version."""
+    try:
+        v = Version(release)
+        return sum(1 for r in rels if Version(r) <= v) - 1
+    except InvalidVersion:
+        return default
+
+
+@dataclass(frozen=True)
+class Change:
+    """What the next indexed release did to a statement's function."""
+
+    release: str
+    kind: str
+    """`changed` (its source differs: `diff`), `removed` (gone) or `moved` (to `moved_to`)."""
+    diff: str | None
+    moved_to: str | None
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? ")
+
+
+def nearest_hunk(diff: str, at: int | None) -> str:
+    """The hunk of a stored diff whose old side holds line `at` of the function (else the nearest
+    one), and how many others there are; the whole diff when `at` is unknown or it has one hunk."""
+    hunks: list[list[str]] = []
+    tail: list[str] = []
+    for ln in diff.splitlines():
+        if ln.startswith("@@"):
+            hunks.append([ln])
+        elif ln.startswith("... (") and ln.endswith("more hunks)"):
+            tail.append(ln)
+        elif hunks:
+            hunks[-1].append(ln)
+    if at is None or len(hunks) <= 1:
+        return diff
+
+    def distance(h: list[str]) -> int:
+        m = _HUNK.match(h[0])
+        if m is None:
+            return 1 << 30
+        a, n = int(m.group(1)), int(m.group(2) or 1)
+        return 0 if a <= at < a + max(n, 1) else min(abs(at - a), abs(at - (a + n)))
+
+    best = min(hunks, key=distance)
+    others = len(hunks) - 1
+    return "\n".join([*best, f"... ({others} other hunk{'s' if others > 1 else ''} in this function)", *tail])
+
+
+@functools.lru_cache(maxsize=2048)
+def _value_regex(first: str) -> re.Pattern[str] | None:
+    """The template's first line as a regex: literals as themselves (any whitespace run matches
+    any run), each placeholder a lazy group (the last one greedy up to the line's end)."""
+    parts = first.split(PLACEHOLDER)
+    if len(parts) < 2:
+        return None
+    out = [_lit(parts[0])]
+    for i, p in enumerate(parts[1:], 1):
+        last = i == len(parts) - 1
+        out.append(r"(\S+)" if last and not p.strip() else "(.*?)")
+        out.append(_lit(p))
+    try:
+        return re.compile("".join(out))
+    except re.error:
+        return None
+
+
+def _lit(text: str) -> str:
+    """A literal part: inner whitespace runs match any run, the part's edges any (or none: a
+    value quoted without its id, `for request  which`)."""
+    core = r"\s+".join(re.escape(w) for w in text.split())
+    head = r"\s*" if text[:1].isspace() else ""
+    tail = r"\s*" if text[-1:].isspace() else ""
+    return head + core + tail if core else r"\s*"
 
 
 def _anchor(template: str) -> str | None:
@@ -112,6 +211,9 @@ def _matched(parts: list[str], msg: str, weight: int) -> int:
                 i = msg.find(p.strip(), pos)
                 p = p.strip()
             else:
+                rest = msg[pos:].strip()
+                if len(rest) >= 8 and p.strip().startswith(rest):  # the message ends inside this part
+                    got += len(rest)
                 return got if got >= MIN_LITERAL and got * 5 >= weight * 3 else 0
         pos = i + len(p)
         got += len(p.strip())
@@ -124,14 +226,19 @@ class OriginIndex:
     def __init__(self, doc: dict[str, Any]) -> None:
         self.releases: dict[str, tuple[str, ...]] = {}
         self.origins: list[Origin] = []
+        self.changes: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
+        """(package, `file::function`) -> (release, diff) of each release whose source of that
+        function differs from the indexed release before it."""
         self._lines_cache: dict[str, dict[tuple[str, str], dict[int, Origin]]] = {}
         for package, pkg in doc.get("packages", {}).items():
             rels: list[str] = pkg["releases"]
             self.releases[package] = tuple(rels)
-            for f, fn, kind, what, tmpl, cond, spans, *params in pkg["origins"]:
+            for fkey, got in pkg.get("changes", {}).items():
+                self.changes[(package, fkey)] = tuple((str(r), str(d)) for r, d in got)
+            for f, fn, kind, what, tmpl, cond, spans, *rest in pkg["origins"]:
                 sp = tuple((rels[r], a, b) for r, a, b in spans)
-                names = tuple(params[0]) if params else ()
-                self.origins.append(Origin(package, f, fn, kind, what, tmpl, cond, sp, names))
+                holes = tuple(_hole(h) for h in rest[0]) if rest and rest[0] else ()
+                self.origins.append(Origin(package, f, fn, kind, what, tmpl, cond, sp, holes))
 
     # --- releases -------------------------------------------------------------------------
     def has_release(self, release: str | None, package: str = "vllm") -> bool:
@@ -148,6 +255,85 @@ class OriginIndex:
             alike = any(x.kind == o.kind and x.what == o.what and nxt in x.releases for x in same)
             change = "changed" if alike else "removed"
         return Lifetime(rels[first], rels[last], nxt, change, first == 0)
+
+    def change_after(self, o: Origin, release: str | None) -> Change | None:
+        """The first indexed release after `release` (else after the statement's last release)
+        where the source of the statement's function changed, with the diff; a function gone from
+        its file there names the file that holds it then (moved), if any."""
+        rels = self.releases.get(o.package, ())
+        order = self._order(o.package)
+        since = base(release) if release and base(release) in rels else None
+        start = order(since) if since else order(o.spans[-1][0]) if o.spans else -1
+        if since is None and release:  # a release between indexed ones (a dev build): the one after it
+            start = _before(rels, base(release), start)
+        for r, d in self.changes.get((o.package, f"{o.file}::{o.function}"), ()):
+            if order(r) > start:
+                at = self._offset(o, rels[start] if 0 <= start < len(rels) else None)
+                return Change(r, "changed", nearest_hunk(d, at), None)
+        defs = [x for x in self._by_function.get((o.package, o.file, o.function), []) if x.kind == "def"]
+        last = max((order(r) for x in defs for r in x.releases), default=-1)
+        if 0 <= last < len(rels) - 1 and last >= start:
+            nxt = rels[last + 1]
+            moved = next(
+                (
+                    x.file
+                    for x in self._by_name.get(o.function.rsplit(".", 1)[-1], [])
+                    if x.kind == "def" and x.function == o.function and nxt in x.releases and x.file != o.file
+                ),
+                None,
+            )
+            return Change(nxt, "moved" if moved else "removed", None, moved)
+        return None
+
+    def _offset(self, o: Origin, release: str | None) -> int | None:
+        """The statement's line relative to its function's `def` line (1 = the def) in `release`
+        (else in the statement's last release)."""
+        rel = release if release in o.releases else (o.spans[-1][0] if o.spans else None)
+        mine = o.line_in(rel)
+        defs = [x for x in self._by_function.get((o.package, o.file, o.function), []) if x.kind == "def"]
+        start = next((x.line_in(rel) for x in defs if x.line_in(rel) is not None), None)
+        return None if mine is None or start is None else mine - start + 1
+
+    @cached_property
+    def _by_message(self) -> dict[tuple[str, str, str, str], list[Origin]]:
+        out: dict[tuple[str, str, str, str], list[Origin]] = defaultdict(list)
+        for o in self.origins:
+            if o.template:
+                out[(o.package, o.kind, o.what, o.template)].append(o)
+        return out
+
+    def same_message(self, o: Origin) -> list[tuple[Origin, str, str]]:
+        """Every other statement that writes the same message (another file or function: code
+        that moved), with the first and last indexed release holding it, oldest first."""
+        if not o.template and not (o.kind == "assert" and o.condition):
+            return []
+        order = self._order(o.package)
+        out = []
+        same = list(self._by_message.get((o.package, o.kind, o.what, o.template), [])) if o.template else []
+        if o.kind == "assert" and o.condition:  # an assert is its test, whatever message it carries
+            same += [x for x in self._by_condition.get(_squeeze(o.condition), []) if x.package == o.package]
+        same = list({id(x): x for x in same}.values())
+        for x in same:
+            if x is not o and x.spans:
+                rels = sorted(x.releases, key=order)
+                out.append((x, rels[0], rels[-1]))
+        return sorted(out, key=lambda t: order(t[1]))
+
+    def values(self, o: Origin, msg: str) -> tuple[tuple[str, str, str], ...]:
+        """(name, type, value) of each placeholder of `o`'s template read from the message (empty
+        when the message does not hold the template's first line whole)."""
+        if not o.template or not o.holes:
+            return ()
+        first = o.template.split("\n", 1)[0]
+        rx = _value_regex(first)
+        m = rx.search(msg) if rx is not None else None
+        if m is None and PLACEHOLDER in first:  # a quote that lost the end (`... 120 seconds` sans `.`)
+            rx = _value_regex(first.rsplit(PLACEHOLDER, 1)[0] + PLACEHOLDER + " ")
+            m = rx.search(msg + " ") if rx is not None else None
+        if m is None:
+            return ()
+        vals = m.groups()
+        return tuple((n, t, v.strip()) for (n, t), v in zip(o.holes, vals, strict=False) if v is not None)
 
     # --- lookups ----------------------------------------------------------------------------
     @cached_property
@@ -307,6 +493,29 @@ class OriginIndex:
     def _order(self, package: str) -> Callable[[str], int]:
         rels = self.releases.get(package, ())
         return lambda r: rels.index(r) if r in rels else -1
+
+    @cached_property
+    def _by_condition(self) -> dict[str, list[Origin]]:
+        """An assert's test without whitespace -> every assert with that test."""
+        out: dict[str, list[Origin]] = defaultdict(list)
+        for o in self.origins:
+            if o.kind == "assert" and o.condition:
+                out[_squeeze(o.condition)].append(o)
+        return out
+
+    def assertion(self, line: str) -> Origin | None:
+        """The assert whose source line a paste quotes alone (`assert req_id in self.requests`,
+        no frame): the newest of the asserts with that test (`same_message` lists the others)."""
+        text = line.strip()
+        if not text.startswith("assert "):
+            return None
+        body = _squeeze(text[7:].rstrip("(,\\ "))
+        cands = self._by_condition.get(body)
+        if cands is None and "," in body:  # `assert cond, "message"`: the test before the message
+            cands = self._by_condition.get(body.split(",", 1)[0])
+        if not cands:
+            return None
+        return max(cands, key=self._newest)
 
     def statement(self, text: str, path: str, function: str) -> Origin | None:
         """The statement whose source a traceback prints (`assert num_new_tokens > 0`, `raise
