@@ -67,6 +67,9 @@ class ServeConfig:
     kv_transfer_config: dict[str, Any] | None
     env: dict[str, str] = field(default_factory=dict)
     unknown_flags: tuple[str, ...] = ()
+    flags_release: str | None = None
+    """The vLLM release whose own parser read the flags (None: no one release's; then an unknown
+    flag is only noted)."""
     source: str = "command line"
     values: dict[str, Any] = field(default_factory=dict)
     """Every known flag given, by its long name without dashes prefix (e.g. block-size)."""

@@ -79,13 +79,31 @@ def advisories(ctx: Context) -> Iterator[Finding]:
 @rule(
     id="unknown-flag",
     severity=INFO,
-    title="Flag not known to pd-doctor (passed through unchecked)",
+    title="Flag of no vLLM release pd-doctor knows (passed through unchecked)",
     fix="check the spelling against `vllm serve --help`",
 )
 def unknown_flags(ctx: Context) -> Iterator[Finding]:
     for s in ctx.servers:
-        if s.config.unknown_flags:
+        if s.config.unknown_flags and not s.config.flags_release:
             yield finding("unknown-flag", f"{label(s)}: {', '.join(s.config.unknown_flags)}")
+
+
+@rule(
+    id="flag-not-in-release",
+    severity=E,
+    title="Not a flag of the vLLM release checked: the engine exits with `unrecognized arguments`",
+    fix="drop or rename the flag (`vllm serve --help` of that release), or check against the release "
+    "the deployment runs (--vllm X / --python)",
+)
+def flag_not_in_release(ctx: Context) -> Iterator[Finding]:
+    for s in ctx.servers:
+        rel = s.config.flags_release
+        if s.config.unknown_flags and rel:
+            yield finding(
+                "flag-not-in-release",
+                f"{label(s)}: {', '.join(s.config.unknown_flags)}: not a flag of vLLM {rel}: the engine "
+                "exits with `vllm serve: error: unrecognized arguments`",
+            )
 
 
 @rule(
