@@ -38,6 +38,9 @@ class LaunchCommand:
     """Container image the server runs in (`vllm/vllm-openai:v0.25.0`), when the input names one."""
     phase: int = 0
     """Servers of different phases never run at once (a script that kills and relaunches)."""
+    unknowns: tuple[tuple[str, str], ...] = ()
+    """Variables its command refers to whose value the input cannot tell, with where each comes
+    from (a Secret, the downward API, a ConfigMap not in the files): `$(VAR)` stays as written."""
 
 
 @dataclass(frozen=True)
