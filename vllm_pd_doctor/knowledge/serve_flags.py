@@ -43,6 +43,7 @@ FLAGS: dict[str, str] = {
     "attention-backend": STR,
     "speculative-config": JSON,
     "kv-transfer-config": JSON,
+    "ec-transfer-config": JSON,
     "compilation-config": JSON,
     "attention-config": JSON,
     "enable-prefix-caching": BOOL,
@@ -250,9 +251,8 @@ def _union() -> FlagTable:
     if not installed:
         return FlagTable()
     names = list(rel)
-    return FlagTable(
-        installed=installed, aliases=aliases, source=f"flags of vLLM {names[0]} to {names[-1]} (pd-doctor's data)"
-    )
+    source = f"flags of vLLM {names[0]} to {names[-1]} (pd-doctor's data)"
+    return FlagTable(installed=installed, aliases=aliases, source=source)
 
 
 BUILTIN = _union()
