@@ -103,7 +103,7 @@ def gather_servers(
     names = _unique([c.name or c.role for c in launches])
     servers = [_server_or_why(c, n, table) for c, n in zip(launches, names, strict=True)]
     if notes is not None:
-        notes.extend(f"not an engine: {o}" for o in others)
+        notes.extend(f"not checked as a P/D engine: {o}" for o in others)
         notes.extend(
             f"{n}: $({var}) comes from {origin}: its value is not known here, left as written "
             f"(--set {var}=VALUE gives it)"
