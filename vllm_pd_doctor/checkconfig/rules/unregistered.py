@@ -3,7 +3,6 @@ rule's reasoning; the registries are read by `knowledge.connector_registry`)."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +50,8 @@ def _said(name: str, reg: Registry) -> str:
 
 
 def _ec_said(name: str, reg: Registry) -> str:
+    import difflib  # only when a name is refused
+
     near = difflib.get_close_matches(name, reg.ec_names, n=1, cutoff=0.6)
     same_words = [n for n in reg.ec_names if sorted(_words(n)) == sorted(_words(name))]
     hint = same_words or near
