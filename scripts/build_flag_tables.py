@@ -34,7 +34,11 @@ def pythons(versions: list[str]) -> dict[str, Path]:
 def describe(python: Path) -> dict[str, Any]:
     run = targetrun.run_module(str(python), "serve_parser", [], timeout=300, what="vllm serve's parser")
     flags = {k: encode_flag(v) for k, v in sorted(run.answer["flags"].items())}
-    return {"vllm": run.answer["vllm"], "flags": flags, "aliases": dict(sorted(run.answer["aliases"].items()))}
+    return {
+        "vllm": run.answer["vllm"],
+        "flags": flags,
+        "aliases": dict(sorted(run.answer["aliases"].items())),
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -82,7 +82,9 @@ def test_parses_as_expected(path: Path, exp: dict[str, Any]):
         return
     others: list[str] = []
     got = _load(path, exp, others)
-    assert [o.split(": ", 1)[0] for o in others] == exp.get("non_engines", [o.split(": ", 1)[0] for o in others])
+    assert [o.split(": ", 1)[0] for o in others] == exp.get(
+        "non_engines", [o.split(": ", 1)[0] for o in others]
+    )
     assert [c.role for c, _ in got] == exp["servers"]["roles"]
     assert len(got) == exp["servers"]["count"]
     names = [c.name for c, _ in got]

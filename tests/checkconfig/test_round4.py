@@ -90,7 +90,11 @@ kind: ConfigMap
 metadata: {{name: pd}}
 data: {{KTC: '{KTC}'}}
 ---"""
-    text = _pod("    - {name: X, value: x}", '["M", "--kv-transfer-config=$(VLLM_KTC)", "--served-model-name=$$(X)"]', cm)
+    text = _pod(
+        "    - {name: X, value: x}",
+        '["M", "--kv-transfer-config=$(VLLM_KTC)", "--served-model-name=$$(X)"]',
+        cm,
+    )
     text = text.replace("    env:\n", "    envFrom: [{prefix: VLLM_, configMapRef: {name: pd}}]\n    env:\n")
     (cmd,), _ = _load(text, tmp_path)
     s = parse.parse_launch(cmd)

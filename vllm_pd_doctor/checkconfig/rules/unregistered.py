@@ -58,7 +58,7 @@ def _ec_said(name: str, reg: Registry) -> str:
     return (
         f"ec_connector {name!r} is not among the encoder-cache connectors vLLM {reg.release or '?'} "
         f"registers ({', '.join(reg.ec_names)}): the encoder and prefill fail at start-up "
-        f"(\"Unsupported connector type: {name}\")" + (f"; the release's name is {hint[0]!r}" if hint else "")
+        f'("Unsupported connector type: {name}")' + (f"; the release's name is {hint[0]!r}" if hint else "")
     )
 
 
