@@ -35,7 +35,7 @@ def read(src: Source) -> list[Found] | None:
         if not isinstance(stage, dict):
             continue
         sid = stage.get("stage_id", i)
-        eargs = stage.get("engine_args") if isinstance(stage.get("engine_args"), dict) else {}
+        eargs = _mapping(stage.get("engine_args"))
         role = next((r for key, r in _ROLE_KEYS if stage.get(key) is True), None)
         name = f"stage-{sid}" + (f"-{eargs['model_stage']}" if eargs.get("model_stage") else "")
         if role is None and not eargs.get("kv_transfer_config"):
@@ -48,10 +48,14 @@ def read(src: Source) -> list[Found] | None:
     return out if out or src.others else None
 
 
+def _mapping(v: Any) -> dict[str, Any]:
+    return {str(k): x for k, x in v.items()} if isinstance(v, dict) else {}
+
+
 def _stage(stage: dict[str, Any], eargs: dict[str, Any], role: str | None, name: str) -> Found:
     vllm_args = {k: v for k, v in eargs.items() if BUILTIN.known(str(k).replace("_", "-"))}
     dropped = sorted(str(k) for k in eargs if k not in vllm_args)
-    runtime = stage.get("runtime") if isinstance(stage.get("runtime"), dict) else {}
+    runtime = _mapping(stage.get("runtime"))
     env = {"CUDA_VISIBLE_DEVICES": str(runtime["devices"])} if runtime.get("devices") is not None else {}
     f = Found(
         config_args(vllm_args),
