@@ -222,3 +222,22 @@ def test_every_boolean_flag_from_the_release_parser(fixture: str, request: pytes
         if live[name]["bool"] == "optional":
             s = parse.parse_command(f"vllm serve M --no-{name} --max-num-seqs 4", role="prefill", table=table)
             assert s.values[name] is False, name
+
+
+@pytest.mark.vllm
+def test_ec_connector_names_from_the_release_factory(python_buggy: str, python_fixed: str) -> None:
+    """The issue's E/P/D example names MooncakeECConnector: 0.32.0's ECConnectorFactory registers
+    ECMooncakeConnector (the hint names it); 0.28.0 registers neither Mooncake name."""
+    from vllm_pd_doctor.checkconfig.rules import unregistered
+    from vllm_pd_doctor.knowledge import inspect_vllm, nixl_info
+
+    def source(python: str) -> object:
+        facts = nixl_info.probe(python, import_nixl=False)
+        return inspect_vllm.read_source(python, facts.vllm_path, facts.vllm_version)
+
+    fixed, buggy = source(python_fixed), source(python_buggy)
+    got = unregistered.check_ec(fixed, "MooncakeECConnector", external=False)  # type: ignore[arg-type]
+    assert got is not None and "'ECMooncakeConnector'" in got.evidence
+    assert unregistered.check_ec(fixed, "ECMooncakeConnector", external=False) is None  # type: ignore[arg-type]
+    assert unregistered.check_ec(buggy, "ECMooncakeConnector", external=False) is not None  # type: ignore[arg-type]
+    assert unregistered.check_ec(buggy, "ECExampleConnector", external=False) is None  # type: ignore[arg-type]
