@@ -241,3 +241,22 @@ def test_ec_connector_names_from_the_release_factory(python_buggy: str, python_f
     assert unregistered.check_ec(fixed, "ECMooncakeConnector", external=False) is None  # type: ignore[arg-type]
     assert unregistered.check_ec(buggy, "ECMooncakeConnector", external=False) is not None  # type: ignore[arg-type]
     assert unregistered.check_ec(buggy, "ECExampleConnector", external=False) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.vllm
+def test_a_release_not_kept_is_asked_in_its_interpreter(
+    python_fixed: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A release pd-doctor keeps no table for: its own parser is built in its interpreter once and
+    the answer cached (a second read does not start the interpreter)."""
+    monkeypatch.setattr(serve_flags, "stored", lambda: {})
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    serve_flags._read.cache_clear()
+    table = serve_flags.for_python(python_fixed)
+    assert table.release == "0.32.0" and "vLLM 0.32.0's parser" in table.source
+    assert table.kind("enable-mamba-cache-stochastic-rounding") == serve_flags.BOOL
+    serve_flags._read.cache_clear()
+    monkeypatch.setattr(serve_flags, "_ask_parser", lambda python: pytest.fail("asked again"))
+    again = serve_flags.for_python(python_fixed)
+    assert "(cached)" in again.source and again.installed == table.installed
+    serve_flags._read.cache_clear()
