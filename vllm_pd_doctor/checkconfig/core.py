@@ -58,6 +58,9 @@ def server_from(
     )
 
 
+NON_ENGINE = "not checked as a P/D engine: "
+
+
 def _server_or_why(cmd: LaunchCommand, name: str, table: FlagTable) -> Server:
     """server_from, naming where a `$(VAR)` the input cannot tell comes from when it is refused."""
     try:
@@ -103,7 +106,7 @@ def gather_servers(
     names = _unique([c.name or c.role for c in launches])
     servers = [_server_or_why(c, n, table) for c, n in zip(launches, names, strict=True)]
     if notes is not None:
-        notes.extend(f"not checked as a P/D engine: {o}" for o in others)
+        notes.extend(NON_ENGINE + o for o in others)
         notes.extend(
             f"{n}: $({var}) comes from {origin}: its value is not known here, left as written "
             f"(--set {var}=VALUE gives it)"
@@ -177,6 +180,7 @@ def check(
     t0 = time.perf_counter()
     notes: list[str] = []
     servers, given = gather_servers(prefill_cmd, decode_cmd, config, variables, python, notes)
+    non_engines = tuple(n.removeprefix(NON_ENGINE) for n in notes if n.startswith(NON_ENGINE))
     warnings: list[str] = []
 
     def _warn(msg: str) -> None:
@@ -209,6 +213,7 @@ def check(
     findings.sort(key=lambda f: (f.severity.rank, 0 if f.id.startswith("n1-") else 1))
 
     inputs = _inputs(servers, given, config, minfo, msource, interp, vsrc, nixl, probe, warnings, variables)
+    inputs = replace(inputs, non_engines=non_engines)
     return CheckReport(
         inputs=inputs,
         exposure=ctx.exposure,

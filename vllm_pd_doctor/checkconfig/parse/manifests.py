@@ -280,7 +280,7 @@ def _what(argv: list[str], image: str, names: list[str]) -> str:
     else:
         shown = " ".join(words[:3]) or f"image {image}"
     init = " (init container)" if "initContainers" in names else ""
-    return f"{shown}{init}: not a vLLM engine, not checked"
+    return f"{shown}{init}: not a vLLM engine"
 
 
 def _k8s_words(v: Any, look: Callable[[str], str | None]) -> list[str]:

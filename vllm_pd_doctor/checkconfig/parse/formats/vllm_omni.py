@@ -41,7 +41,7 @@ def read(src: Source) -> list[Found] | None:
         if role is None and not eargs.get("kv_transfer_config"):
             src.others.append(
                 f"{name}: a vLLM-Omni pipeline stage ({stage.get('stage_type', '?')}) without a KV "
-                "connector: not a P/D engine, not checked"
+                "connector: not a P/D engine"
             )
             continue
         out.append(_stage(stage, eargs, role, name))
