@@ -260,3 +260,19 @@ def test_a_release_not_kept_is_asked_in_its_interpreter(
     again = serve_flags.for_python(python_fixed)
     assert "(cached)" in again.source and again.installed == table.installed
     serve_flags._read.cache_clear()
+
+
+def test_report_names_the_non_engines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Dynamo recipe's frontend is in the report (JSON `inputs.non_engines`, an inputs line),
+    its two workers are the servers."""
+    from vllm_pd_doctor.formats import checkconfig as fmt
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    corpus = Path(__file__).resolve().parents[1] / "fixtures" / "check_config" / "corpus"
+    r = core.check(config=corpus / "dynamo_recipe_axk2_disagg_h200_env_args.yaml", import_nixl=False)
+    assert [s.config.role for s in r.servers] == ["prefill", "decode"]
+    assert r.inputs.non_engines == (
+        "axk2-vllm-disagg-h200/Frontend/main: python3 -m dynamo.frontend: not a vLLM engine",
+    )
+    assert fmt.check_obj(r)["inputs"]["non_engines"] == list(r.inputs.non_engines)
+    assert any(line.startswith("not an engine (not checked): ") for line in fmt.check_inputs_lines(r))
