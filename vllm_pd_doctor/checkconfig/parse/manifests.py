@@ -238,10 +238,14 @@ def _container(
     w: _Walk,
     svc: dict[str, Any] | None,
 ) -> None:
+    outer = svc.get("envs") or svc.get("env") if svc is not None else None
+    if isinstance(outer, list) and isinstance(c.get("env") or [], list):
+        # a controller's service-level env (Dynamo `envs:`) goes into the container before its own
+        c = {**c, "env": [*outer, *(c.get("env") or [])]}
     kenv = k8s_env.container_env(c, w.resources, w.variables)
     env = kenv.process_env()
-    if svc is not None and (svc.get("envs") or svc.get("env")):
-        env = {**env_map(svc.get("envs") or svc.get("env"), f"{kind} {top}"), **env}
+    if outer and not isinstance(outer, list):
+        env = {**env_map(outer, f"{kind} {top}"), **env}
     st = str(c.get("type", "")).lower()
     if st in ROLES:
         names = [*names, st]
