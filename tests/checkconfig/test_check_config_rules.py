@@ -348,6 +348,14 @@ CASES = {
         ctx(None, D0, extra=(released(P0 + " --frobnicate 1", "prefill"),)),
         ctx(None, D0, extra=(released(P0 + " --enable-chunked-prefil", "prefill"),)),  # an abbreviation
     ),
+    "flag-not-in-release/a-launcher-with-its-own-flags-is-only-noted": (
+        ctx(None, D0, extra=(released(P0 + " --frobnicate 1", "prefill"),)),
+        ctx(
+            None,
+            D0,
+            extra=(replace(released(P0 + " --frobnicate 1", "prefill"), launcher="sh > dynamo.vllm"),),
+        ),
+    ),
     "ec-connector-unregistered": (
         ctx(EC_P.replace("EC_NAME", "MooncakeECConnector"), D0, vllm=V_EC_0_32),
         ctx(EC_P.replace("EC_NAME", "ECMooncakeConnector"), D0, vllm=V_EC_0_32),

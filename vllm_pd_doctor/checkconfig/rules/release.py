@@ -9,6 +9,7 @@ from vllm_pd_doctor.checkconfig.rules.context import Context, label
 from vllm_pd_doctor.knowledge import advisories as advisory_facts
 from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.results.checkconfig import Finding, Verdict
+from vllm_pd_doctor.results.launch import Server
 
 
 @rule(
@@ -84,8 +85,25 @@ def advisories(ctx: Context) -> Iterator[Finding]:
 )
 def unknown_flags(ctx: Context) -> Iterator[Finding]:
     for s in ctx.servers:
-        if s.config.unknown_flags and not s.config.flags_release:
+        if not s.config.unknown_flags:
+            continue
+        if not s.config.flags_release:
             yield finding("unknown-flag", f"{label(s)}: {', '.join(s.config.unknown_flags)}")
+        elif _own_parser(s):
+            yield finding(
+                "unknown-flag",
+                f"{label(s)}: {', '.join(s.config.unknown_flags)}: not a flag of vLLM "
+                f"{s.config.flags_release}; {_own_parser(s)} adds flags of its own to vLLM's",
+            )
+
+
+_LAUNCHERS_WITH_OWN_FLAGS = ("dynamo.vllm",)
+"""Launchers whose parser extends vLLM's with flags pd-doctor does not enumerate (their known ones
+are taken off before vLLM's are read: `checkconfig.parse.dynamo`)."""
+
+
+def _own_parser(s: Server) -> str | None:
+    return next((x for x in _LAUNCHERS_WITH_OWN_FLAGS if x in (s.launcher or "")), None)
 
 
 @rule(
@@ -98,7 +116,7 @@ def unknown_flags(ctx: Context) -> Iterator[Finding]:
 def flag_not_in_release(ctx: Context) -> Iterator[Finding]:
     for s in ctx.servers:
         rel = s.config.flags_release
-        if s.config.unknown_flags and rel:
+        if s.config.unknown_flags and rel and not _own_parser(s):
             yield finding(
                 "flag-not-in-release",
                 f"{label(s)}: {', '.join(s.config.unknown_flags)}: not a flag of vLLM {rel}: the engine "
