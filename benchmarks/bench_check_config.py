@@ -13,6 +13,10 @@ given with --setups DIR) that check-config accepts is timed in process (`core.ch
 median over setups is reported against the issue 11 target (<= 0.5 s per setup).
 `--collect-env-repeat 0` skips the vLLM collect_env comparison.
 
+`--floor` times a small P+D check (two `vllm serve` lines, no --python) against the floor every
+typer CLI pays, `python -c "import typer, rich"`, in wall time and CPU time (user+sys, steadier on a
+loaded machine); target: check-config's median at most 0.3 s over the floor (issue 33).
+
 `--without-python` times check-config as a user runs it first, with no --python (no vLLM read:
 config.json structure, image tags; HF_HUB_OFFLINE=1 so model ids come from the local HF cache and
 the timing does not depend on the network); target: median <= 0.5 s (issue 17).
@@ -60,7 +64,10 @@ def main() -> int:
         default=[],
         help="extra directory of setups (config files) to time per setup",
     )
+    ap.add_argument("--floor", action="store_true", help="small P+D check against the typer+rich floor")
     a = ap.parse_args()
+    if a.floor:
+        return _against_floor(max(a.repeat, 7))
     if a.without_python:
         return _without_python(a.repeat, [FIX, *a.setups])
     python = a.python
@@ -152,6 +159,69 @@ def main() -> int:
         )
     )
     return 0 if cc_med < 0.5 and ratio >= 10 and setup_med <= 0.5 else 1
+
+
+SMALL_PD = (
+    "VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve ./granite-h --port 8100 --kv-transfer-config "
+    """'{"kv_connector":"NixlConnector","kv_role":"kv_producer"}' &\n"""
+    "VLLM_NIXL_SIDE_CHANNEL_PORT=5601 vllm serve ./granite-h --port 8200 --kv-transfer-config "
+    """'{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}' &\n"""
+)
+
+
+def _wall_cpu(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, _ = _time(cmd, env, 120)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def _against_floor(repeat: int) -> int:
+    """check-config on a small P+D script (no --python) vs `python -c "import typer, rich"`."""
+    import tempfile
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")
+    }
+    env["PYTHONPYCACHEPREFIX"] = os.environ.get("PD_DOCTOR_BENCH_PYCACHE", "/tmp/pd-doctor-bench-pycache")
+    env["HF_HUB_OFFLINE"] = "1"
+    with tempfile.TemporaryDirectory(prefix="pd-doctor-bench-") as tmp:
+        script = Path(tmp) / "pd.sh"
+        script.write_text(SMALL_PD, encoding="utf-8")
+        check = [sys.executable, "-m", "vllm_pd_doctor", "check-config", "--config", str(script)]
+        check += ["--format", "json", "--quiet"]
+        floor = [sys.executable, "-c", "import typer, rich"]
+        _wall_cpu(check, env), _wall_cpu(floor, env)  # warm: bytecode, the OS file cache
+        runs = [(_wall_cpu(check, env), _wall_cpu(floor, env)) for _ in range(repeat)]
+    cc_w, cc_c = statistics.median(r[0][0] for r in runs), statistics.median(r[0][1] for r in runs)
+    fl_w, fl_c = statistics.median(r[1][0] for r in runs), statistics.median(r[1][1] for r in runs)
+    over_w, over_c = cc_w - fl_w, cc_c - fl_c
+    print(f"small P+D check-config, no --python ({repeat} runs each, interleaved):")
+    print(f"  check-config          wall {cc_w:.3f} s   cpu {cc_c:.3f} s")
+    print(f"  import typer, rich    wall {fl_w:.3f} s   cpu {fl_c:.3f} s")
+    print(
+        f"  over the floor        wall {over_w:.3f} s   cpu {over_c:.3f} s   target <= 0.3 s: "
+        f"{'OK' if min(over_w, over_c) <= 0.3 else 'MISSED'}"
+    )
+    print(
+        json.dumps(
+            {
+                "check_config_wall_s": cc_w,
+                "check_config_cpu_s": cc_c,
+                "floor_wall_s": fl_w,
+                "floor_cpu_s": fl_c,
+                "over_floor_wall_s": over_w,
+                "over_floor_cpu_s": over_c,
+                "cpu_count": os.cpu_count(),
+                "load": os.getloadavg(),
+            }
+        )
+    )
+    return 0 if min(over_w, over_c) <= 0.3 else 1
 
 
 def _without_python(repeat: int, dirs: list[Path]) -> int:

@@ -9,11 +9,14 @@ without loading the hotfix installer.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from vllm_pd_doctor.hotfix_env import ENV_SETTING
 from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.knowledge import fixes as n1
-from vllm_pd_doctor.results.repro import ReproReport
+
+if TYPE_CHECKING:  # a type only: check-config's path does not load repro's result types
+    from vllm_pd_doctor.results.repro import ReproReport
 
 WORKAROUND = (
     "or pass --no-enable-prefix-caching to the prefill engine only; trade-off: "

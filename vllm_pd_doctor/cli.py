@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from enum import Enum
+from pathlib import PurePath
 from typing import Any
 
 import typer
@@ -99,10 +100,12 @@ _NoArgsIsHelp: type[Exception] = getattr(_click_exc, "NoArgsIsHelpError", _Usage
 _Abort: type[BaseException] = getattr(_click_exc, "Abort", typer.Abort)
 _Exit: type[BaseException] = typer.Exit
 _choice: Any
-try:  # typer's own choice matching (typer >= 0.2x; no pydantic)
+_path: Any
+try:  # typer's own choice matching and path checks (typer >= 0.2x; no pydantic)
     from typer._param_types import coerce_cli_choice as _choice
+    from typer._param_types import coerce_cli_path as _path
 except ImportError:  # pragma: no cover - an older typer: click coerces, nothing to skip
-    _choice = None
+    _choice = _path = None
 
 
 def _usage_error(exc: Any) -> int:
@@ -154,6 +157,10 @@ class _LightCoercion:
         ):
             if value is None or type(value) is ann:
                 return value
+            if issubclass(ann, PurePath) and isinstance(value, str) and desc.parameter_info.path_type is None:
+                # typer's own path checks, given the value as a Path already (what its pydantic
+                # adapter would make of a str): same checks and messages, no pydantic import
+                return _path(ann(value), desc.parameter_info, path_type=ann, param=param, ctx=ctx)
             if issubclass(ann, Enum) and isinstance(value, str):
                 with suppress(ValueError):
                     return _choice(value, choices=tuple(ann), case_sensitive=desc.case_sensitive, ctx=ctx)

@@ -20,7 +20,6 @@ import shutil
 import stat
 import sys
 import tempfile
-import zipfile
 from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path, PurePosixPath
@@ -186,6 +185,8 @@ def entry_name(name: str) -> str:
 
 def zip_bytes(files: Mapping[str, str | bytes]) -> bytes:
     """The zip archive of `files` (name -> content), entries sorted, names checked."""
+    import zipfile  # only where a bundle is written (not on check-config's path)
+
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
         for name in sorted(files):

@@ -8,7 +8,6 @@ Every uv run appends to the environment's install.log; a failure says why in one
 
 from __future__ import annotations
 
-import configparser
 import os
 import re
 import shutil
@@ -43,6 +42,8 @@ def pip_settings() -> dict[str, list[str]]:
     files += [Path(xdg) / "pip" / "pip.conf", Path.home() / ".pip" / "pip.conf"]
     if os.environ.get("PIP_CONFIG_FILE"):
         files.append(Path(os.environ["PIP_CONFIG_FILE"]))
+    import configparser  # only where pip's config is read (not on check-config's path)
+
     found: dict[str, list[str]] = {"find-links": [], "constraint": []}
     for f in files:
         if not f.is_file():

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 
 from vllm_pd_doctor.checkconfig import parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
+from vllm_pd_doctor.knowledge import serve_flags
 from vllm_pd_doctor.results.checkconfig import (
     ConvLayoutOverride,
     ModelInfo,
@@ -122,6 +124,24 @@ V_REGISTRY = VllmSource(
     sites=EARLY,
     connectors=("NixlConnector", "NixlPushConnector", "MultiConnector", "OffloadingConnector"),
 )
+V_EC_0_32 = VllmSource(
+    python="py",
+    version="0.32.0",
+    path=str(Path(__file__).resolve().parents[1] / "fixtures" / "check_config" / "vllm_factories_0.32.0"),
+    sites=EARLY,
+)
+"""vLLM 0.32.0's connector factories (their register_connector calls, tests/fixtures)."""
+EC_P = P0 + ' --ec-transfer-config \'{"ec_connector":"EC_NAME","ec_role":"ec_consumer"}\''
+
+
+def released(cmd: str, role: str, release: str = "0.28.0") -> Server:
+    """A server whose flags were read with that release's own parser table."""
+    table = serve_flags.for_release(release)
+    assert table is not None
+    args, env = parse.split_command(cmd, role)
+    return Server(name=role, config=parse.parse_args(args, env, role=role, what=role, table=table))
+
+
 MULTI = (
     'vllm serve M --port 8100 --kv-transfer-config \'{"kv_connector":"MultiConnector",'
     '"kv_role":"kv_producer","kv_connector_extra_config":{"connectors":['
@@ -320,6 +340,30 @@ CASES = {
     "kv-lease-short/abort-timeout": (ctx("VLLM_NIXL_ABORT_REQUEST_TIMEOUT=10 " + P0), ctx()),
     "vllm-advisory": (ctx(vllm=V_BUGGY), ctx()),
     "unknown-flag": (ctx(P0 + " --frobnicate 1"), ctx(P0 + " --enforce-eager")),
+    "unknown-flag/a-release-parser-makes-it-an-error-instead": (
+        ctx(P0 + " --frobnicate 1"),
+        ctx(None, D0, extra=(released(P0 + " --frobnicate 1", "prefill"),)),
+    ),
+    "flag-not-in-release": (
+        ctx(None, D0, extra=(released(P0 + " --frobnicate 1", "prefill"),)),
+        ctx(None, D0, extra=(released(P0 + " --enable-chunked-prefil", "prefill"),)),  # an abbreviation
+    ),
+    "flag-not-in-release/a-launcher-with-its-own-flags-is-only-noted": (
+        ctx(None, D0, extra=(released(P0 + " --frobnicate 1", "prefill"),)),
+        ctx(
+            None,
+            D0,
+            extra=(replace(released(P0 + " --frobnicate 1", "prefill"), launcher="sh > dynamo.vllm"),),
+        ),
+    ),
+    "ec-connector-unregistered": (
+        ctx(EC_P.replace("EC_NAME", "MooncakeECConnector"), D0, vllm=V_EC_0_32),
+        ctx(EC_P.replace("EC_NAME", "ECMooncakeConnector"), D0, vllm=V_EC_0_32),
+    ),
+    "ec-connector-unregistered/module-path-loads-any-name": (
+        ctx(EC_P.replace("EC_NAME", "MyEC"), D0, vllm=V_EC_0_32),
+        ctx(EC_P.replace('"EC_NAME"', '"MyEC","ec_connector_module_path":"my.ec"'), D0, vllm=V_EC_0_32),
+    ),
     "mamba-cache-none": (
         ctx(P0H + " --no-enable-prefix-caching", D0H, model=HYBRID),
         ctx(P0 + " --no-enable-prefix-caching", D0),

@@ -91,10 +91,12 @@ and 0.28.0 also kills a hybrid decode on a failed KV load (the `hybrid-load-fail
 observed on 0.28.0, held on 0.32.0)."""
 
 
-def _vllm_own_scripts() -> list[tuple[Path, dict[str, str]]]:
+def _vllm_own_scripts() -> list[tuple[Path, dict[str, str], set[str]]]:
     """Corpus fixtures copied from vllm-project/vllm itself (examples, benchmarks, its NIXL
     integration tests, its docs), each naming its source beside it, with the variables the
-    sidecar fills in (what the script leaves to its caller)."""
+    sidecar fills in (what the script leaves to its caller) and the errors its sidecar expects
+    (`expert_findings_present`: a script written for another vLLM revision, such as an E/P/D
+    example naming an encoder-cache connector no release read here registers)."""
     import yaml
 
     out = []
@@ -102,12 +104,13 @@ def _vllm_own_scripts() -> list[tuple[Path, dict[str, str]]]:
         exp = yaml.safe_load(side.read_text(encoding="utf-8")) or {}
         if (exp.get("source") or {}).get("repo") == "vllm-project/vllm" and exp.get("parses"):
             variables = {str(k): str(v) for k, v in (exp.get("variables") or {}).items()}
-            out.append((side.with_name(side.name[: -len(".expect.yaml")]), variables))
+            expected = set(exp.get("expert_findings_present") or [])
+            out.append((side.with_name(side.name[: -len(".expect.yaml")]), variables, expected))
     return out
 
 
 def test_vllms_own_scripts_are_in_the_corpus():
-    names = {p.name for p, _ in _vllm_own_scripts()}
+    names = {p.name for p, _, _ in _vllm_own_scripts()}
     assert "vllm_bench_disagg_nixl_epd_benchmark.sh" in names and len(names) >= 8
 
 
@@ -120,10 +123,10 @@ def test_vllms_own_scripts_pass_without_errors(which: str, request: pytest.Fixtu
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     py = request.getfixturevalue(which)
     bad = {}
-    for path, variables in _vllm_own_scripts():
+    for path, variables, expected in _vllm_own_scripts():
         r = core.check(config=path, python=py, import_nixl=False, variables=variables)
         errors = [f"{f.id}: {f.evidence}" for f in r.findings if f.severity is Severity.error]
-        errors = [e for e in errors if e.split(":")[0] not in ENV_FINDINGS | REAL]
+        errors = [e for e in errors if e.split(":")[0] not in ENV_FINDINGS | REAL | expected]
         if errors:
             bad[path.name] = errors
     assert bad == {}

@@ -222,7 +222,7 @@ def test_core_checks_a_list_of_servers_and_passes_variables(monkeypatch, tmp_pat
 
     seen: dict[str, object] = {}
 
-    def load(path, *, variables=None):  # the parser's coming signature: a list of servers
+    def load(path, *, variables=None, others=None):  # the parser's coming signature: a list of servers
         seen["variables"] = variables
         return [
             _launch(P0, "prefill", "prefill-0", "pod:p0"),

@@ -44,8 +44,8 @@ def _vars(exp: dict[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in (exp.get("variables") or {}).items()}
 
 
-def _load(path: Path, exp: dict[str, Any]) -> list[Any]:
-    cmds = parse.load_config_file(path, variables=_vars(exp))
+def _load(path: Path, exp: dict[str, Any], others: list[str] | None = None) -> list[Any]:
+    cmds = parse.load_config_file(path, variables=_vars(exp), others=others)
     return [(c, parse.parse_launch(c)) for c in cmds]
 
 
@@ -80,7 +80,11 @@ def test_parses_as_expected(path: Path, exp: dict[str, Any]):
         assert exp["error_contains"] in ei.value.message
         assert "\n" not in ei.value.message
         return
-    got = _load(path, exp)
+    others: list[str] = []
+    got = _load(path, exp, others)
+    assert [o.split(": ", 1)[0] for o in others] == exp.get(
+        "non_engines", [o.split(": ", 1)[0] for o in others]
+    )
     assert [c.role for c, _ in got] == exp["servers"]["roles"]
     assert len(got) == exp["servers"]["count"]
     names = [c.name for c, _ in got]

@@ -58,6 +58,25 @@ def server_from(
     )
 
 
+NON_ENGINE = "not checked as a P/D engine: "
+
+
+def _server_or_why(cmd: LaunchCommand, name: str, table: FlagTable) -> Server:
+    """server_from, naming where a `$(VAR)` the input cannot tell comes from when it is refused."""
+    try:
+        return server_from(cmd, name, table=table)
+    except BadInput as exc:
+        hit = [(v, o) for v, o in cmd.unknowns if f"$({v})" in exc.message]
+        if not hit:
+            raise
+        var, origin = hit[0]
+        raise BadInput(
+            f"{exc.message.split(': the value comes from')[0]}: $({var}) comes from {origin}, "
+            "which the files do not hold",
+            hint=f"give its value: --set {var}=VALUE",
+        ) from None
+
+
 def _unique(names: list[str]) -> list[str]:
     out: list[str] = []
     for n in names:
@@ -74,14 +93,26 @@ def gather_servers(
     config: Path | None,
     variables: Mapping[str, str] | None = None,
     python: str | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[tuple[Server, ...], dict[str, str]]:
     """Parse every server of the deployment (any number: xPyD); returns them and the text each
-    came from. A --prefill-cmd / --decode-cmd replaces the config file's server of that name."""
+    came from. A --prefill-cmd / --decode-cmd replaces the config file's server of that name.
+    `notes` (when given) receives the processes that start no engine and the values the input
+    cannot tell, one line each."""
     variables = variables or {}
     table = parse.for_python(python)
-    launches = list(parse.load_config_file(config, variables=variables)) if config else []
+    others: list[str] = []
+    launches = list(parse.load_config_file(config, variables=variables, others=others)) if config else []
     names = _unique([c.name or c.role for c in launches])
-    servers = [server_from(c, n, table=table) for c, n in zip(launches, names, strict=True)]
+    servers = [_server_or_why(c, n, table) for c, n in zip(launches, names, strict=True)]
+    if notes is not None:
+        notes.extend(NON_ENGINE + o for o in others)
+        notes.extend(
+            f"{n}: $({var}) comes from {origin}: its value is not known here, left as written "
+            f"(--set {var}=VALUE gives it)"
+            for c, n in zip(launches, names, strict=True)
+            for var, origin in c.unknowns
+        )
     given = {s.name: f"{config} ({s.name})" for s in servers}
     for role, text in (("prefill", prefill_cmd), ("decode", decode_cmd)):
         if text is None:
@@ -147,12 +178,17 @@ def check(
     warn: Callable[[str], None] = lambda _: None,
 ) -> CheckReport:
     t0 = time.perf_counter()
-    servers, given = gather_servers(prefill_cmd, decode_cmd, config, variables, python)
+    notes: list[str] = []
+    servers, given = gather_servers(prefill_cmd, decode_cmd, config, variables, python, notes)
+    non_engines = tuple(n.removeprefix(NON_ENGINE) for n in notes if n.startswith(NON_ENGINE))
     warnings: list[str] = []
 
     def _warn(msg: str) -> None:
         warnings.append(msg)
         warn(msg)
+
+    for n in notes:
+        _warn(n)
 
     for s in servers:
         if s.config.unknown_flags:
@@ -177,6 +213,7 @@ def check(
     findings.sort(key=lambda f: (f.severity.rank, 0 if f.id.startswith("n1-") else 1))
 
     inputs = _inputs(servers, given, config, minfo, msource, interp, vsrc, nixl, probe, warnings, variables)
+    inputs = replace(inputs, non_engines=non_engines)
     return CheckReport(
         inputs=inputs,
         exposure=ctx.exposure,

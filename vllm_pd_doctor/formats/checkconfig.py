@@ -34,6 +34,7 @@ def check_inputs_lines(r: CheckReport) -> list[str]:
         + (f", hybrid: {'yes' if r.model.hybrid else 'no'}" if r.model else ""),
         f"vLLM: {_vllm_line(r)} ({i.python})",
     ]
+    lines += [f"not an engine (not checked): {n}" for n in i.non_engines]
     if r.nixl is not None:
         d = ", ".join(f"{n}=={v}" for n, v in r.nixl.dists) or "none"
         lines.append(f"NIXL: {d}")
@@ -204,6 +205,7 @@ def check_obj(r: CheckReport) -> dict[str, Any]:
             "warnings": list(i.warnings),
             "not_given": [k for k, v in i.given().items() if not v],
             "variables": dict(i.variables),
+            "non_engines": list(i.non_engines),
         },
         "servers": [
             {

@@ -20,6 +20,7 @@ from pathlib import Path
 KV_FACTORY = "distributed/kv_transfer/kv_connector/factory.py"
 EC_FACTORY = "distributed/ec_transfer/ec_connector/factory.py"
 MODULE_PATH_FIELD = "kv_connector_module_path"
+EC_MODULE_PATH_FIELD = "ec_connector_module_path"
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class Registry:
     ec: tuple[Registered, ...] = ()
     module_path: bool = False
     """`get_connector_class` loads from `kv_connector_module_path` when it is set."""
+    ec_module_path: bool = False
+    """The EC factory's `get_connector_class` loads from `ec_connector_module_path` when it is set."""
 
     @property
     def kv_names(self) -> tuple[str, ...]:
@@ -81,11 +84,11 @@ def _parse(path: Path) -> ast.Module | None:
         return None
 
 
-def _reads_module_path(tree: ast.Module) -> bool:
-    """`get_connector_class` reads `<config>.kv_connector_module_path`."""
+def _reads_module_path(tree: ast.Module, field: str = MODULE_PATH_FIELD) -> bool:
+    """`get_connector_class` reads `<config>.<field>` (kv_ or ec_connector_module_path)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "get_connector_class":
-            return any(isinstance(n, ast.Attribute) and n.attr == MODULE_PATH_FIELD for n in ast.walk(node))
+            return any(isinstance(n, ast.Attribute) and n.attr == field for n in ast.walk(node))
     return False
 
 
@@ -101,6 +104,7 @@ def read(vllm_path: Path, release: str | None = None) -> Registry:
         kv=_registrations(kv_tree),
         ec=_registrations(ec_tree) if ec_tree is not None else (),
         module_path=_reads_module_path(kv_tree),
+        ec_module_path=ec_tree is not None and _reads_module_path(ec_tree, EC_MODULE_PATH_FIELD),
     )
 
 

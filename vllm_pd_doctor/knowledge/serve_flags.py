@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +43,7 @@ FLAGS: dict[str, str] = {
     "attention-backend": STR,
     "speculative-config": JSON,
     "kv-transfer-config": JSON,
+    "ec-transfer-config": JSON,
     "compilation-config": JSON,
     "attention-config": JSON,
     "enable-prefix-caching": BOOL,
@@ -130,39 +132,130 @@ SHORT = {
     "sc": "structured-outputs-config",
 }
 
-_VERSION = 2
+_VERSION = 3
 """Bump when the reader changes (invalidates cached tables)."""
 _FILES = ("engine/arg_utils.py", "entrypoints/openai/cli_args.py", "entrypoints/cli/serve.py")
 _CLASSES = {"EngineArgs", "AsyncEngineArgs", "BaseFrontendArgs", "FrontendArgs"}
+DATA_FILE = Path(__file__).with_name("serve_flags.json")
+"""Each release's flags as its own parser has them (`scripts/build_flag_tables.py`)."""
 
 
 @dataclass(frozen=True)
 class FlagTable:
-    """Flag kinds: the hand-written types first, then what the installed vLLM says."""
+    """Flag kinds: what a release's parser says (arity, booleans), with the hand-written value types
+    (int, JSON) the rules need on top."""
 
     installed: dict[str, str] = field(default_factory=dict)
-    """Long name -> BOOL or STR, from the installed vLLM (empty: not read)."""
+    """Long name -> BOOL, INT or STR, from a release's parser (empty: not read)."""
     aliases: dict[str, str] = field(default_factory=dict)
     source: str = "built-in table"
+    release: str | None = None
+    """The vLLM release whose own parser this is: a flag not in it makes that engine exit."""
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def kind(self, name: str) -> str | None:
         k = FLAGS.get(name)
-        if k is not None:
-            if self.installed.get(name) == BOOL and k != BOOL:
-                return BOOL
+        if not self.installed:
             return k
-        return self.installed.get(name)
+        inst = self.installed.get(name)
+        if inst is None:
+            return None if self.release else k
+        if inst == BOOL:
+            return BOOL
+        if k in (INT, JSON):
+            return k
+        return INT if inst == INT else STR
 
     def known(self, name: str) -> bool:
-        if self.installed:
-            return name in self.installed or name in FLAGS
-        return name in FLAGS
+        return self.kind(name) is not None
+
+    def abbreviation(self, name: str) -> str | None:
+        """The one flag `name` abbreviates, as argparse accepts it (`allow_abbrev`, vLLM's parser
+        keeps the default): a unique prefix of a long option (`--no-` forms of booleans too)."""
+        if not self.installed or len(name) < 2:
+            return None
+        hits = [k for k in self.installed if k.startswith(name)]
+        hits += [f"no-{k}" for k, v in self.installed.items() if v == BOOL and f"no-{k}".startswith(name)]
+        return hits[0] if len(hits) == 1 else None
 
     def short(self, name: str) -> str:
         return self.aliases.get(name) or SHORT.get(name) or name
 
 
-BUILTIN = FlagTable()
+def encode_flag(d: Mapping[str, object]) -> str:
+    """One flag of `target/serve_parser.py`'s answer, compactly: `b` (--x/--no-x), `s` (a switch),
+    else its type (`int`, `float`, `str`, `v` for a converter), nargs when not one, `|choices`."""
+    if d.get("bool") == "optional":
+        return "b"
+    if d.get("bool"):
+        return "s"
+    t = str(d.get("type") or "str")
+    code = t if t in ("int", "float", "str") else "v"
+    nargs = d.get("nargs", 1)
+    if nargs != 1:
+        code += str(nargs)
+    choices = d.get("choices")
+    if isinstance(choices, list) and choices:
+        code += "|" + "|".join(str(c) for c in choices)
+    return code
+
+
+def _decode(code: str) -> str:
+    if code in ("b", "s"):
+        return BOOL
+    return INT if code.startswith("int") else STR
+
+
+def _table(release: str, entry: Mapping[str, object], source: str) -> FlagTable:
+    flags = entry["flags"]
+    aliases = entry["aliases"]
+    assert isinstance(flags, dict) and isinstance(aliases, dict)
+    return FlagTable(
+        installed={k: _decode(v) for k, v in flags.items()},
+        aliases=dict(aliases),
+        source=source,
+        release=release,
+        choices={k: tuple(v.split("|")[1:]) for k, v in flags.items() if "|" in v},
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def stored() -> dict[str, dict[str, object]]:
+    """The releases pd-doctor keeps the parser's flags of (knowledge/serve_flags.json)."""
+    try:
+        doc = json.loads(DATA_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    rel = doc.get("releases") if isinstance(doc, dict) else None
+    return rel if isinstance(rel, dict) else {}
+
+
+def for_release(version: str) -> FlagTable | None:
+    """The table of a release pd-doctor keeps (None: not kept)."""
+    entry = stored().get(version)
+    if entry is None:
+        return None
+    return _table(version, entry, f"vLLM {version}'s parser (pd-doctor's data)")
+
+
+def _union() -> FlagTable:
+    """Every flag of the releases kept, each as the newest release that has it reads it: the table
+    when the deployment's vLLM is not known (a flag outside all of them is only noted)."""
+    installed: dict[str, str] = {}
+    aliases: dict[str, str] = {}
+    rel = stored()
+    for v in rel:  # oldest first: newer releases win
+        t = _table(v, rel[v], "")
+        installed.update(t.installed)
+        aliases.update(t.aliases)
+    if not installed:
+        return FlagTable()
+    names = list(rel)
+    source = f"flags of vLLM {names[0]} to {names[-1]} (pd-doctor's data)"
+    return FlagTable(installed=installed, aliases=aliases, source=source)
+
+
+BUILTIN = _union()
 
 
 def site_packages_vllm(python: str | None) -> Path | None:
@@ -179,12 +272,32 @@ def site_packages_vllm(python: str | None) -> Path | None:
 
 
 def for_python(python: str | None) -> FlagTable:
-    """The table for the vLLM beside `python` (default: this interpreter; the built-in table
-    when no vLLM is found there)."""
+    """The table of the vLLM beside `python` (default: this interpreter): its release's parser as
+    pd-doctor keeps it; for a release not kept, its parser asked in that interpreter (cached); the
+    union of the kept releases when no vLLM is found there."""
     vdir = site_packages_vllm(python or sys.executable)
     if vdir is None:
         return BUILTIN
-    return _read(str(vdir))
+    version = dist_version(vdir)
+    kept = for_release(version) if version else None
+    if kept is not None:
+        return kept
+    return _read(str(vdir), python or sys.executable, version)
+
+
+def dist_version(vdir: Path) -> str | None:
+    """The installed vLLM's version from its dist-info beside the package (never imported)."""
+    for meta in sorted(vdir.parent.glob("vllm*.dist-info/METADATA")):
+        try:
+            with open(meta, encoding="utf-8") as fh:
+                for line in fh:
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip().split("+", 1)[0]
+                    if not line.strip():
+                        break
+        except OSError:
+            continue
+    return None
 
 
 def _splat_field(node: ast.expr) -> str | None:
@@ -227,30 +340,47 @@ def _cache_file(vdir: str) -> Path | None:
 
 
 @functools.lru_cache(maxsize=8)
-def _read(vdir: str) -> FlagTable:
-    """The installed table, from a small JSON cache beside pd-doctor's other caches (the `ast`
-    walk over arg_utils.py takes ~0.2 s; the cache is keyed by the file's mtime and size)."""
+def _read(vdir: str, python: str, version: str | None) -> FlagTable:
+    """A release pd-doctor does not keep: its own parser, asked in its interpreter once (seconds;
+    then a small JSON cache keyed by the parser file's mtime and size); where that interpreter
+    cannot build it, the flags read from its source with `ast`."""
     cache = _cache_file(vdir)
     if cache is not None:
         try:
             doc = json.loads(cache.read_text(encoding="utf-8"))
-            return FlagTable(
-                installed=dict(doc["installed"]), aliases=dict(doc["aliases"]), source=f"{vdir} (ast, cached)"
-            )
-        except (OSError, ValueError, KeyError, TypeError):
+            return _table(str(doc["release"]), doc, f"{vdir}: vLLM {doc['release']}'s parser (cached)")
+        except (OSError, ValueError, KeyError, TypeError, AssertionError):
             pass
-    table = _read_source(vdir)
-    if cache is not None and table.installed:
+    entry = _ask_parser(python)
+    if entry is None:
+        return _read_source(vdir)
+    release = str(entry.pop("vllm", None) or version or "installed")
+    if cache is not None:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(
-                json.dumps({"installed": table.installed, "aliases": table.aliases}), encoding="utf-8"
-            )
+            tmp.write_text(json.dumps({"release": release, **entry}), encoding="utf-8")
             os.replace(tmp, cache)
         except OSError:
             pass
-    return table
+    return _table(release, entry, f"{vdir}: vLLM {release}'s parser")
+
+
+def _ask_parser(python: str) -> dict[str, object] | None:
+    """`target/serve_parser.py`'s answer, encoded; None when the interpreter cannot build it."""
+    from vllm_pd_doctor import targetrun
+    from vllm_pd_doctor.errors import PdDoctorError
+
+    try:
+        run = targetrun.run_module(python, "serve_parser", [], timeout=120, what="vllm serve's parser")
+        flags = run.answer["flags"]
+        return {
+            "vllm": run.answer.get("vllm"),
+            "flags": {k: encode_flag(v) for k, v in flags.items()},
+            "aliases": dict(run.answer["aliases"]),
+        }
+    except (PdDoctorError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _parser_files(vdir: str) -> list[Path]:

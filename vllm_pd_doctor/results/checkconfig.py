@@ -174,6 +174,9 @@ class Inputs:
     """Every server checked, as `name (role, from role_source)`."""
     variables: tuple[tuple[str, str], ...] = ()
     """--set VAR=value given for what the input cannot tell."""
+    non_engines: tuple[str, ...] = ()
+    """Processes of the input that start no vLLM engine (a frontend, a router, a sidecar, an init
+    container, a pipeline stage without a KV connector), as `name: what it runs`: never checked."""
 
     def given(self) -> dict[str, bool]:
         return {

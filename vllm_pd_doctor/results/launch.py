@@ -38,6 +38,9 @@ class LaunchCommand:
     """Container image the server runs in (`vllm/vllm-openai:v0.25.0`), when the input names one."""
     phase: int = 0
     """Servers of different phases never run at once (a script that kills and relaunches)."""
+    unknowns: tuple[tuple[str, str], ...] = ()
+    """Variables its command refers to whose value the input cannot tell, with where each comes
+    from (a Secret, the downward API, a ConfigMap not in the files): `$(VAR)` stays as written."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,9 @@ class ServeConfig:
     kv_transfer_config: dict[str, Any] | None
     env: dict[str, str] = field(default_factory=dict)
     unknown_flags: tuple[str, ...] = ()
+    flags_release: str | None = None
+    """The vLLM release whose own parser read the flags (None: no one release's; then an unknown
+    flag is only noted)."""
     source: str = "command line"
     values: dict[str, Any] = field(default_factory=dict)
     """Every known flag given, by its long name without dashes prefix (e.g. block-size)."""

@@ -8,6 +8,7 @@ Values still holding what the file could not tell (`${PORT}`) fail with the vari
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from vllm_pd_doctor.errors import BadInput
@@ -132,9 +133,10 @@ def parse_args(
         r.unknown.append(
             f"--config {values['config']} (vLLM config file not found here: its settings are not checked)"
         )
-    return _serve_config(
+    cfg = _serve_config(
         values, r.model(), env, role=role, machine=machine, source=source, unknown=r.unknown, args=args
     )
+    return replace(cfg, flags_release=table.release) if table.release else cfg
 
 
 class _Reader:
@@ -202,6 +204,11 @@ class _Reader:
         if base.startswith("no-") and self.table.kind(base[3:]) == BOOL:
             base, negated = base[3:], True
         kind = self.table.kind(base)
+        full = self.table.abbreviation(base) if kind is None and tok.startswith("--") else None
+        if full is not None:  # argparse takes a unique prefix for the flag
+            base, negated = (full[3:], True) if full.startswith("no-") else (full, False)
+            kind = self.table.kind(base)
+            name = base + name[len(name.partition(".")[0]) :]
         if kind is None:
             self.unknown.append("--" + base if tok.startswith("--") else tok.split("=")[0])
             if not eq and self.i < len(args) and not args[self.i].startswith("-"):

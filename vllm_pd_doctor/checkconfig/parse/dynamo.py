@@ -35,6 +35,7 @@ DYNAMO_BOOL = {
     "--dynamo-port-min",
     "--dynamo-port-max",
     "--kv-port",
+    "--worker-type",
 }
 """Flags of `python -m dynamo.vllm` that vLLM does not have (values taken when given)."""
 _DYNAMO_VALUE = DYNAMO_BOOL - {
@@ -76,7 +77,7 @@ def strip_dynamo(args: list[str]) -> tuple[list[str], str | None, str, list[str]
             if not eq and i + 1 < len(args) and not args[i + 1].startswith("--"):
                 val = args[i + 1]
                 i += 1
-            if name == "--disaggregation-mode" and val in ("prefill", "decode"):
+            if name in ("--disaggregation-mode", "--worker-type") and val in ("prefill", "decode"):
                 role, source = val, f"--disaggregation-mode {val}"
         elif name in DYNAMO_BOOL:
             pass

@@ -25,12 +25,20 @@ from vllm_pd_doctor.shell.words import ShellSyntaxError, tokenize
 ROLES = roles.ROLES
 
 
-def load_config_file(path: Path, *, variables: Mapping[str, str] | None = None) -> tuple[LaunchCommand, ...]:
-    """Every vLLM server a file starts: shell script, text, YAML/JSON, Kubernetes, compose."""
+def load_config_file(
+    path: Path, *, variables: Mapping[str, str] | None = None, others: list[str] | None = None
+) -> tuple[LaunchCommand, ...]:
+    """Every vLLM server a file starts: shell script, text, YAML/JSON, Kubernetes, compose; the
+    processes that start no engine are added to `others` (when given)."""
     label = f"--config {path}"
     text = bounded.read_text(path, label)
     return parse_config_text(
-        text, label=label, suffix=path.suffix.lower(), variables=variables or {}, base=path.parent
+        text,
+        label=label,
+        suffix=path.suffix.lower(),
+        variables=variables or {},
+        base=path.parent,
+        others=others,
     )
 
 
@@ -41,9 +49,10 @@ def parse_config_text(
     suffix: str = "",
     variables: Mapping[str, str] | None = None,
     base: Path | None = None,
+    others: list[str] | None = None,
 ) -> tuple[LaunchCommand, ...]:
     try:
-        return _parse_config_text(text, label, suffix, dict(variables or {}), base)
+        return _parse_config_text(text, label, suffix, dict(variables or {}), base, others)
     except RecursionError:
         raise BadInput(f"{label}: nested too deeply") from None
     except LimitReached as exc:
@@ -59,11 +68,13 @@ def parse_config_text(
 
 
 def _parse_config_text(
-    text: str, label: str, suffix: str, variables: dict[str, str], base: Path | None
+    text: str, label: str, suffix: str, variables: dict[str, str], base: Path | None, others: list[str] | None
 ) -> tuple[LaunchCommand, ...]:
     src = Source(paste.line_ends(text), label, suffix, variables, base)
     hit = walk(src, FORMATS)
     found = hit[1] if hit else []
+    if others is not None:
+        others.extend(src.others)
     if not found:
         if src.is_json or src.is_yaml_file:
             raise BadInput(

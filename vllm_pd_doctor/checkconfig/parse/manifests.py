@@ -8,10 +8,11 @@ lists, vLLM `--config` mappings as flags, the strategic merge controllers apply 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_pd_doctor.checkconfig.parse import k8s_env
 from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
 from vllm_pd_doctor.checkconfig.parse.wrappers import Found
 from vllm_pd_doctor.errors import BadInput
@@ -20,9 +21,9 @@ from vllm_pd_doctor.knowledge.serve_flags import FLAGS
 ROLES = ("prefill", "decode")
 _NAMES = """spec template containers initContainers extraPodSpec mainContainer services roles
 entryTemplate workerTemplate leaderTemplate leaderWorkerTemplate backend workers predictor decoder
-worker standalonePattern leaderWorkerPattern customComponentsPattern patch templateRef roleTemplates"""
+worker standalonePattern leaderWorkerPattern customComponentsPattern patch templateRef roleTemplates
+podTemplate components"""
 _STRUCTURAL = set(_NAMES.split())
-_K8S_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def scalar(v: Any) -> str:
@@ -141,18 +142,31 @@ def _named(items: list[Any]) -> bool:
 # --- Kubernetes-style resources ---------------------------------------------------------------
 
 
-def walk_docs(docs: list[Any], variables: Mapping[str, str]) -> list[Found] | None:
+@dataclass
+class _Walk:
+    """What every container of one input shares: --set values, the ConfigMaps and Secrets of the
+    files, and the containers that start no engine (collected for the output)."""
+
+    variables: Mapping[str, str]
+    resources: k8s_env.Resources
+    others: list[str] = field(default_factory=list)
+
+
+def walk_docs(
+    docs: list[Any], variables: Mapping[str, str], others: list[str] | None = None
+) -> list[Found] | None:
     """Every container under these resources that starts vLLM; None when a document is neither a
     mapping nor a list (not resources)."""
     docs = [d for d in docs if d is not None]
     if not docs or not all(isinstance(d, (dict, list)) for d in docs):
         return None
     out: list[Found] = []
+    w = _Walk(variables, k8s_env.Resources.of(docs), others if others is not None else [])
     for d in docs:
         meta = d.get("metadata") if isinstance(d, dict) else None
         top = str(meta.get("name", "")) if isinstance(meta, dict) else ""
         kind = str(d.get("kind", "")) if isinstance(d, dict) else ""
-        _walk(d, [top] if top else [], kind or "resource", top, False, out, variables)
+        _walk(d, [top] if top else [], kind or "resource", top, False, out, w)
     return out
 
 
@@ -163,12 +177,12 @@ def _walk(
     top: str,
     host_net: bool,
     out: list[Found],
-    variables: Mapping[str, str],
+    w: _Walk,
     svc: dict[str, Any] | None = None,
 ) -> None:
     if isinstance(obj, list):
         for item in obj:
-            _walk(item, names, kind, top, host_net, out, variables, svc)
+            _walk(item, names, kind, top, host_net, out, w, svc)
         return
     if not isinstance(obj, dict):
         return
@@ -178,7 +192,7 @@ def _walk(
         obj = {**obj, "args": config_args(cfg)}
         obj.pop("config")
     if _is_container(obj):
-        _container(obj, names, kind, top, host_net, out, variables, svc)
+        _container(obj, names, kind, top, host_net, out, w, svc)
         return
     if (
         "subComponentType" in obj
@@ -203,9 +217,9 @@ def _walk(
         if isinstance(v, list):
             for item in v:
                 n2 = str(item.get("name", "")) if isinstance(item, dict) else ""
-                _walk(item, [*names, str(k)] + ([n2] if n2 else []), kind, top, host_net, out, variables, svc)
+                _walk(item, [*names, str(k)] + ([n2] if n2 else []), kind, top, host_net, out, w, svc)
         else:
-            _walk(v, sub, kind, top, host_net, out, variables, svc)
+            _walk(v, sub, kind, top, host_net, out, w, svc)
 
 
 def _is_container(d: dict[str, Any]) -> bool:
@@ -221,12 +235,17 @@ def _container(
     top: str,
     host_net: bool,
     out: list[Found],
-    variables: Mapping[str, str],
+    w: _Walk,
     svc: dict[str, Any] | None,
 ) -> None:
-    env = env_map(c.get("env"), f"{kind} {top}")
-    if svc is not None and (svc.get("envs") or svc.get("env")):
-        env = {**env_map(svc.get("envs") or svc.get("env"), f"{kind} {top}"), **env}
+    outer = svc.get("envs") or svc.get("env") if svc is not None else None
+    if isinstance(outer, list) and isinstance(c.get("env") or [], list):
+        # a controller's service-level env (Dynamo `envs:`) goes into the container before its own
+        c = {**c, "env": [*outer, *(c.get("env") or [])]}
+    kenv = k8s_env.container_env(c, w.resources, w.variables)
+    env = kenv.process_env()
+    if outer and not isinstance(outer, list):
+        env = {**env_map(outer, f"{kind} {top}"), **env}
     st = str(c.get("type", "")).lower()
     if st in ROLES:
         names = [*names, st]
@@ -238,28 +257,41 @@ def _container(
         else f"Kubernetes {kind} {path}: its own pod network namespace"
     )
     image = str(c.get("image", ""))
-    cmd, args = _k8s_words(c.get("command"), env), _k8s_words(c.get("args"), env)
-    for f in _start(cmd, args, env, image, variables, kind=kind, net=net, ev=ev):
+    look = kenv.lookup(w.variables)
+    cmd, args = _k8s_words(c.get("command"), look), _k8s_words(c.get("args"), look)
+    got = _start(cmd, args, env, image, w.variables, kind=kind, net=net, ev=ev)
+    if not got:
+        w.others.append(f"{path}: {_what(cmd + args, image, names)}")
+    used = scalar(c.get("command")) + " " + scalar(c.get("args"))
+    for f in got:
         f.name, f.image = path, image or None
         _role_from_names(f, names, svc)
+        for var, origin in sorted(kenv.unknown.items()):
+            if f"$({var})" in used:
+                f.notes.append(f"k8s-unknown:{var}:{origin}")
         out.append(f)
 
 
-def _k8s_words(v: Any, env: Mapping[str, str]) -> list[str]:
-    """`command` / `args` with Kubernetes' own $(VAR) references replaced from the env (a value
-    that is a reference to elsewhere, `<fieldRef:...>`, stays a reference)."""
+def _what(argv: list[str], image: str, names: list[str]) -> str:
+    """What a container that starts no vLLM engine runs, in a few words."""
+    words = [a for a in argv if a]
+    if words[:1] == ["-m"]:
+        words = ["python", *words]
+    if len(words) >= 3 and words[0].rsplit("/", 1)[-1].startswith("python") and words[1] == "-m":
+        shown = " ".join(words[:3])
+    elif words and words[0] in ("sh", "bash", "/bin/sh", "/bin/bash") and len(words) > 2:
+        shown = f"{words[0]} {words[1]} {words[2][:60]!r}"
+    else:
+        shown = " ".join(words[:3]) or f"image {image}"
+    init = " (init container)" if "initContainers" in names else ""
+    return f"{shown}{init}: not a vLLM engine"
 
-    def sub(s: str) -> str:
-        return _K8S_REF.sub(
-            lambda m: (
-                env.get(m.group(1), m.group(0)) if not env.get(m.group(1), "").startswith("<") else m.group(0)
-            ),
-            s,
-        )
 
+def _k8s_words(v: Any, look: Callable[[str], str | None]) -> list[str]:
+    """`command` / `args` with Kubernetes' own $(VAR) references expanded as the kubelet does."""
     if isinstance(v, str):
-        return [sub(v)]
-    return [sub(scalar(x)) for x in v] if isinstance(v, list) else []
+        return [k8s_env.expand(v, look)]
+    return [k8s_env.expand(scalar(x), look) for x in v] if isinstance(v, list) else []
 
 
 def _pod_path(names: list[str], kind: str) -> str:
@@ -293,9 +325,19 @@ def _start(
         got = run_argv(args, env, variables, network=net, evidence=ev, launcher=launcher)
         if got or args[0].rsplit("/", 1)[-1] in ("vllm", "python", "python3", "sh", "bash"):
             return got
-    if args and ("vllm" in image.lower() or any(a.startswith("--kv-transfer-config") for a in args)):
+    if len(args) >= 2 and args[0] == "-m":  # the image's python runs a module: an engine only if vLLM's
+        return run_argv(["python3", *args], env, variables, network=net, evidence=ev, launcher=launcher)
+    if args and (_vllm_entrypoint(image) or any(a.startswith("--kv-transfer-config") for a in args)):
         return [Found(args, env, f"{kind} > image entrypoint (vllm serve)", network=net, network_evidence=ev)]
     return []
+
+
+def _vllm_entrypoint(image: str) -> bool:
+    """An image whose entrypoint is `vllm serve` (vLLM's own `vllm/vllm-openai` and its builds), not
+    a platform runtime that only contains vLLM (Dynamo's `ai-dynamo/vllm-runtime`: its entrypoint
+    runs whatever the args say)."""
+    low = image.lower()
+    return "vllm" in low and "dynamo" not in low and "runtime" not in low
 
 
 def _role_from_names(f: Found, names: list[str], svc: dict[str, Any] | None) -> None:

@@ -37,6 +37,9 @@ class Source:
     base: Path | None = None
     given_docs: tuple[Any, ...] | None = None
     """Documents taken from elsewhere (a Markdown page's yaml blocks) instead of `text`."""
+    others: list[str] = field(default_factory=list)
+    """Processes the formats found that start no vLLM engine (a frontend, a router, a sidecar, an
+    init container), each as `name: what it runs`: shown, never checked."""
 
     @property
     def is_json(self) -> bool:

@@ -132,6 +132,9 @@ def _launch(f: Found, role: str, name: str, label: str) -> LaunchCommand:
         launcher=f.launcher,
         image=f.image,
         phase=f.phase,
+        unknowns=tuple(
+            (n.split(":", 2)[1], n.split(":", 2)[2]) for n in f.notes if n.startswith("k8s-unknown:")
+        ),
     )
 
 

@@ -50,6 +50,8 @@ class Interp(ShellInterp):
         self.phase = 0
         self.unresolved_modules: list[str] = []
         self.found: list[Found] = []
+        self.others: list[str] = []
+        """Python processes the script starts that are no vLLM engine (a frontend, a proxy, a router)."""
         self.proxy_roles: dict[str, str] = {}
         self.role_hint: str | None = None
         self.comment_hint: str | None = None
@@ -112,6 +114,7 @@ class Interp(ShellInterp):
             return None
         if got is None:
             self._unresolved_module(argv)
+            self._other(argv)
             return None
         self._record(got, ctx, raw)
         return True
@@ -165,6 +168,18 @@ class Interp(ShellInterp):
         if cmd in _KILL:
             return cmd != "fuser" or "-k" in argv
         return cmd in ("docker", "podman") and argv[1:2] in (["stop"], ["kill"], ["rm"])
+
+    def _other(self, argv: list[str]) -> None:
+        """A Python module or script the file starts that is no vLLM engine (`python -m
+        dynamo.frontend`, a P/D proxy): shown, never checked."""
+        exe = argv[0].rsplit("/", 1)[-1]
+        if not exe.startswith("python") or len(argv) < 2 or len(self.others) >= MAX_SERVERS:
+            return
+        shown = " ".join(argv[:3] if argv[1] == "-m" else argv[:2])
+        if argv[1] == "-m" or argv[1].endswith(".py"):
+            line = f"{shown}: not a vLLM engine"
+            if line not in self.others:
+                self.others.append(line)
 
     def _unresolved_module(self, argv: list[str]) -> None:
         """`python3 -m "$WORKER_MODULE"` with the variable unknown: remembered for the hint."""

@@ -9,6 +9,7 @@ from vllm_pd_doctor.checkconfig.rules.context import Context, label
 from vllm_pd_doctor.knowledge import advisories as advisory_facts
 from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.results.checkconfig import Finding, Verdict
+from vllm_pd_doctor.results.launch import Server
 
 
 @rule(
@@ -79,13 +80,48 @@ def advisories(ctx: Context) -> Iterator[Finding]:
 @rule(
     id="unknown-flag",
     severity=INFO,
-    title="Flag not known to pd-doctor (passed through unchecked)",
+    title="Flag of no vLLM release pd-doctor knows (passed through unchecked)",
     fix="check the spelling against `vllm serve --help`",
 )
 def unknown_flags(ctx: Context) -> Iterator[Finding]:
     for s in ctx.servers:
-        if s.config.unknown_flags:
+        if not s.config.unknown_flags:
+            continue
+        if not s.config.flags_release:
             yield finding("unknown-flag", f"{label(s)}: {', '.join(s.config.unknown_flags)}")
+        elif _own_parser(s):
+            yield finding(
+                "unknown-flag",
+                f"{label(s)}: {', '.join(s.config.unknown_flags)}: not a flag of vLLM "
+                f"{s.config.flags_release}; {_own_parser(s)} adds flags of its own to vLLM's",
+            )
+
+
+_LAUNCHERS_WITH_OWN_FLAGS = ("dynamo.vllm",)
+"""Launchers whose parser extends vLLM's with flags pd-doctor does not enumerate (their known ones
+are taken off before vLLM's are read: `checkconfig.parse.dynamo`)."""
+
+
+def _own_parser(s: Server) -> str | None:
+    return next((x for x in _LAUNCHERS_WITH_OWN_FLAGS if x in (s.launcher or "")), None)
+
+
+@rule(
+    id="flag-not-in-release",
+    severity=E,
+    title="Not a flag of the vLLM release checked: the engine exits with `unrecognized arguments`",
+    fix="drop or rename the flag (`vllm serve --help` of that release), or check against the release "
+    "the deployment runs (--vllm X / --python)",
+)
+def flag_not_in_release(ctx: Context) -> Iterator[Finding]:
+    for s in ctx.servers:
+        rel = s.config.flags_release
+        if s.config.unknown_flags and rel and not _own_parser(s):
+            yield finding(
+                "flag-not-in-release",
+                f"{label(s)}: {', '.join(s.config.unknown_flags)}: not a flag of vLLM {rel}: the engine "
+                "exits with `vllm serve: error: unrecognized arguments`",
+            )
 
 
 @rule(

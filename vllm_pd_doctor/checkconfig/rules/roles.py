@@ -138,6 +138,27 @@ def _connector_names(s: Server) -> list[tuple[str, bool, bool]]:
 
 
 @rule(
+    id="ec-connector-unregistered",
+    severity=E,
+    title="ec_connector is not registered in the vLLM release (encoder and prefill fail at start-up)",
+    fix="use an encoder-cache connector name the release registers (its ec_connector/factory.py), "
+    "or give ec_connector_module_path for an external one",
+    refs=("vllm ec_transfer/ec_connector/factory.py",),
+)
+def ec_connector_unregistered(ctx: Context) -> Iterator[Finding]:
+    """An `--ec-transfer-config` ec_connector the release's `ECConnectorFactory` cannot load,
+    read from the release's source like the KV connector names."""
+    for s in ctx.servers:
+        ec = s.config.values.get("ec-transfer-config")
+        if not isinstance(ec, dict) or not isinstance(ec.get("ec_connector"), str):
+            continue
+        external = bool(ec.get("ec_connector_module_path"))
+        verdict = unregistered.check_ec(ctx.vllm, ec["ec_connector"], external=external)
+        if verdict is not None:
+            yield finding("ec-connector-unregistered", f"{label(s)}: {verdict.evidence}")
+
+
+@rule(
     id="no-kv-consumer",
     severity=E,
     title="Servers produce KV but none consumes it",

@@ -3,6 +3,7 @@ rule's reasoning; the registries are read by `knowledge.connector_registry`)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,47 @@ def _said(name: str, reg: Registry) -> str:
     return (
         f"kv_connector {name!r} is not among the {len(reg.kv)} connectors vLLM {reg.release or '?'} "
         f"registers (\"Connector '{name}' is not registered\")"
+    )
+
+
+def _ec_said(name: str, reg: Registry) -> str:
+    import difflib  # only when a name is refused
+
+    near = difflib.get_close_matches(name, reg.ec_names, n=1, cutoff=0.6)
+    same_words = [n for n in reg.ec_names if sorted(_words(n)) == sorted(_words(name))]
+    hint = same_words or near
+    return (
+        f"ec_connector {name!r} is not among the encoder-cache connectors vLLM {reg.release or '?'} "
+        f"registers ({', '.join(reg.ec_names)}): the encoder and prefill fail at start-up "
+        f'("Unsupported connector type: {name}")' + (f"; the release's name is {hint[0]!r}" if hint else "")
+    )
+
+
+def _words(name: str) -> list[str]:
+    return re.findall(r"[A-Z]+(?![a-z])|[A-Z][a-z]*|[a-z]+|\d+", name)
+
+
+def check_ec(v: VllmSource | None, name: str, *, external: bool) -> Unloadable | None:
+    """Why an ec_connector name cannot be loaded by the release's `ECConnectorFactory` (None: it
+    can, or nothing tells): its own release when read, else the release an image names, else every
+    release pd-doctor has provisioned (a name none of them registers)."""
+    own = _release_registry(v)
+    if own is not None and own.ec:
+        if name in own.ec_names or (external and own.ec_module_path):
+            return None
+        return Unloadable(_ec_said(name, own))
+    if external or own is not None:
+        return None
+    regs = [r for r in connector_registry.provisioned() if r.ec]
+    named = v.version if v is not None else None
+    same = [r for r in regs if named and r.release == named]
+    if same:
+        return None if name in same[0].ec_names else Unloadable(_ec_said(name, same[0]))
+    if not regs or any(name in r.ec_names for r in regs):
+        return None
+    return Unloadable(
+        _ec_said(name, regs[-1])
+        + f"; none of the releases read registers it ({', '.join(r.release or '?' for r in regs)})"
     )
 
 

@@ -23,6 +23,7 @@ from vllm_pd_doctor.checkconfig.parse.formats import (
     shell,
     unread_documents,
     vllm_config,
+    vllm_omni,
     vllm_recipe,
 )
 from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat
@@ -33,6 +34,7 @@ DOCUMENT_FORMATS: tuple[DeploymentFormat, ...] = (
     helm_values.MODELSERVICE,
     ray_serve.FORMAT,
     vllm_recipe.FORMAT,
+    vllm_omni.FORMAT,
     pd_mapping.FORMAT,
     compose.FORMAT,
     vllm_config.FORMAT,

@@ -16,7 +16,7 @@ def sniff(src: Source) -> bool:
 
 
 def read(src: Source) -> list[Found] | None:
-    return walk_docs(src.docs, src.variables)
+    return walk_docs(src.docs, src.variables, src.others)
 
 
 FORMAT = DeploymentFormat("dynamo-graph-deployment", sniff, read)

@@ -15,7 +15,7 @@ def sniff(src: Source) -> bool:
 
 def read(src: Source) -> list[Found] | None:
     docs = [d for d in src.docs if not (isinstance(d, dict) and d.get("kind") == "LLMInferenceServiceConfig")]
-    return walk_docs(docs, src.variables)
+    return walk_docs(docs, src.variables, src.others)
 
 
 FORMAT = DeploymentFormat("kubernetes-manifests", sniff, read)

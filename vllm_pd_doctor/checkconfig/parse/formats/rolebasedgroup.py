@@ -19,7 +19,7 @@ def sniff(src: Source) -> bool:
 
 
 def read(src: Source) -> list[Found] | None:
-    return walk_docs([_resolved(d) for d in src.docs], src.variables)
+    return walk_docs([_resolved(d) for d in src.docs], src.variables, src.others)
 
 
 FORMAT = DeploymentFormat("rolebasedgroup", sniff, read)

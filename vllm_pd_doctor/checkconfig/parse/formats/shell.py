@@ -57,6 +57,8 @@ def read(src: Source) -> list[Found] | None:
     for f in it.found:
         f.notes += [f"proxy-role:{port}:{role}" for port, role in it.proxy_roles.items()]
     found = it.found + _deployed(it, src)
+    if found:
+        src.others.extend(it.others)
     return found if found or it.proxy_roles else None
 
 
