@@ -289,3 +289,20 @@ def test_worker_threads_can_start_children_and_temp_dirs() -> None:
     assert not any(t.is_alive() for t in threads), "a worker thread is stuck in procs"
     assert done == ["ok:True", "ok:True"]
     assert procs.registered() == ((), ())
+
+
+def test_a_signal_after_the_boundary_ends_the_run_without_a_traceback() -> None:
+    """Once main has its exit code (`procs.closing()`), a signal, e.g. during the interpreter's
+    shutdown where no handler could catch an exception, ends the run with its code and one line."""
+    code = (
+        "import os, signal, time\n"
+        "from vllm_pd_doctor import procs\n"
+        "procs.install()\n"
+        "procs.closing()\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "time.sleep(5)\n"
+        "raise SystemExit(0)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and "SIGINT received" in proc.stderr

@@ -220,6 +220,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         rc = _dispatch(argv)
     except (Exception, KeyboardInterrupt) as exc:
         rc = int(report_error(exc, debug=debug_enabled() or bool(os.environ.get("PD_DOCTOR_DEBUG"))))
+    procs.closing()
     rc = safeio.finish_stdout(rc)
     signum = procs.stopped_by()
     if signum is not None:

@@ -65,6 +65,9 @@ class _Registry:
     """A signal that arrived while the main thread was starting a child."""
     starting: int = 0
     """How deep the main thread is inside spawn() (the handler waits for 0)."""
+    closing: bool = False
+    """The error boundary has its exit code: a signal now ends the run at once (nothing is left to
+    unwind, and an exception raised there would reach no handler)."""
     installed: bool = False
     tags: dict[int, str] = field(default_factory=dict)
     """Leader PID -> the PD_DOCTOR_OWNER marker its process tree carries."""
@@ -402,7 +405,16 @@ def _handle(signum: int, frame: Any) -> None:
             flush=True,
         )
     stop_all()
+    if _R.closing:
+        finish(EXIT_CODES.get(signum, 128 + signum))
     raise Interrupted(signum)
+
+
+def closing() -> None:
+    """From here on a signal ends the run with its code and one line, without raising (called once
+    the error boundary has the exit code: a signal during the interpreter's shutdown has no
+    handler to reach, and Python would print its traceback)."""
+    _R.closing = True
 
 
 def install() -> None:
