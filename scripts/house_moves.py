@@ -286,8 +286,9 @@ def move() -> list[tuple[str, str]]:
     done: list[tuple[str, str]] = []
     for old, new in MOVES:
         olds = [(old, new)]
-        if old.endswith(".py"):  # a module another branch turned into a package moves as one
-            olds.append((old.removesuffix(".py") + "/", new.removesuffix(".py") + "/"))
+        as_dir = old.removesuffix(".py") + "/"
+        if old.endswith(".py") and not any(n.startswith(as_dir) for _, n in MOVES):
+            olds.append((as_dir, new.removesuffix(".py") + "/"))  # a module another branch made a package
         for o, n in olds:
             files = [f for f in _tracked([o]) if f == o or (o.endswith("/") and f.startswith(o))]
             for f in files:
