@@ -32,7 +32,7 @@ PKG = "vllm_pd_doctor"
 _P = f"{PKG}/"
 _K = f"{_P}knowledge/"
 MOVES: tuple[tuple[str, str], ...] = (
-    # the repro feature: request, engines, scenario runner, matrix/bisect, hotfix, advice
+    # the repro feature: request, engines, scenario runner, matrix/bisect, hotfix
     (f"{_P}scenarios/cli.py", f"{_P}commands/_scenarios.py"),  # command code, filed with the commands
     (f"{_P}scenarios/", f"{_P}repro/scenarios/"),
     (f"{_P}live/", f"{_P}repro/live/"),
@@ -40,7 +40,6 @@ MOVES: tuple[tuple[str, str], ...] = (
     (f"{_P}inprocess.py", f"{_P}repro/inprocess.py"),
     (f"{_P}matrix.py", f"{_P}repro/matrix.py"),
     (f"{_P}hotfix.py", f"{_P}repro/hotfix.py"),
-    (f"{_P}advice.py", f"{_P}repro/advice.py"),
     # code that runs inside the target vLLM: a name no tool reads as build output
     (f"{_P}target/", f"{_P}invllm/"),
     # infrastructure
@@ -60,6 +59,7 @@ MOVES: tuple[tuple[str, str], ...] = (
     (f"{_P}shell/", f"{_P}infra/shell/"),
     # knowledge/: facts (static data), readers (of an installed release or its source), models
     (f"{_P}hotfix_env.py", f"{_K}facts/hotfix_env.py"),
+    (f"{_P}advice.py", f"{_K}facts/advice.py"),  # the one wording of #53514's fixes (facts only)
     (f"{_K}advisories.py", f"{_K}facts/advisories.py"),
     (f"{_K}connectors.py", f"{_K}facts/connectors.py"),
     (f"{_K}examples.py", f"{_K}facts/examples.py"),
@@ -93,7 +93,7 @@ MOVES: tuple[tuple[str, str], ...] = (
     ("tests/live/", "tests/repro/live/"),
     ("tests/scenarios/", "tests/repro/scenarios/"),
     ("tests/hotfix/", "tests/repro/hotfix/"),
-    ("tests/test_advice.py", "tests/repro/test_advice.py"),
+    ("tests/test_advice.py", "tests/knowledge/test_advice.py"),
     ("tests/test_matrix.py", "tests/repro/test_matrix.py"),
     ("tests/shell/", "tests/infra/shell/"),
     ("tests/test_safeio.py", "tests/infra/test_safeio.py"),
