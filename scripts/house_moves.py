@@ -146,17 +146,19 @@ MODULES: tuple[tuple[str, str], ...] = tuple(
 """Old dotted module -> new dotted module, longest first."""
 
 
-FACTS_PACKAGE = f"{PKG}.knowledge.facts"
-FACTS_MODULES = frozenset(
-    n.rsplit(".", 1)[-1] for _, n in MODULES if n.startswith(FACTS_PACKAGE + ".") and n.count(".") == 3
-)
-"""The old module `knowledge.facts` (the readers' types, now `knowledge.readers.facts`) has the name of
-the new package `knowledge/facts/`: a name inside that package is new and stays."""
+CLASHES: dict[str, frozenset[str]] = {
+    pkg: frozenset(n.rsplit(".", 1)[-1] for _, n in MODULES if n.rsplit(".", 1)[0] == pkg)
+    for pkg in (f"{PKG}.knowledge.facts", f"{PKG}.knowledge.models")
+}
+"""New packages with the name of an old module (`knowledge/facts.py`, the readers' types, now
+`knowledge/readers/facts.py`; `knowledge/models.py`, now `knowledge/models/resolve.py`): a name inside
+such a package is new and stays; the bare name stays too, except as the module of a `from` import."""
 
 
 def _map_module(name: str) -> str:
-    if name.startswith(FACTS_PACKAGE + ".") and name.split(".")[3] in FACTS_MODULES:
-        return name
+    for pkg, inside in CLASHES.items():
+        if name.startswith(pkg + ".") and name[len(pkg) + 1 :].split(".")[0] in inside:
+            return name
     for old, new in MODULES:
         if name == old or name.startswith(old + "."):
             return new + name[len(old) :]
@@ -208,7 +210,7 @@ def _rewrite_from(m: re.Match[str]) -> str:
     for alias in names:
         full = f"{base}.{alias.name}"
         moved = _map_module(full)
-        if base == FACTS_PACKAGE and alias.name in FACTS_MODULES:
+        if alias.name in CLASHES.get(base, ()):
             parent, leaf = base, alias.name  # the new package's module
         elif moved != full and alias.name != "*":
             parent, leaf = moved.rsplit(".", 1)
@@ -224,7 +226,7 @@ def _rewrite_from(m: re.Match[str]) -> str:
 
 def rewrite_text(text: str) -> str:
     text = FROM_IMPORT.sub(_rewrite_from, text)
-    text = DOTTED.sub(lambda m: m[0] if m[0] == FACTS_PACKAGE else _map_module(m[0]), text)
+    text = DOTTED.sub(lambda m: m[0] if m[0] in CLASHES else _map_module(m[0]), text)
     for pattern, new in PATH_RULES:
         text = pattern.sub(new, text)
     return text
