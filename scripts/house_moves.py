@@ -216,7 +216,8 @@ def _rewrite_from(m: re.Match[str]) -> str:
             parent, leaf = moved.rsplit(".", 1)
         else:
             parent, leaf = new_base, alias.name
-        groups.setdefault(parent, []).append(leaf + (f" as {alias.asname}" if alias.asname else ""))
+        asname = alias.asname or (alias.name if leaf != alias.name else None)  # the code keeps its name
+        groups.setdefault(parent, []).append(leaf + (f" as {asname}" if asname and asname != leaf else ""))
     if list(groups) == [base]:
         return m[0]
     lines = [f"{indent}from {parent} import {', '.join(items)}" for parent, items in groups.items()]
