@@ -23,6 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -105,19 +106,18 @@ MOVES: tuple[tuple[str, str], ...] = (
 another (the more specific first)."""
 
 NEW_PACKAGES = {
-    f"{_P}repro/": '"""The repro feature: the request, the in-process and live engines, the scenario runner, '
-    "matrix/bisect and the hotfix.\n\nEvery engine takes one `Request` (request.py) and answers one "
-    "`ReproReport` (results/repro.py); the code that runs inside vLLM is invllm/.\n"
-    '"""\n',
-    f"{_P}infra/": '"""Infrastructure every layer uses: errors and their exit codes, processes and their '
-    "reaper, safe I/O, input limits, sanitizing, progress, caches, the run of invllm/ code in another "
-    'interpreter, provisioned environments\' paths and the shell reader."""\n',
-    f"{_K}facts/": '"""What pd-doctor knows as data (stdlib only): releases and their fixes, connectors, '
-    'advisories, hotfixes, scenarios with their advice and exposure, metric names per release."""\n',
-    f"{_K}readers/": '"""Readers of an installed vLLM release or its source (by `ast`, or in a child of its '
-    'interpreter), and the facts they return."""\n',
-    f"{_K}models/": '"""Models: one resolver for `--model` (a directory, a config.json, a bundled family or a '
-    'Hugging Face id), what a config.json says, and the family through the installed vLLM."""\n',
+    f"{_P}repro/": "The repro feature: the request, the in-process and live engines, the scenario runner, "
+    "matrix/bisect and the hotfix.\n\nEvery engine takes one request (request.py) and answers one "
+    "`ReproReport` (results/repro.py); the code that runs inside vLLM is invllm/.",
+    f"{_P}infra/": "Infrastructure every layer uses: errors and their exit codes, processes and their reaper, "
+    "safe I/O, input limits, sanitizing, progress, caches, the run of invllm/ code in another interpreter, "
+    "provisioned environments and the shell reader.",
+    f"{_K}facts/": "What pd-doctor knows as data (stdlib only): releases and their fixes, connectors, "
+    "advisories, hotfixes, scenarios with their advice and exposure, metric names per release.",
+    f"{_K}readers/": "Readers of an installed vLLM release or its source (by `ast`, or in a child of its "
+    "interpreter), and the facts they return.",
+    f"{_K}models/": "Models: one resolver for `--model` (a directory, a config.json, a bundled family or "
+    "a Hugging Face id), what a config.json says, and the family through the installed vLLM.",
 }
 """`__init__.py` of the packages the moves create (their docstrings feed the README's tree)."""
 
@@ -217,7 +217,7 @@ def _rewrite_from(m: re.Match[str]) -> str:
         else:
             parent, leaf = new_base, alias.name
         asname = alias.asname or (alias.name if leaf != alias.name else None)  # the code keeps its name
-        groups.setdefault(parent, []).append(leaf + (f" as {asname}" if asname and asname != leaf else ""))
+        groups.setdefault(parent, []).append(leaf + (f" as {asname}" if asname else ""))
     if list(groups) == [base]:
         return m[0]
     lines = [f"{indent}from {parent} import {', '.join(items)}" for parent, items in groups.items()]
@@ -264,7 +264,7 @@ def rewrite(files: Iterable[str]) -> list[str]:
     py = [c for c in changed if c.endswith(".py")]
     ruff = shutil.which("ruff", path=str(ROOT / ".venv" / "bin")) or shutil.which("ruff")
     if py and ruff:
-        subprocess.run([ruff, "check", "-q", "--select", "I,F401", "--fix", *py], cwd=ROOT, check=False)
+        subprocess.run([ruff, "check", "-q", "--select", "I", "--fix", *py], cwd=ROOT, check=False)
         subprocess.run([ruff, "format", "-q", *py], cwd=ROOT, check=False)
     return changed
 
@@ -302,7 +302,8 @@ def move() -> list[tuple[str, str]]:
     for pkg, doc in NEW_PACKAGES.items():
         init = ROOT / pkg / "__init__.py"
         if (ROOT / pkg).is_dir() and not init.exists():
-            init.write_text(doc, encoding="utf-8")
+            paras = [textwrap.fill(p, 104) for p in doc.split("\n\n")]
+            init.write_text('"""' + "\n\n".join(paras) + '\n"""\n', encoding="utf-8")
             subprocess.run(["git", "add", str(init)], cwd=ROOT, check=True)
     return done
 
