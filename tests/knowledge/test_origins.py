@@ -225,7 +225,7 @@ def test_a_traceback_cut_before_its_exception_still_names_its_code():
 
 
 def test_every_mapped_scenario_is_registered():
-    from vllm_pd_doctor.knowledge import origin_scenarios, scenarios
+    from vllm_pd_doctor.knowledge.facts import origin_scenarios, scenarios
 
     assert set(origin_scenarios.SCENARIOS.values()) <= set(scenarios.ids())
     s = origin_scenarios.scenario_for("Scheduler._update_from_kv_xfer_finished")

@@ -45,7 +45,7 @@ def test_hybrid_model_on_028_is_exposed_to_hybrid_load_failure_with_the_upgrade(
 
 
 def test_advice_covers_every_scenario_but_53514s():
-    from vllm_pd_doctor.knowledge import scenario_advice, scenarios
+    from vllm_pd_doctor.knowledge.facts import scenario_advice, scenarios
 
     assert set(scenario_advice.ADVICE) == set(scenarios.ids()) - {scenarios.DEFAULT}
     for a in scenario_advice.ADVICE.values():

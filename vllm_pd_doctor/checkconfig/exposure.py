@@ -8,7 +8,6 @@ the local prefix-cache lookup (read from its source). Any condition that is know
 
 from __future__ import annotations
 
-from vllm_pd_doctor import advice
 from vllm_pd_doctor.checkconfig.rules.context import (
     PRODUCING,
     ConnectorEntry,
@@ -17,7 +16,8 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     connector_key,
     label,
 )
-from vllm_pd_doctor.knowledge.inspect_vllm import sites_for
+from vllm_pd_doctor.knowledge.facts import advice
+from vllm_pd_doctor.knowledge.readers.inspect_vllm import sites_for
 from vllm_pd_doctor.results.checkconfig import (
     Exposure,
     ProbeResult,

@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 
-from vllm_pd_doctor import safeio
-from vllm_pd_doctor.errors import BadInput, FieldError, set_debug
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.knowledge import examples
-from vllm_pd_doctor.limits import positive_seconds
-from vllm_pd_doctor.sanitize import text as safe_text
+from vllm_pd_doctor.infra import safeio
+from vllm_pd_doctor.infra.errors import BadInput, FieldError, set_debug
+from vllm_pd_doctor.infra.limits import positive_seconds
+from vllm_pd_doctor.infra.sanitize import text as safe_text
+from vllm_pd_doctor.knowledge.facts import examples
 
 if TYPE_CHECKING:  # rich and the cores are imported where used: `--help` stays fast
     from rich.console import Console, RenderableType
@@ -137,7 +137,7 @@ ModelOpt = Annotated[
     typer.Option(
         "--model",
         help="The model: a directory with config.json, a config.json, a bundled family name "
-        "(nemotron-h, jamba, ...: repro/models/) or a Hugging Face id (the local HF cache, else the "
+        "(nemotron-h, jamba, ...: assets/models/) or a Hugging Face id (the local HF cache, else the "
         "Hub; HF_ENDPOINT, HF_HUB_OFFLINE honoured).",
         show_default=False,
         metavar="MODEL",
@@ -328,7 +328,7 @@ def interpreter(
 ) -> str:
     """The target interpreter `--python` / `--vllm VERSION [--package P]` name (provisioned on
     first use), or this one."""
-    from vllm_pd_doctor import envs, targetrun
+    from vllm_pd_doctor.infra import envs, targetrun
 
     if python is not None and vllm is not None:
         raise BadInput("--python and --vllm both given", hint="use one of them")

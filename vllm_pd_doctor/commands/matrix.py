@@ -15,13 +15,13 @@ from vllm_pd_doctor.commands._common import (
     progress_printer,
     show,
 )
-from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.knowledge import connectors, examples
-from vllm_pd_doctor.limits import positive_seconds
+from vllm_pd_doctor.infra.errors import BadInput, CouldNotRun, ExitCode
+from vllm_pd_doctor.infra.limits import positive_seconds
+from vllm_pd_doctor.knowledge.facts import connectors, examples
 
 if TYPE_CHECKING:
-    from vllm_pd_doctor.knowledge import releases as rel
+    from vllm_pd_doctor.knowledge.facts import releases as rel
 
 MATRIX_HELP = f"""Which vLLM releases and connectors hit vLLM #53514, measured release by release.
 
@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _package(package: str | None) -> str:
-    from vllm_pd_doctor import envs as envs_mod
+    from vllm_pd_doctor.infra import envs as envs_mod
 
     pkg = package or envs_mod.default_package()
     envs_mod.validate(pkg, "0.0.0")
@@ -108,7 +108,7 @@ def _unknown_reason(pub: rel.PublishedReleases, version: str) -> str:
 
 def _releases(vllm: str, pkg: str) -> tuple[tuple[str, ...], dict[str, str], str | None]:
     """The releases `--vllm` names (ranges from PyPI), the unknown ones with why, the source."""
-    from vllm_pd_doctor.knowledge import releases as rel
+    from vllm_pd_doctor.knowledge.facts import releases as rel
 
     spec = rel.parse_spec(vllm)  # syntax errors before any network access
     try:
@@ -153,8 +153,8 @@ def matrix(
     scenario: ScenarioOpt = None,
     debug: DebugOpt = False,
 ) -> int:
-    from vllm_pd_doctor.knowledge import releases as rel
-    from vllm_pd_doctor.matrix import run_matrix
+    from vllm_pd_doctor.knowledge.facts import releases as rel
+    from vllm_pd_doctor.repro.matrix import run_matrix
 
     progress = progress_printer(not quiet)
     pkg = _package(package)
@@ -164,7 +164,7 @@ def matrix(
     releases, unknown, source = _releases(vllm, pkg)
     progress(f"matrix over {len(releases)} release(s) of {pkg}: {', '.join(releases)}")
     if scenario is not None:
-        from vllm_pd_doctor.scenarios import cli as scenario_cli
+        from vllm_pd_doctor.commands import _scenarios as scenario_cli
 
         return scenario_cli.matrix(pkg, releases, scenario, fmt=fmt, timeout=timeout, progress=progress)
     report = run_matrix(
@@ -227,8 +227,8 @@ def bisect(
     scenario: ScenarioOpt = None,
     debug: DebugOpt = False,
 ) -> int:
-    from vllm_pd_doctor import envs as envs_mod
-    from vllm_pd_doctor.matrix import run_bisect
+    from vllm_pd_doctor.infra import envs as envs_mod
+    from vllm_pd_doctor.repro.matrix import run_bisect
 
     progress = progress_printer(not quiet)
     pkg = _package(package)
@@ -242,7 +242,7 @@ def bisect(
                 hint=f"pd-doctor envs create {' '.join(missing)}",
             )
     if scenario is not None:
-        from vllm_pd_doctor.scenarios import cli as scenario_cli
+        from vllm_pd_doctor.commands import _scenarios as scenario_cli
 
         cands = tuple(v for v in candidates if not only_cached or envs_mod.find(pkg, v) is not None)
         return scenario_cli.bisect(
@@ -270,7 +270,7 @@ def bisect(
 def _check_bisect_range(pkg: str, good: str, bad: str, connector: str) -> rel.PublishedReleases:
     """--good/--bad are two different published releases and --connector is known: the releases
     published for `pkg` (what bisect searches between)."""
-    from vllm_pd_doctor.knowledge import releases as rel
+    from vllm_pd_doctor.knowledge.facts import releases as rel
 
     for flag, v in (("--good", good), ("--bad", bad)):
         if not rel.is_release(v):

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from vllm_pd_doctor import limits
 from vllm_pd_doctor.commands._common import (
     ConfigOpt,
     DebugOpt,
@@ -27,8 +26,9 @@ from vllm_pd_doctor.commands._common import (
     out,
     progress_printer,
 )
-from vllm_pd_doctor.errors import BadInput, ExitCode
-from vllm_pd_doctor.limits import positive_seconds
+from vllm_pd_doctor.infra import limits
+from vllm_pd_doctor.infra.errors import BadInput, ExitCode
+from vllm_pd_doctor.infra.limits import positive_seconds
 
 if TYPE_CHECKING:
     from vllm_pd_doctor.report.bundle import ReportInputs
@@ -67,7 +67,7 @@ def _check_dest(dest: Path, *, force: bool) -> None:
     """Refuse a bad output before collecting (safeio refuses it again when writing): a symlink
     (or a planted `.part` link), an existing FILE.zip without --force, a non-empty directory,
     a parent that cannot be written."""
-    from vllm_pd_doctor import safeio
+    from vllm_pd_doctor.infra import safeio
 
     safeio.check_bundle_dest(dest, force=force)
     parent = dest.parent
@@ -164,7 +164,7 @@ OPTIONS: Options = {
 
 def _check(v: Mapping[str, Any]) -> None:
     """Refuse bad input before any work: one line, exit 2."""
-    from vllm_pd_doctor.knowledge import models
+    from vllm_pd_doctor.knowledge.models import resolve as models
     from vllm_pd_doctor.report import redact
 
     redact.compile_extra(tuple(v["redact_extra"] or ()))  # a bad pattern is one line, exit 2

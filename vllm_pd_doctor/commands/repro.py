@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from vllm_pd_doctor import scenario
 from vllm_pd_doctor.commands._common import (
     DebugOpt,
     FormatOpt,
@@ -29,10 +28,18 @@ from vllm_pd_doctor.commands._common import (
     show,
     worded,
 )
-from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.knowledge import connectors, examples
-from vllm_pd_doctor.scenario import REQUEST_FIELDS, Device, KvRole, MambaCacheMode, Platform, ReproRequest
+from vllm_pd_doctor.infra.errors import BadInput, CouldNotRun, ExitCode
+from vllm_pd_doctor.knowledge.facts import connectors, examples
+from vllm_pd_doctor.repro import request as scenario
+from vllm_pd_doctor.repro.request import (
+    REQUEST_FIELDS,
+    Device,
+    KvRole,
+    MambaCacheMode,
+    Platform,
+    ReproRequest,
+)
 
 if TYPE_CHECKING:
     from vllm_pd_doctor.results.repro import ReproReport
@@ -74,7 +81,7 @@ def _complete_connector(incomplete: str) -> list[str]:
 
 
 def _complete_trigger(incomplete: str) -> list[str]:
-    from vllm_pd_doctor import inprocess
+    from vllm_pd_doctor.repro import inprocess
 
     return [t for t in (*inprocess.TRIGGERS, "all") if t.startswith(incomplete)]
 
@@ -284,7 +291,7 @@ def request_of(values: Mapping[str, Any]) -> ReproRequest:
 
 
 def _repro(values: dict[str, Any]) -> int:
-    from vllm_pd_doctor.scenarios import cli as scenario_cli
+    from vllm_pd_doctor.commands import _scenarios as scenario_cli
 
     progress = progress_printer(not values["quiet"])
     if values["list_scenarios"]:
@@ -303,9 +310,9 @@ def _repro(values: dict[str, Any]) -> int:
 
 
 def _scenarios(req: ReproRequest, values: Mapping[str, Any], progress: Reporter) -> int:
-    """Another P/D failure scenario than #53514's default run (`scenarios/`; on a real pair with
-    --engine live, for the ones a client can trigger: `live/scenarios.py`)."""
-    from vllm_pd_doctor.scenarios import cli as scenario_cli
+    """Another P/D failure scenario than #53514's default run (`repro/scenarios/`; on a real pair with
+    --engine live, for the ones a client can trigger: `repro/live/scenarios.py`)."""
+    from vllm_pd_doctor.commands import _scenarios as scenario_cli
 
     if req.engine == Engine.live.value:
         if req.hotfix:
@@ -331,7 +338,7 @@ def _scenarios(req: ReproRequest, values: Mapping[str, Any], progress: Reporter)
 
 
 def _live(req: ReproRequest, target: Mapping[str, Any], progress: Reporter) -> tuple[ReproReport, bool]:
-    from vllm_pd_doctor import live
+    from vllm_pd_doctor.repro import live
 
     _only_with(INPROCESS_ONLY, req.given_of(scenario.INPROCESS_ONLY))
     lo = live.from_request(req)
@@ -341,7 +348,7 @@ def _live(req: ReproRequest, target: Mapping[str, Any], progress: Reporter) -> t
 
 
 def _inprocess(req: ReproRequest, target: Mapping[str, Any], progress: Reporter) -> tuple[ReproReport, bool]:
-    from vllm_pd_doctor import inprocess
+    from vllm_pd_doctor.repro import inprocess
 
     _only_with(LIVE_ONLY, req.given_of(scenario.LIVE_ONLY))
     opts = inprocess.options(req)

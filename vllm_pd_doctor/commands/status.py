@@ -17,8 +17,8 @@ from vllm_pd_doctor.commands._common import (
     run,
     show,
 )
-from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.infra.errors import BadInput, ExitCode
 
 if TYPE_CHECKING:
     from vllm_pd_doctor.results.status import StatusReport
@@ -164,8 +164,8 @@ def _endpoints(
 
 
 def _vllm_dir(python: Path) -> Path:
-    from vllm_pd_doctor import targetrun
-    from vllm_pd_doctor.errors import CouldNotRun
+    from vllm_pd_doctor.infra import targetrun
+    from vllm_pd_doctor.infra.errors import CouldNotRun
 
     interp = targetrun.probe_interpreter(targetrun.resolve_python(str(python)))
     if interp.vllm_path is None:

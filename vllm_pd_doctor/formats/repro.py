@@ -12,13 +12,13 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from vllm_pd_doctor import advice
 from vllm_pd_doctor.formats import mermaid
 from vllm_pd_doctor.formats._common import (
     md_cell,
     render,
     yes_no,
 )
+from vllm_pd_doctor.knowledge.facts import advice
 from vllm_pd_doctor.results.base import SCHEMA_VERSION
 from vllm_pd_doctor.results.repro import (
     Assertion,

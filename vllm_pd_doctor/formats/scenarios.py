@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from vllm_pd_doctor.knowledge import scenarios as known
+from vllm_pd_doctor.knowledge.facts import scenarios as known
 from vllm_pd_doctor.results.hotfix import FixState
 from vllm_pd_doctor.results.scenarios import (
     FAILS,

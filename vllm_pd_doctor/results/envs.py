@@ -1,5 +1,5 @@
 """What `pd-doctor envs` answers: the provisioned environments, and what create / rm changed
-(frozen dataclasses; the provisioning itself is `envs.py`)."""
+(frozen dataclasses; the provisioning itself is `infra/envs.py`)."""
 
 from __future__ import annotations
 

@@ -82,7 +82,7 @@ class ScenarioReport(Result):
     available_connectors: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     engine: str = "inprocess"
-    """inprocess (the real Scheduler in one process) or live (a real P/D pair, `live/scenarios.py`)."""
+    """inprocess (the real Scheduler in one process) or live (a real P/D pair, `repro/live/scenarios.py`)."""
     notes: tuple[str, ...] = ()
     """Live: where the engines wrote (logs, traces, run directory)."""
     hotfix: bool = False
@@ -131,7 +131,7 @@ class ScenarioMatrix(Result):
 
 @dataclass(frozen=True)
 class ScenarioCatalogue(Result):
-    """`repro --list-scenarios`: the registry (knowledge/scenarios.py) as a result."""
+    """`repro --list-scenarios`: the registry (knowledge/facts/scenarios.py) as a result."""
 
     ids: tuple[str, ...]
 

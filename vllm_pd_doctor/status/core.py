@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 
-from vllm_pd_doctor.errors import BadInput, CouldNotRun
-from vllm_pd_doctor.knowledge import metrics as km
+from vllm_pd_doctor.infra.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.knowledge.facts import metrics as km
 from vllm_pd_doctor.results.status import EngineStatus, HandshakeView, StatusReport
 from vllm_pd_doctor.status import compare, findings, scenarios, scrape, sidechannel
 from vllm_pd_doctor.status.window import Window

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, connector_entries, connector_key, label
-from vllm_pd_doctor.knowledge import scenario_exposure as sx
-from vllm_pd_doctor.knowledge.scenario_advice import ADVICE
+from vllm_pd_doctor.knowledge.facts import scenario_exposure as sx
+from vllm_pd_doctor.knowledge.facts.scenario_advice import ADVICE
 from vllm_pd_doctor.results.checkconfig import Finding
 from vllm_pd_doctor.results.launch import Server
 
@@ -31,8 +31,8 @@ RUN = ("abort-race", "hybrid-load-failure", "lease-reaper", "d-extra-block", "no
 @functools.cache
 def _run(python: str, model_dir: str | None, connectors: tuple[str, ...]) -> tuple[sx.CellLike, ...]:
     """The scenarios run in the user's vLLM (one child, once per check); () when they could not run."""
-    from vllm_pd_doctor.errors import PdDoctorError
-    from vllm_pd_doctor.scenarios import run as srun
+    from vllm_pd_doctor.infra.errors import PdDoctorError
+    from vllm_pd_doctor.repro.scenarios import run as srun
 
     try:
         report = srun.run_scenarios(

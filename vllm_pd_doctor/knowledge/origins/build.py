@@ -50,7 +50,7 @@ SCOPE: dict[str, tuple[str, ...]] = {
         "engine/",
         "platforms/",
         "model_executor/layers/mamba/",
-        "envs.py",
+        "infra/envs.py",
         "executor/",
         "utils/network_utils.py",
         "utils/system_utils.py",
@@ -170,7 +170,7 @@ def drop_release(doc: dict[str, Any], package: str, release: str) -> None:
 
 def sort_releases(doc: dict[str, Any]) -> None:
     """Releases in version order (the index's range arithmetic relies on it)."""
-    from vllm_pd_doctor.knowledge.releases import version_key
+    from vllm_pd_doctor.knowledge.facts.releases import version_key
 
     for pkg in doc.get("packages", {}).values():
         old = pkg["releases"]
