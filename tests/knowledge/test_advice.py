@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from vllm_pd_doctor.formats import OutputFormat, emit
+from vllm_pd_doctor.formats.repro import advice_for
 from vllm_pd_doctor.knowledge.facts import advice, connectors
 from vllm_pd_doctor.repro import hotfix
 from vllm_pd_doctor.results.repro import (
@@ -44,11 +45,11 @@ def test_fixes_name_the_registry_release_the_workaround_and_the_hotfix() -> None
 def test_repro_gives_the_same_advice_as_check_config() -> None:
     report = _report(fired=True)
     same = advice.fixes(["nixl"], late_truncation=True, python=PY)
-    assert advice.for_repro(report) == same
+    assert advice_for(report) == same
     doc = json.loads(emit(report, OutputFormat.json))
     assert doc["advice"] == list(same)
     assert "### How to fix" in emit(report, OutputFormat.markdown)
-    assert advice.for_repro(_report(fired=False)) == ()
+    assert advice_for(_report(fired=False)) == ()
 
 
 def test_every_repro_object_has_the_same_keys() -> None:

@@ -1,7 +1,7 @@
 """What to do about #53514, worded in one place: the upgrade target, the workaround, the hotfix.
 
-check-config's exposure, repro's verdict and the report all take their advice from `fixes`, so
-the three give the same advice for the same finding. The upgrade wording comes from
+check-config's exposure, repro's verdict (formats/repro.py) and the report all take their advice from
+`fixes`, so the three give the same advice for the same finding. The upgrade wording comes from
 `knowledge.fixes` (the connector registry's `fixed_in`); the hotfix wording here too (`hotfix`),
 without loading the hotfix installer.
 """
@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from vllm_pd_doctor.knowledge.facts import connectors
 from vllm_pd_doctor.knowledge.facts import fixes as n1
 from vllm_pd_doctor.knowledge.facts.hotfix_env import ENV_SETTING
-from vllm_pd_doctor.results.repro import ReproReport
 
 WORKAROUND = (
     "or pass --no-enable-prefix-caching to the prefill engine only; trade-off: "
@@ -51,13 +50,3 @@ def fixes(keys: Iterable[str], *, late_truncation: bool, python: str | None) -> 
     if late_truncation:
         out.append(hotfix(python))
     return tuple(out)
-
-
-def for_repro(report: ReproReport) -> tuple[str, ...]:
-    """The same advice for a repro run that reproduced #53514 (none otherwise): per connector
-    that fired, and the hotfix where the prompt was truncated after the lookup."""
-    fired = [r for r in report.results if r.reproduced]
-    if not fired:
-        return ()
-    late = any(r.truncation is not None and r.truncation.hook == connectors.LATE_HOOK for r in fired)
-    return fixes((r.connector for r in fired), late_truncation=late, python=report.vllm.python)
