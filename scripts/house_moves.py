@@ -127,8 +127,9 @@ NEVER = ("tests/fixtures/", ".git/", ".venv/")
 
 
 def _module(path: str) -> str | None:
-    """The dotted module of a package path (`vllm_pd_doctor/live/` -> `vllm_pd_doctor.live`)."""
-    if not path.startswith(_P):
+    """The dotted module of a package or test path (`vllm_pd_doctor/live/` -> `vllm_pd_doctor.live`,
+    `tests/live/test_live.py` -> `tests.live.test_live`: tests import each other's helpers)."""
+    if not path.startswith((_P, "tests/")):
         return None
     if path.endswith("/"):
         return path.rstrip("/").replace("/", ".")
@@ -190,7 +191,7 @@ def _path_rules() -> list[tuple[re.Pattern[str], str]]:
 PATH_RULES = _path_rules()
 DOTTED = re.compile(r"(?<![\w.])" + re.escape(PKG) + r"(?:\.\w+)+")
 FROM_IMPORT = re.compile(
-    r"^(?P<indent>[ \t]*)from[ \t]+(?P<base>" + re.escape(PKG) + r"(?:\.\w+)*)[ \t]+import[ \t]+"
+    r"^(?P<indent>[ \t]*)from[ \t]+(?P<base>(?:" + re.escape(PKG) + r"|tests)(?:\.\w+)*)[ \t]+import[ \t]+"
     r"(?P<names>\([^)]*\)|[^\n#]*?(?:\\\n[^\n#]*?)*)(?P<comment>[ \t]*#[^\n]*)?$",
     re.M,
 )

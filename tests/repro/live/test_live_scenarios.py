@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.live.test_live import ROOT, _env, assert_clean
 
+from tests.repro.live.test_live import ROOT, _env, assert_clean
 from vllm_pd_doctor.repro.live import abort
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
