@@ -174,6 +174,8 @@ def _path_rules() -> list[tuple[re.Pattern[str], str]]:
             rules.append((old[len(_P) :], new[len(_P) :]))
         if old == "repro/":
             rules.extend((f'"repro" / "{d}"', f'"assets" / "{d}"') for d in ("models", "scripts"))
+        if old == f"{_P}target/":
+            rules.append((f'"{PKG}" / "target"', f'"{PKG}" / "invllm"'))
     rules.sort(key=lambda r: -len(r[0]))
     out = []
     for old, new in rules:
@@ -181,6 +183,13 @@ def _path_rules() -> list[tuple[re.Pattern[str], str]]:
             pattern = r"(?<![\w./-])repro/(?=models\b|scripts\b)"
         elif old.startswith('"'):
             pattern = re.escape(old)
+        elif "/" not in old.rstrip("/") and not old.startswith("tests/"):  # a bare name: `envs.py`, live/x
+            after = r"(?=`)" if old.endswith(".py") else r"(?=`|\w)"  # (vLLM has an envs.py too)
+            pattern = (
+                r"(?<![\w./-])(?<=`)" + re.escape(old) + after
+                if old.endswith(".py")
+                else (r"(?<![\w./-])" + re.escape(old) + after)
+            )
         else:
             pattern = r"(?<![\w./-])" + re.escape(old) + (r"" if old.endswith("/") else r"(?![\w])")
         out.append((re.compile(pattern), new))

@@ -13,7 +13,7 @@ def _fake_vllm(root: Path) -> Path:
     v = root / "vllm"
     nixl = v / "distributed" / "kv_transfer" / "kv_connector" / "v1" / "nixl"
     nixl.mkdir(parents=True)
-    (v / "infra/envs.py").write_text('x = os.getenv("VLLM_NIXL_SIDE_CHANNEL_PORT", "5600")\n')
+    (v / "envs.py").write_text('x = os.getenv("VLLM_NIXL_SIDE_CHANNEL_PORT", "5600")\n')
     (nixl / "base_worker.py").write_text(
         "class W:\n    def _build_mamba_remote(self, meta, tp_ratio):\n        pass\n"
     )
@@ -39,7 +39,7 @@ def test_read_source_cached_until_a_file_changes(tmp_path, monkeypatch):
         calls.append(1)
         return first
 
-    stamp = source_cache.stamp(v, ("infra/envs.py",), inspect_vllm.CONNECTOR_DIRS)
+    stamp = source_cache.stamp(v, ("envs.py",), inspect_vllm.CONNECTOR_DIRS)
     again = source_cache.cached("other-py", v, "9.9.9", stamp, read)
     assert calls == [] and again.python == "other-py" and again.sites == first.sites
     sched = v / "distributed/kv_transfer/kv_connector/v1/nixl/pull_scheduler.py"

@@ -158,7 +158,7 @@ def test_worker_facts_read_from_installed_source(python_buggy, python_fixed):
         assert src.mamba_hetero_tp is not None and src.mamba_hetero_tp.supported is True
         assert "nixl/base_worker.py" in src.mamba_hetero_tp.location
         assert src.p_tp_above_d_tp is not None and src.p_tp_above_d_tp.supported is True
-        assert src.attention_backend_env is False  # infra/envs.py no longer reads it
+        assert src.attention_backend_env is False  # envs.py no longer reads it
         assert src.mamba_hetero_block is not None
         assert src.mamba_hetero_block.detail.startswith("Prefix caching with heterogeneous")
 

@@ -187,7 +187,7 @@ def test_a_signal_python_cannot_raise_still_ends_the_run() -> None:
     one line, no traceback."""
     code = (
         "import signal, weakref\n"
-        "from vllm_pd_doctor import procs\n"
+        "from vllm_pd_doctor.infra import procs\n"
         "procs.install()\n"
         "class A: pass\n"
         "a = A()\n"

@@ -9,7 +9,7 @@ and finished KV transfers (`_update_from_kv_xfer_finished`) recorded for the liv
 Every event is appended to the trace file as one JSON line. The scheduler's behaviour is not
 changed; the one setting it may touch is the Mamba conv-state layout, and only when pd-doctor
 asks (keep_conv_state_layout).
-With PD_DOCTOR_HOTFIX=53514 it also applies the opt-in #53514 backport (repro/hotfix.py), which does
+With PD_DOCTOR_HOTFIX=53514 it also applies the opt-in #53514 backport (hotfix.py), which does
 change the scheduler's behaviour: that is its purpose. Stdlib + vLLM only.
 """
 

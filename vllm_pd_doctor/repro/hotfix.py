@@ -44,7 +44,7 @@ PACKAGE = "pd_doctor_hotfix"
 INSTALLER = "pd-doctor"
 ENTRY_POINT = f"{PACKAGE}.hotfix:register"
 SOURCES = (
-    "repro/hotfix.py",
+    "hotfix.py",
     "hotfix_plan.py",
     "hotfix_scheduler.py",
     "hotfix_source.py",

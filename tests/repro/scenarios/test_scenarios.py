@@ -42,7 +42,7 @@ def test_registry_complete():
 def test_ids_stable_and_each_has_a_target_module():
     assert set(STABLE_IDS) <= set(known.ids())
     for s in known.SCENARIOS.values():
-        assert (ROOT / "vllm_pd_doctor" / "target" / "scenarios" / f"{s.module}.py").is_file(), s.id
+        assert (ROOT / "vllm_pd_doctor" / "invllm" / "scenarios" / f"{s.module}.py").is_file(), s.id
         assert s.next_step == f"pd-doctor repro --scenario {s.id}"
 
 

@@ -50,7 +50,7 @@ SCOPE: dict[str, tuple[str, ...]] = {
         "engine/",
         "platforms/",
         "model_executor/layers/mamba/",
-        "infra/envs.py",
+        "envs.py",
         "executor/",
         "utils/network_utils.py",
         "utils/system_utils.py",

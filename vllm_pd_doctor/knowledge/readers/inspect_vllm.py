@@ -126,7 +126,7 @@ def registered_connectors(vllm_path: Path) -> tuple[str, ...]:
 
 def side_channel_port_default(vllm_path: Path) -> int | None:
     try:
-        src = (vllm_path / "infra/envs.py").read_text(encoding="utf-8")
+        src = (vllm_path / "envs.py").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     m = re.search(r'getenv\(\s*"VLLM_NIXL_SIDE_CHANNEL_PORT"\s*,\s*"(\d+)"', src)
@@ -314,7 +314,7 @@ def p_tp_above_d_tp(trees: list[tuple[str, ast.Module]]) -> SourceFact | None:
 def attention_backend_env(vllm_path: Path) -> bool | None:
     """vllm/envs.py still defines VLLM_ATTENTION_BACKEND (later releases dropped it)."""
     try:
-        src = (vllm_path / "infra/envs.py").read_text(encoding="utf-8")
+        src = (vllm_path / "envs.py").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     return '"VLLM_ATTENTION_BACKEND"' in src
@@ -329,7 +329,7 @@ def read_source(python: str, vllm_path: str | None, version: str | None) -> Vllm
     from vllm_pd_doctor.knowledge.readers import inspect_config, source_cache
 
     p = Path(vllm_path)
-    key = source_cache.stamp(p, ("infra/envs.py", *inspect_config.stamp_files()), CONNECTOR_DIRS)
+    key = source_cache.stamp(p, ("envs.py", *inspect_config.stamp_files()), CONNECTOR_DIRS)
     return source_cache.cached(python, p, version, key, lambda: _read_source(python, vllm_path, version))
 
 
