@@ -110,8 +110,8 @@ NEW_PACKAGES = {
     "matrix/bisect and the hotfix.\n\nEvery engine takes one request (request.py) and answers one "
     "`ReproReport` (results/repro.py); the code that runs inside vLLM is invllm/.",
     f"{_P}infra/": "Infrastructure every layer uses: errors and their exit codes, processes and their "
-    "reaper, safe I/O, input limits, sanitizing, progress, caches, the run of invllm/ code in another interpreter, "
-    "provisioned environments and the shell reader.",
+    "reaper, safe I/O, input limits, sanitizing, progress, caches, the run of invllm/ code in another "
+    "interpreter, provisioned environments and the shell reader.",
     f"{_K}facts/": "What pd-doctor knows as data (stdlib only): releases and their fixes, connectors, "
     "advisories, hotfixes, scenarios with their advice and exposure, metric names per release.",
     f"{_K}readers/": "Readers of an installed vLLM release or its source (by `ast`, or in a child of its "
