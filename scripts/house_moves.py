@@ -235,8 +235,31 @@ def _rewrite_from(m: re.Match[str]) -> str:
     return "\n".join(lines)
 
 
+PROVISIONER = re.compile(
+    r"\benvs(?:_mod)?\.(?:ensure|ensure_or_clean|listing|validate|PACKAGES|CONNECTORS_EXTRA|NIXL_EXTRA|"
+    r"uv_binary|pip_settings|CPU_EXCLUDES|_create|_keep_log|_write_marker)\b"
+)
+"""What of the old envs.py is provisioning, now `repro/envs.py` (which re-exports infra/envs.py, the
+layout): a file that uses it imports `envs` from repro/, any other from infra/."""
+INFRA_ENVS = re.compile(
+    r"^(?P<indent>[ \t]*)from vllm_pd_doctor\.infra import (?P<names>[\w, ]*\benvs\b[\w, ]*)$", re.M
+)
+
+
+def _provisioner(m: re.Match[str]) -> str:
+    names = [n.strip() for n in m["names"].split(",")]
+    mine = [n for n in names if n == "envs" or n.startswith("envs ")]
+    rest = [n for n in names if n not in mine]
+    lines = [f"{m['indent']}from vllm_pd_doctor.repro import {', '.join(mine)}"]
+    if rest:
+        lines.append(f"{m['indent']}from vllm_pd_doctor.infra import {', '.join(rest)}")
+    return "\n".join(lines)
+
+
 def rewrite_text(text: str) -> str:
     text = FROM_IMPORT.sub(_rewrite_from, text)
+    if PROVISIONER.search(text):
+        text = INFRA_ENVS.sub(_provisioner, text)
     text = DOTTED.sub(lambda m: m[0] if m[0] in CLASHES else _map_module(m[0]), text)
     for pattern, new in PATH_RULES:
         text = pattern.sub(new, text)

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor.infra import envs, targetrun
-from vllm_pd_doctor.repro import inprocess, matrix
+from vllm_pd_doctor.infra import targetrun
+from vllm_pd_doctor.repro import envs, inprocess, matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "recorded"

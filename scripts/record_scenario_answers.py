@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor.infra import envs, targetrun
+from vllm_pd_doctor.infra import targetrun
 from vllm_pd_doctor.knowledge.facts import hotfixes
 from vllm_pd_doctor.knowledge.facts import scenarios as known
+from vllm_pd_doctor.repro import envs
 from vllm_pd_doctor.repro.scenarios import run as srun
 
 ROOT = Path(__file__).resolve().parents[1]

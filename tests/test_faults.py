@@ -235,7 +235,7 @@ def test_a_complete_env_is_used_from_a_read_only_cache(
 ) -> None:
     import errno
 
-    from vllm_pd_doctor.infra import envs
+    from vllm_pd_doctor.repro import envs
 
     monkeypatch.setenv("PD_DOCTOR_HOME", str(tmp_path))
     d = tmp_path / "envs" / "vllm-cpu-0.1.0"

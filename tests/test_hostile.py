@@ -603,8 +603,8 @@ def test_ctrl_c_in_the_first_moments_is_no_traceback(tmp_path: Path) -> None:
 
 
 def test_versions_are_ascii_and_whole() -> None:
-    from vllm_pd_doctor.infra import envs
     from vllm_pd_doctor.knowledge.facts import releases
+    from vllm_pd_doctor.repro import envs
 
     for bad in (
         "99.0.0\n",
@@ -623,7 +623,7 @@ def test_versions_are_ascii_and_whole() -> None:
 
 
 def test_a_corrupt_env_marker_affects_that_env_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from vllm_pd_doctor.infra import envs
+    from vllm_pd_doctor.repro import envs
 
     monkeypatch.setenv("PD_DOCTOR_HOME", str(tmp_path))
     markers: dict[str, bytes] = {
@@ -654,7 +654,8 @@ def test_a_corrupt_env_marker_affects_that_env_only(tmp_path: Path, monkeypatch:
 
 
 def test_home_settings_are_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from vllm_pd_doctor.infra import envs, safeio
+    from vllm_pd_doctor.infra import safeio
+    from vllm_pd_doctor.repro import envs
 
     for bad, needle in (
         ("/dev/null", "not a directory"),

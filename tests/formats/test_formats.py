@@ -27,10 +27,9 @@ from vllm_pd_doctor.checkconfig.rules import RULES
 from vllm_pd_doctor.commands._common import Reporter, hint
 from vllm_pd_doctor.formats import OutputFormat, emit, formatters
 from vllm_pd_doctor.formats import repro as fjson
-from vllm_pd_doctor.infra import envs
 from vllm_pd_doctor.infra.progress import phase
 from vllm_pd_doctor.knowledge.readers.inspect_vllm import find_sites
-from vllm_pd_doctor.repro import hotfix, inprocess, matrix
+from vllm_pd_doctor.repro import envs, hotfix, inprocess, matrix
 from vllm_pd_doctor.results.base import Result
 from vllm_pd_doctor.results.checkconfig import CheckReport, RuleCatalogue
 from vllm_pd_doctor.results.envs import EnvChange

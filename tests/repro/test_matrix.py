@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from vllm_pd_doctor.infra import envs
+from vllm_pd_doctor.repro import envs
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

@@ -328,7 +328,8 @@ def interpreter(
 ) -> str:
     """The target interpreter `--python` / `--vllm VERSION [--package P]` name (provisioned on
     first use), or this one."""
-    from vllm_pd_doctor.infra import envs, targetrun
+    from vllm_pd_doctor.infra import targetrun
+    from vllm_pd_doctor.repro import envs
 
     if python is not None and vllm is not None:
         raise BadInput("--python and --vllm both given", hint="use one of them")

@@ -113,7 +113,7 @@ def check_config(
         )
     interp = str(python) if python is not None else None
     if vllm is not None:
-        from vllm_pd_doctor.infra import envs
+        from vllm_pd_doctor.repro import envs
 
         interp = str(envs.ensure(envs.default_package(), vllm, nixl=False, progress=progress).python)
     report = core.check(

