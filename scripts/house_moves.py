@@ -180,7 +180,7 @@ def _path_rules() -> list[tuple[re.Pattern[str], str]]:
     out = []
     for old, new in rules:
         if old == "repro/":  # the data folder only where it is named with its contents
-            pattern = r"(?<![\w./-])repro/(?=models\b|scripts\b)"
+            pattern = r"(?<![\w./-])repro/(?=(?:models|scripts)(?![\w.]))"
         elif old.startswith('"'):
             pattern = re.escape(old)
         elif "/" not in old.rstrip("/") and not old.startswith("tests/"):  # a bare name: `envs.py`, live/x

@@ -19,6 +19,7 @@ from vllm_pd_doctor.infra.progress import Progress, phase, quiet
 from vllm_pd_doctor.invllm import wire
 from vllm_pd_doctor.knowledge.models import resolve as models
 from vllm_pd_doctor.repro import hotfix
+from vllm_pd_doctor.repro import models as defaults
 from vllm_pd_doctor.repro import request as scenario
 from vllm_pd_doctor.repro.request import PLATFORMS, ReproRequest
 from vllm_pd_doctor.results.repro import (
@@ -39,13 +40,9 @@ TRIGGERS = ("same-prompt", "shared-prefix", "chunked", "preempt")
 """Trigger variants (the harness's `triggers.TRIGGERS` describes each)."""
 
 
-def repro_dir() -> Path:
-    """The scenario assets: installed beside the package, or at the repository's top level."""
-    return models.assets_dir()
-
-
 def default_model_dir() -> Path:
-    return repro_dir() / "models" / "tiny-hybrid"
+    """The default model (`repro/models.py`)."""
+    return defaults.hybrid()
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ from vllm_pd_doctor.infra import envs, procs, targetrun
 from vllm_pd_doctor.infra.errors import BadInput, CouldNotRun, FieldError
 from vllm_pd_doctor.infra.progress import Progress
 from vllm_pd_doctor.knowledge.models.info import load_model
+from vllm_pd_doctor.repro import models as defaults
 from vllm_pd_doctor.repro.hotfix import ENV as HOTFIX_ENV
 from vllm_pd_doctor.repro.hotfix import ISSUE as HOTFIX_ISSUE
-from vllm_pd_doctor.repro.inprocess import repro_dir
 from vllm_pd_doctor.repro.live.client import Client
 from vllm_pd_doctor.repro.live.evidence import tail
 from vllm_pd_doctor.repro.live.options import MAX_MODEL_LEN, LiveOptions
@@ -167,7 +167,7 @@ def has_weights(d: Path) -> bool:
 def family_cache_dir(config_dir: Path) -> Path:
     """Where the tiny model of the family in `config_dir` is cached: models/<family>-<hash>; the
     hash covers the family's config.json and both generator scripts (a new rule, a new model)."""
-    scripts = repro_dir() / "scripts"
+    scripts = defaults.scripts_dir()
     h = hashlib.sha256()
     for f in (config_dir / "config.json", scripts / "make_tiny_model.py", scripts / "shrink_config.py"):
         h.update(f.read_bytes())
@@ -211,14 +211,14 @@ def model_dir(python: str, lo: LiveOptions, progress: Progress) -> tuple[Path, b
         src, out, shrink = lo.model, family_cache_dir(lo.model), True
         what = f"a tiny {model_name(src)} model (shrunk config, random weights)"
     else:
-        src, shrink = repro_dir() / "models" / "tiny-hybrid", False
-        out = envs.home() / "models" / "tiny-hybrid"
+        src, shrink = defaults.hybrid(), False
+        out = envs.home() / "models" / defaults.HYBRID
         what = "the tiny hybrid model (random weights)"
     if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
         progress(f"model: {what} (cached) at {out}")
         return out, True
     out.parent.mkdir(parents=True, exist_ok=True)
-    script = repro_dir() / "scripts" / "make_tiny_model.py"
+    script = defaults.scripts_dir() / "make_tiny_model.py"
     progress(f"model: generating {what} at {out}")
     cmd = [python, str(script), *(["--shrink"] if shrink else []), str(src), str(out)]
     try:

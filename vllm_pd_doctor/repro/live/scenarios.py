@@ -23,7 +23,7 @@ import httpx
 from vllm_pd_doctor.infra.errors import BadInput, CouldNotRun, FieldError
 from vllm_pd_doctor.infra.progress import Progress
 from vllm_pd_doctor.knowledge.facts import scenarios as known
-from vllm_pd_doctor.repro.inprocess import repro_dir
+from vllm_pd_doctor.repro import models as defaults
 from vllm_pd_doctor.repro.live import abort, engines, extra_block
 from vllm_pd_doctor.repro.live.client import Client
 from vllm_pd_doctor.repro.live.fate import Ctx, Side, d_alive_now
@@ -63,7 +63,7 @@ def run_scenarios(python: str, lo: LiveOptions, ids: tuple[str, ...], progress: 
     if lo.remote:
         return _remote(python, lo, order, progress)
     if lo.model is None:
-        lo = dataclasses.replace(lo, model=repro_dir() / "models" / known.DENSE_MODEL)
+        lo = dataclasses.replace(lo, model=defaults.dense())
     t0 = time.perf_counter()
     with local_pair(python, lo, progress) as lp:
         p_eng, d_eng = lp.engines

@@ -10,7 +10,7 @@ from vllm_pd_doctor.infra import targetrun
 from vllm_pd_doctor.infra.errors import BadInput, CouldNotRun
 from vllm_pd_doctor.infra.progress import Progress, phase, quiet
 from vllm_pd_doctor.knowledge.facts import scenarios as known
-from vllm_pd_doctor.repro import inprocess
+from vllm_pd_doctor.repro import models as defaults
 from vllm_pd_doctor.results.hotfix import FixState
 from vllm_pd_doctor.results.repro import VllmInstall
 from vllm_pd_doctor.results.scenarios import (
@@ -24,7 +24,7 @@ from vllm_pd_doctor.results.scenarios import (
     ScenarioReport,
 )
 
-DENSE_MODEL = known.DENSE_MODEL
+DENSE_MODEL = defaults.DENSE
 NOT_SERVABLE_WORDS = "vLLM would not start this model"
 
 
@@ -57,12 +57,11 @@ def build_spec(
 ) -> dict[str, Any]:
     """The runner's spec: each scenario with its connectors and the model it runs on (and, with
     `hotfix`, each scenario's hotfix applied before any scheduler is built)."""
-    models = inprocess.repro_dir() / "models"
-    user = str(model or models / "tiny-hybrid")
+    user = str(model or defaults.hybrid())
     entries = []
     for sid in ids:
         s = known.SCENARIOS[sid]
-        m = user if (s.model_matters or model is not None) else str(models / DENSE_MODEL)
+        m = user if (s.model_matters or model is not None) else str(defaults.dense())
         entries.append({"id": sid, "connectors": list(s.connectors), "model_dir": m})
     return {
         "scenarios": entries,
