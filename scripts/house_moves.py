@@ -235,6 +235,18 @@ def _rewrite_from(m: re.Match[str]) -> str:
     return "\n".join(lines)
 
 
+IN_STRING = re.compile(
+    r"(?:(?<=[\"'])|(?<=\\n))from (?P<base>" + re.escape(PKG) + r"(?:\.\w+)*) import (?P<names>[\w, ]+?)(?=\\n|[\"'])"
+)
+"""`from PKG import x` inside a string of code a test runs in a child (`"...\\nfrom PKG import x\\n"`):
+rewritten where its names keep one parent (a split would need a line break inside the string)."""
+
+
+def _rewrite_in_string(m: re.Match[str]) -> str:
+    out = FROM_IMPORT.sub(_rewrite_from, f"from {m['base']} import {m['names']}")
+    return m[0] if "\n" in out else out
+
+
 PROVISIONER = re.compile(
     r"\benvs(?:_mod)?\.(?:ensure|ensure_or_clean|listing|validate|PACKAGES|CONNECTORS_EXTRA|NIXL_EXTRA|"
     r"uv_binary|pip_settings|CPU_EXCLUDES|_create|_keep_log|_write_marker)\b"
@@ -258,6 +270,7 @@ def _provisioner(m: re.Match[str]) -> str:
 
 def rewrite_text(text: str) -> str:
     text = FROM_IMPORT.sub(_rewrite_from, text)
+    text = IN_STRING.sub(_rewrite_in_string, text)
     if PROVISIONER.search(text):
         text = INFRA_ENVS.sub(_provisioner, text)
     text = DOTTED.sub(lambda m: m[0] if m[0] in CLASHES else _map_module(m[0]), text)
