@@ -236,7 +236,8 @@ def _rewrite_from(m: re.Match[str]) -> str:
 
 
 IN_STRING = re.compile(
-    r"(?:(?<=[\"'])|(?<=\\n))from (?P<base>" + re.escape(PKG) + r"(?:\.\w+)*) import (?P<names>[\w, ]+?)(?=\\n|[\"'])"
+    r"(?:(?<=[\"'])|(?<=\\n))from (?P<base>" + re.escape(PKG) + r"(?:\.\w+)*) "
+    r"import (?P<names>[\w, ]+?)(?=\\n|[\"'])"
 )
 """`from PKG import x` inside a string of code a test runs in a child (`"...\\nfrom PKG import x\\n"`):
 rewritten where its names keep one parent (a split would need a line break inside the string)."""
