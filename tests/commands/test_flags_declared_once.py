@@ -17,9 +17,6 @@ import typer
 from vllm_pd_doctor import cli
 
 NOT_YET: dict[str, int] = {
-    "--config": 2,  # status redeclares check-config's
-    "--prefill-cmd": 2,
-    "--decode-cmd": 2,
     "--prefill-url": 3,  # repro (one URL, live) vs report and status (a list)
     "--decode-url": 3,
     "--quiet": 2,  # triage's says "notes" only

@@ -9,8 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from vllm_pd_doctor.commands._common import (
+    ConfigOpt,
     DebugOpt,
+    DecodeCmdOpt,
     FormatOpt,
+    PrefillCmdOpt,
     PythonOpt,
     QuietOpt,
     progress_printer,
@@ -73,15 +76,9 @@ def status(
             "--decode-side-channel", help="A decode's NIXL side channel HOST:PORT.", metavar="HOST:PORT"
         ),
     ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="The deployment (as in check-config).", show_default=False)
-    ] = None,
-    prefill_cmd: Annotated[
-        str | None, typer.Option("--prefill-cmd", help="The prefill's launch command.", metavar="COMMAND")
-    ] = None,
-    decode_cmd: Annotated[
-        str | None, typer.Option("--decode-cmd", help="The decode's launch command.", metavar="COMMAND")
-    ] = None,
+    config: ConfigOpt = None,
+    prefill_cmd: PrefillCmdOpt = None,
+    decode_cmd: DecodeCmdOpt = None,
     interval: Annotated[
         float,
         typer.Option("--interval", help="Seconds between the two /metrics readings.", metavar="SECONDS"),
