@@ -20,9 +20,7 @@ NOT_YET: dict[str, int] = {
     "--prefill-url": 3,  # repro (one URL, live) vs report and status (a list)
     "--decode-url": 3,
     "--quiet": 2,  # triage's says "notes" only
-    "--scenario": 2,  # repro vs matrix/bisect
     "--connector": 2,  # repro (a list or all) vs bisect (one)
-    "--timeout": 4,  # repro, report, matrix/bisect, status: each its own help
     "--vllm": 2,  # matrix takes a release selection
 }
 """Flag -> how many declarations it has today (issue 31 item 4 is to bring each to 1)."""

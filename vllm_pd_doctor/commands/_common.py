@@ -1,7 +1,7 @@
 """Helpers shared by the subcommands: the option vocabulary, output streams, progress.
 
 Every option that more than one command takes is declared here once (`VllmOpt`, `PythonOpt`,
-`PackageOpt`, `FormatOpt`, `QuietOpt`, `TimeoutOpt`, `DebugOpt`, and the deployment's
+`PackageOpt`, `FormatOpt`, `QuietOpt`, `TimeoutOpt`, `ScenarioOpt`, `DebugOpt`, and the deployment's
 `PrefillCmdOpt`, `DecodeCmdOpt`, `ConfigOpt`, `ModelOpt`), so it means the same everywhere.
 
 One rule for the deployment, in every command that reads one (check-config, triage, report):
@@ -97,8 +97,20 @@ TimeoutOpt = Annotated[
     typer.Option(
         "--timeout",
         callback=positive_seconds("--timeout"),
-        help="Seconds before the run is stopped.",
+        help="Seconds allowed: repro's run, each release of matrix and bisect, each collector of report, "
+        "each HTTP request of status.",
         metavar="SECONDS",
+    ),
+]
+ScenarioOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scenario",
+        help="Which P/D failures: n1-truncation (#53514: repro's default run; matrix and bisect run its "
+        "repro without --scenario), abort-race, hybrid-load-failure, ..., a comma list, or all "
+        "(`pd-doctor repro --list-scenarios` describes each); with repro --engine live, the ones a client "
+        "can trigger on a real pair: abort-race, d-extra-block.",
+        metavar="ID[,ID...]|all",
     ),
 ]
 

@@ -11,13 +11,14 @@ from vllm_pd_doctor.commands._common import (
     FormatOpt,
     PackageOpt,
     QuietOpt,
+    ScenarioOpt,
+    TimeoutOpt,
     hint,
     progress_printer,
     show,
 )
 from vllm_pd_doctor.formats import OutputFormat
 from vllm_pd_doctor.infra.errors import BadInput, CouldNotRun, ExitCode
-from vllm_pd_doctor.infra.limits import positive_seconds
 from vllm_pd_doctor.knowledge.facts import connectors, examples
 
 if TYPE_CHECKING:
@@ -64,27 +65,6 @@ Example: `pd-doctor bisect --good {examples.FIXED} --bad {examples.LATE} --only-
 
 BISECT_EXIT = {"changed": ExitCode.OK, "no_change": ExitCode.FOUND, "endpoint_failed": ExitCode.COULD_NOT_RUN}
 """bisect's exit code per outcome (the JSON's `outcome`); 1 is "no change", not "found"."""
-
-TimeoutOpt = Annotated[
-    float,
-    typer.Option(
-        "--timeout",
-        callback=positive_seconds("--timeout"),
-        help="Seconds allowed for each release's repro.",
-        metavar="SECONDS",
-    ),
-]
-
-
-ScenarioOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--scenario",
-        help="Run these P/D scenarios instead of #53514's repro: an id (pd-doctor repro "
-        "--list-scenarios), a comma list, or all.",
-        metavar="ID[,ID...]|all",
-    ),
-]
 
 
 def register(app: typer.Typer) -> None:

@@ -20,6 +20,7 @@ from vllm_pd_doctor.commands._common import (
     PrefillCmdOpt,
     PythonOpt,
     QuietOpt,
+    TimeoutOpt,
     VllmOpt,
     command,
     interpreter,
@@ -28,7 +29,6 @@ from vllm_pd_doctor.commands._common import (
 )
 from vllm_pd_doctor.infra import limits
 from vllm_pd_doctor.infra.errors import BadInput, ExitCode
-from vllm_pd_doctor.infra.limits import positive_seconds
 
 if TYPE_CHECKING:
     from vllm_pd_doctor.report.bundle import ReportInputs
@@ -104,12 +104,6 @@ RedactHostsOpt = Annotated[
         "--redact-hosts/--no-redact-hosts", help="Redact host names and IP addresses other than loopback."
     ),
 ]
-CollectorTimeoutOpt = Annotated[
-    float,
-    typer.Option(
-        "--timeout", help="Seconds each collector may take.", callback=positive_seconds("--timeout")
-    ),
-]
 ForceOpt = Annotated[
     bool, typer.Option("--force", help="Replace an existing FILE.zip (a directory is never replaced).")
 ]
@@ -153,7 +147,7 @@ OPTIONS: Options = {
     "repro": (ReproOpt, True),
     "output": (OutputOpt, None),
     "redact_hosts": (RedactHostsOpt, True),
-    "timeout": (CollectorTimeoutOpt, 300.0),
+    "timeout": (TimeoutOpt, 300.0),
     "force": (ForceOpt, False),
     "redact_extra": (RedactExtraOpt, None),
     "private": (PrivateOpt, False),

@@ -18,6 +18,7 @@ from vllm_pd_doctor.commands._common import (
     PythonOpt,
     QuietOpt,
     Reporter,
+    ScenarioOpt,
     TimeoutOpt,
     VllmOpt,
     command,
@@ -211,16 +212,6 @@ DeviceOpt = Annotated[
         "--device",
         help="Live: cpu or cuda (default: cuda for a CUDA vLLM with a visible GPU).",
         metavar="cpu|cuda",
-    ),
-]
-ScenarioOpt = Annotated[
-    str,
-    typer.Option(
-        "--scenario",
-        help="Which P/D failure to reproduce: n1-truncation (#53514, the default run), abort-race, "
-        "hybrid-load-failure, a comma list, or all (--list-scenarios describes each); with --engine "
-        "live, the ones a client can trigger on a real pair: abort-race, d-extra-block.",
-        metavar="ID[,ID...]|all",
     ),
 ]
 ListScenariosOpt = Annotated[

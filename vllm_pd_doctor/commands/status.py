@@ -16,6 +16,7 @@ from vllm_pd_doctor.commands._common import (
     PrefillCmdOpt,
     PythonOpt,
     QuietOpt,
+    TimeoutOpt,
     progress_printer,
     run,
     show,
@@ -83,9 +84,7 @@ def status(
         float,
         typer.Option("--interval", help="Seconds between the two /metrics readings.", metavar="SECONDS"),
     ] = 2.0,
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds per HTTP request.", metavar="SECONDS")
-    ] = 5.0,
+    timeout: TimeoutOpt = 5.0,
     watch: Annotated[
         bool, typer.Option("--watch", help="Re-read and redraw every --interval (Ctrl-C ends).")
     ] = False,
