@@ -17,8 +17,8 @@ import typer
 from vllm_pd_doctor import cli
 
 NOT_YET: dict[str, int] = {
-    "--prefill-url": 3,  # repro (one URL, live) vs report and status (a list)
-    "--decode-url": 3,
+    "--prefill-url": 2,  # repro's is the live engine's target (one URL it probes), not an engine to read
+    "--decode-url": 2,
     "--quiet": 2,  # triage's says "notes" only
     "--connector": 2,  # repro (a list or all) vs bisect (one)
     "--vllm": 2,  # matrix takes a release selection

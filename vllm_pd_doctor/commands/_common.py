@@ -144,6 +144,24 @@ ConfigOpt = Annotated[
         metavar="FILE",
     ),
 ]
+PrefillUrlsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--prefill-url",
+        help="A running prefill engine's base URL (repeat for several): status reads it, report adds "
+        "its status snapshot.",
+        metavar="URL",
+    ),
+]
+DecodeUrlsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--decode-url",
+        help="A running decode engine's base URL (repeat for several): status reads it, report adds "
+        "its status snapshot.",
+        metavar="URL",
+    ),
+]
 ModelOpt = Annotated[
     Path | None,
     typer.Option(

@@ -15,9 +15,11 @@ from vllm_pd_doctor.commands._common import (
     ConfigOpt,
     DebugOpt,
     DecodeCmdOpt,
+    DecodeUrlsOpt,
     ModelOpt,
     Options,
     PrefillCmdOpt,
+    PrefillUrlsOpt,
     PythonOpt,
     QuietOpt,
     TimeoutOpt,
@@ -125,20 +127,11 @@ PrivateOpt = Annotated[
         "is named *-PRIVATE and is not for posting.",
     ),
 ]
-PrefillUrlOpt = Annotated[
-    list[str] | None,
-    typer.Option("--prefill-url", metavar="URL", help="A running prefill's base URL: add a status snapshot."),
-]
-DecodeUrlOpt = Annotated[
-    list[str] | None,
-    typer.Option("--decode-url", metavar="URL", help="A running decode's base URL: add a status snapshot."),
-]
-
 OPTIONS: Options = {
     "prefill_cmd": (PrefillCmdOpt, None),
     "decode_cmd": (DecodeCmdOpt, None),
-    "prefill_url": (PrefillUrlOpt, None),
-    "decode_url": (DecodeUrlOpt, None),
+    "prefill_url": (PrefillUrlsOpt, None),
+    "decode_url": (DecodeUrlsOpt, None),
     "config": (ConfigOpt, None),
     "model": (ModelOpt, None),
     "python": (PythonOpt, None),

@@ -12,8 +12,10 @@ from vllm_pd_doctor.commands._common import (
     ConfigOpt,
     DebugOpt,
     DecodeCmdOpt,
+    DecodeUrlsOpt,
     FormatOpt,
     PrefillCmdOpt,
+    PrefillUrlsOpt,
     PythonOpt,
     QuietOpt,
     TimeoutOpt,
@@ -59,12 +61,8 @@ UrlsOpt = list[str] | None
 
 
 def status(
-    prefill_url: Annotated[
-        UrlsOpt, typer.Option("--prefill-url", help="A prefill engine's base URL.", metavar="URL")
-    ] = None,
-    decode_url: Annotated[
-        UrlsOpt, typer.Option("--decode-url", help="A decode engine's base URL.", metavar="URL")
-    ] = None,
+    prefill_url: PrefillUrlsOpt = None,
+    decode_url: DecodeUrlsOpt = None,
     prefill_side: Annotated[
         UrlsOpt,
         typer.Option(
