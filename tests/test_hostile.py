@@ -25,8 +25,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from vllm_pd_doctor import limits
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra import limits
+from vllm_pd_doctor.infra.errors import BadInput
 
 CPU_S = 5.0
 MEM_MB = 500
@@ -603,8 +603,8 @@ def test_ctrl_c_in_the_first_moments_is_no_traceback(tmp_path: Path) -> None:
 
 
 def test_versions_are_ascii_and_whole() -> None:
-    from vllm_pd_doctor import envs
-    from vllm_pd_doctor.knowledge import releases
+    from vllm_pd_doctor.knowledge.facts import releases
+    from vllm_pd_doctor.repro import envs
 
     for bad in (
         "99.0.0\n",
@@ -623,7 +623,7 @@ def test_versions_are_ascii_and_whole() -> None:
 
 
 def test_a_corrupt_env_marker_affects_that_env_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from vllm_pd_doctor import envs
+    from vllm_pd_doctor.repro import envs
 
     monkeypatch.setenv("PD_DOCTOR_HOME", str(tmp_path))
     markers: dict[str, bytes] = {
@@ -654,7 +654,8 @@ def test_a_corrupt_env_marker_affects_that_env_only(tmp_path: Path, monkeypatch:
 
 
 def test_home_settings_are_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from vllm_pd_doctor import envs, safeio
+    from vllm_pd_doctor.infra import safeio
+    from vllm_pd_doctor.repro import envs
 
     for bad, needle in (
         ("/dev/null", "not a directory"),
@@ -678,7 +679,7 @@ def test_home_settings_are_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 
 
 def test_output_names_are_checked(tmp_path: Path) -> None:
-    from vllm_pd_doctor import safeio
+    from vllm_pd_doctor.infra import safeio
 
     for bad, needle in (
         ("-", "stdout"),
@@ -696,7 +697,7 @@ def test_output_names_are_checked(tmp_path: Path) -> None:
 def test_environment_errors_map_to_exit_codes() -> None:
     import errno as _errno
 
-    from vllm_pd_doctor import errors
+    from vllm_pd_doctor.infra import errors
 
     for exc, code in (
         (OSError(_errno.ENOSPC, "No space left on device"), 3),
@@ -721,7 +722,7 @@ def test_yaml_with_a_huge_integer_is_bad_input() -> None:
 def test_sanitize_escapes_controls_and_bidi() -> None:
     from dataclasses import dataclass as _dc
 
-    from vllm_pd_doctor import sanitize
+    from vllm_pd_doctor.infra import sanitize
 
     assert sanitize.text("a\x1b[2Jb\x07c\u202ed\te\nf\r") == "a\\x1b[2Jb\\x07c\\u202ed\te\nf\\x0d"
     assert sanitize.line("a\nb") == "a\\nb"
@@ -750,7 +751,7 @@ def test_sanitize_escapes_controls_and_bidi() -> None:
 
 def test_child_output_is_read_within_bounds() -> None:
     """procs.run keeps the last MAX_CAPTURE bytes of a child's 100 MB, decodes bad bytes."""
-    from vllm_pd_doctor import procs
+    from vllm_pd_doctor.infra import procs
 
     code = (
         "import sys; w = sys.stdout.buffer.write\n"
@@ -764,8 +765,8 @@ def test_child_output_is_read_within_bounds() -> None:
 
 
 def test_target_answers_are_read_within_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from vllm_pd_doctor import targetrun
-    from vllm_pd_doctor.errors import CouldNotRun
+    from vllm_pd_doctor.infra import targetrun
+    from vllm_pd_doctor.infra.errors import CouldNotRun
 
     ans = tmp_path / "answer.json"
     for data, needle in (

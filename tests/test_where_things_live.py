@@ -14,33 +14,33 @@ PACKAGE = ROOT / "vllm_pd_doctor"
 # row -> (module, attribute) pairs that must exist: the registry or entry point the row names.
 REGISTRIES: dict[str, tuple[tuple[str, str], ...]] = {
     "a connector": (
-        ("vllm_pd_doctor.knowledge.connectors", "register"),
-        ("vllm_pd_doctor.knowledge.connectors", "LAUNCHER_CONNECTORS"),
-        ("vllm_pd_doctor.knowledge.connectors", "problems"),
+        ("vllm_pd_doctor.knowledge.facts.connectors", "register"),
+        ("vllm_pd_doctor.knowledge.facts.connectors", "LAUNCHER_CONNECTORS"),
+        ("vllm_pd_doctor.knowledge.facts.connectors", "problems"),
     ),
     "a vLLM release": (
-        ("vllm_pd_doctor.knowledge.fixes", "fixed_in"),
-        ("vllm_pd_doctor.knowledge.fixes", "N1_FIRST_AFFECTED"),
-        ("vllm_pd_doctor.knowledge.examples", "LATE"),
+        ("vllm_pd_doctor.knowledge.facts.fixes", "fixed_in"),
+        ("vllm_pd_doctor.knowledge.facts.fixes", "N1_FIRST_AFFECTED"),
+        ("vllm_pd_doctor.knowledge.facts.examples", "LATE"),
     ),
     "a vLLM release (origin index)": (
         ("vllm_pd_doctor.knowledge.origins.build", "SCOPE"),
-        ("vllm_pd_doctor.knowledge.origin_scenarios", "scenario_for"),
+        ("vllm_pd_doctor.knowledge.facts.origin_scenarios", "scenario_for"),
     ),
     "an advisory": (
-        ("vllm_pd_doctor.knowledge.advisories", "ADVISORIES"),
-        ("vllm_pd_doctor.knowledge.advisories", "BAD_NIXL"),
+        ("vllm_pd_doctor.knowledge.facts.advisories", "ADVISORIES"),
+        ("vllm_pd_doctor.knowledge.facts.advisories", "BAD_NIXL"),
     ),
     "a deployment format (check-config input)": (
         ("vllm_pd_doctor.checkconfig.parse.formats", "FORMATS"),
         ("vllm_pd_doctor.checkconfig.parse.registry", "DeploymentFormat"),
     ),
     "a P/D failure scenario (`repro --scenario`)": (
-        ("vllm_pd_doctor.knowledge.scenarios", "SCENARIOS"),
-        ("vllm_pd_doctor.knowledge.scenarios", "exposure_rules"),
+        ("vllm_pd_doctor.knowledge.facts.scenarios", "SCENARIOS"),
+        ("vllm_pd_doctor.knowledge.facts.scenarios", "exposure_rules"),
     ),
     "a `status` finding": (("vllm_pd_doctor.status.findings", "check"),),
-    "a metric status reads": (("vllm_pd_doctor.knowledge.metrics", "USED"),),
+    "a metric status reads": (("vllm_pd_doctor.knowledge.facts.metrics", "USED"),),
     "a P/D failure class (triage)": (
         ("vllm_pd_doctor.triage.entries_engine", "ENGINE_CLASSES"),
         ("vllm_pd_doctor.triage.entries", "CLASSES"),
@@ -53,13 +53,13 @@ REGISTRIES: dict[str, tuple[tuple[str, str], ...]] = {
         ("vllm_pd_doctor.formats", "formatters"),
     ),
     "a module": (),
-    "progress": (("vllm_pd_doctor.progress", "phase"),),
+    "progress": (("vllm_pd_doctor.infra.progress", "phase"),),
     "code that imports vLLM": (
-        ("vllm_pd_doctor.targetrun", "run_module"),
-        ("vllm_pd_doctor.targetrun", "SHIPPED_KNOWLEDGE"),
+        ("vllm_pd_doctor.infra.targetrun", "run_module"),
+        ("vllm_pd_doctor.infra.targetrun", "SHIPPED_KNOWLEDGE"),
     ),
-    "advice (upgrade, workaround, hotfix)": (("vllm_pd_doctor.advice", "fixes"),),
-    "a repro option both engines take": (("vllm_pd_doctor.inprocess", "make_options"),),
+    "advice (upgrade, workaround, hotfix)": (("vllm_pd_doctor.knowledge.facts.advice", "fixes"),),
+    "a repro option both engines take": (("vllm_pd_doctor.repro.inprocess", "make_options"),),
     "a command module (`commands/*`)": (("vllm_pd_doctor.cli", "COMMANDS"),),
 }
 SIZED = (
@@ -117,7 +117,7 @@ def test_the_sized_kinds_stay_small() -> None:
             assert int(files) <= 2, (kind, files)
 
 
-SCENARIO_EXTRAS = ("knowledge/hotfixes.py", "target/hotfix", "live/")
+SCENARIO_EXTRAS = ("knowledge/facts/hotfixes.py", "invllm/hotfix", "repro/live/")
 """What a scenario may have beyond its entry and recipe, each optional: a hotfix, a live run."""
 
 
@@ -126,7 +126,7 @@ def test_a_scenario_is_its_registry_entry_and_its_recipe() -> None:
     only. Its id is written nowhere else in the package (generated data and the optional extras
     aside): check-config, status and triage derive their rules from the entry."""
     from vllm_pd_doctor.checkconfig.rules import RULES
-    from vllm_pd_doctor.knowledge import scenarios
+    from vllm_pd_doctor.knowledge.facts import scenarios
 
     assert {r.id for r in RULES if r.id.startswith("scenario-") and r.id != "scenario-exposure-unknown"} == {
         s.rule_id for s in scenarios.exposure_rules()
@@ -134,7 +134,7 @@ def test_a_scenario_is_its_registry_entry_and_its_recipe() -> None:
     ids = [s.id for s in scenarios.SCENARIOS.values() if s.id != scenarios.DEFAULT]
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE).as_posix()
-        if rel == "knowledge/scenarios.py" or rel.startswith("target/scenarios/"):
+        if rel == "knowledge/facts/scenarios.py" or rel.startswith("invllm/scenarios/"):
             continue
         if any(rel.startswith(x) for x in SCENARIO_EXTRAS):
             continue

@@ -19,9 +19,10 @@ from typing import Any
 
 import typer
 
-from vllm_pd_doctor import __version__, procs, safeio
-from vllm_pd_doctor.errors import debug_enabled, report_error
-from vllm_pd_doctor.sanitize import line
+from vllm_pd_doctor import __version__
+from vllm_pd_doctor.infra import procs, safeio
+from vllm_pd_doctor.infra.errors import debug_enabled, report_error
+from vllm_pd_doctor.infra.sanitize import line
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 not reproduced / nothing found, 1 reproduced / error-level finding, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vllm_pd_doctor.knowledge import inspect_vllm, source_cache
+from vllm_pd_doctor.knowledge.readers import inspect_vllm, source_cache
 from vllm_pd_doctor.results.checkconfig import SourceFact, TruncationSite, VllmSource
 
 

@@ -13,7 +13,7 @@ from vllm_pd_doctor.checkconfig import parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
 from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
 from vllm_pd_doctor.checkconfig.rules.device import launch_device
-from vllm_pd_doctor.knowledge.model_info import load_model
+from vllm_pd_doctor.knowledge.models.info import load_model
 from vllm_pd_doctor.results.checkconfig import (
     ModelInfo,
     ProbeResult,

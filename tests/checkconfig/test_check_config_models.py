@@ -18,8 +18,8 @@ from typing import ClassVar
 import pytest
 
 from vllm_pd_doctor.checkconfig import core
-from vllm_pd_doctor.knowledge import models as hfmodel
-from vllm_pd_doctor.knowledge.model_info import load_model
+from vllm_pd_doctor.knowledge.models import resolve as hfmodel
+from vllm_pd_doctor.knowledge.models.info import load_model
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 MODELS = FIX / "check_config" / "models"

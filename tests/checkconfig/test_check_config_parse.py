@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vllm_pd_doctor.checkconfig import parse
-from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.knowledge.model_info import load_model
+from vllm_pd_doctor.infra.errors import BadInput
+from vllm_pd_doctor.knowledge.models.info import load_model
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "check_config"
 KTC = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'

@@ -9,7 +9,7 @@ import pytest
 
 from vllm_pd_doctor.checkconfig import parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
-from vllm_pd_doctor.knowledge import serve_flags
+from vllm_pd_doctor.knowledge.readers import serve_flags
 from vllm_pd_doctor.results.checkconfig import (
     ConvLayoutOverride,
     ModelInfo,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vllm_pd_doctor.checkconfig import core
-from vllm_pd_doctor.knowledge import connector_registry, nixl_compat
+from vllm_pd_doctor.knowledge.readers import connector_registry, nixl_compat
 from vllm_pd_doctor.results.checkconfig import Severity
 
 pytestmark = pytest.mark.vllm

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_pd_doctor.knowledge import inspect_vllm, nixl_info
+from vllm_pd_doctor.knowledge.readers import inspect_vllm, nixl_info
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "check_config"
 HYB = "tests/fixtures/check_config/models/granite-hybrid"

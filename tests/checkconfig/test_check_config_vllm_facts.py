@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vllm_pd_doctor.checkconfig import core
-from vllm_pd_doctor.knowledge import inspect_config, inspect_vllm, nixl_info
+from vllm_pd_doctor.knowledge.readers import inspect_config, inspect_vllm, nixl_info
 from vllm_pd_doctor.results.checkconfig import Severity, Verdict
 
 pytestmark = pytest.mark.vllm
@@ -68,7 +68,7 @@ def test_kimi_k3_through_the_registry_of_0_28(python_buggy: str) -> None:
 
 def test_frontend_flags_of_0_32_are_known(python_fixed: str) -> None:
     """0.31+ define --host/--port/--api-key in entrypoints/launchers/cli_args.py: found by content."""
-    from vllm_pd_doctor.knowledge.serve_flags import _read_source
+    from vllm_pd_doctor.knowledge.readers.serve_flags import _read_source
 
     table = _read_source(str(_vllm_dir(python_fixed)))
     for flag in ("host", "port", "api-key", "kv-transfer-config", "enable-prefix-caching"):
@@ -80,7 +80,7 @@ def test_probe_and_verdict_agree_on_mamba_none(python_buggy: str) -> None:
     """The issue's case: --enable-prefix-caching --mamba-cache-mode none on 0.28.0 is exposed, and
     the probe (run with that mamba mode) reproduces it: never "not exposed" beside "reproduced"."""
     ktc = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
-    tiny = Path(__file__).resolve().parents[2] / "repro" / "models" / "tiny-hybrid"
+    tiny = Path(__file__).resolve().parents[2] / "assets" / "models" / "tiny-hybrid"
     r = core.check(
         prefill_cmd=f"VLLM_SSM_CONV_STATE_LAYOUT=DS vllm serve {tiny} --enable-prefix-caching "
         f"--mamba-cache-mode none --kv-transfer-config '{ktc}'",

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from vllm_pd_doctor.checkconfig import core, parse
-from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.knowledge import models as hfmodel
+from vllm_pd_doctor.infra.errors import BadInput
+from vllm_pd_doctor.knowledge.models import resolve as hfmodel
 from vllm_pd_doctor.results.checkconfig import CheckReport, Severity
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "check_config" / "corpus"

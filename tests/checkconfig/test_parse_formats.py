@@ -13,7 +13,7 @@ import yaml
 from vllm_pd_doctor.checkconfig.parse import paste
 from vllm_pd_doctor.checkconfig.parse.formats import DOCUMENT_FORMATS, FORMATS
 from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source, walk
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra.errors import BadInput
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "check_config" / "corpus"
 NOT_IN_CORPUS = {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from vllm_pd_doctor.checkconfig import parse
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra.errors import BadInput
 
 KTC_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
 KTC_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from vllm_pd_doctor import targetrun
 from vllm_pd_doctor.checkconfig import core, parse
 from vllm_pd_doctor.checkconfig.parse import k8s_env
-from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.knowledge import serve_flags
+from vllm_pd_doctor.infra import targetrun
+from vllm_pd_doctor.infra.errors import BadInput
+from vllm_pd_doctor.knowledge.readers import serve_flags
 
 KTC = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 
@@ -229,7 +229,7 @@ def test_ec_connector_names_from_the_release_factory(python_buggy: str, python_f
     """The issue's E/P/D example names MooncakeECConnector: 0.32.0's ECConnectorFactory registers
     ECMooncakeConnector (the hint names it); 0.28.0 registers neither Mooncake name."""
     from vllm_pd_doctor.checkconfig.rules import unregistered
-    from vllm_pd_doctor.knowledge import inspect_vllm, nixl_info
+    from vllm_pd_doctor.knowledge.readers import inspect_vllm, nixl_info
 
     def source(python: str) -> object:
         facts = nixl_info.probe(python, import_nixl=False)

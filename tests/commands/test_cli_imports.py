@@ -22,14 +22,14 @@ LAZY = (
     "detect_secrets",
     "packaging",
     "vllm_pd_doctor.checkconfig",
-    "vllm_pd_doctor.hotfix",
-    "vllm_pd_doctor.envs",
-    "vllm_pd_doctor.matrix",
-    "vllm_pd_doctor.inprocess",
+    "vllm_pd_doctor.repro.hotfix",
+    "vllm_pd_doctor.infra.envs",
+    "vllm_pd_doctor.repro.matrix",
+    "vllm_pd_doctor.repro.inprocess",
     "vllm_pd_doctor.results",
     "vllm_pd_doctor.report",
     "vllm_pd_doctor.triage",
-    "vllm_pd_doctor.tracebacks",
+    "vllm_pd_doctor.infra.tracebacks",
 )
 
 

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from vllm_pd_doctor import inprocess
 from vllm_pd_doctor.commands import _common, check_config, report, repro, triage
-from vllm_pd_doctor.errors import BadInput, FieldError
 from vllm_pd_doctor.formats import OutputFormat, emit, to_dict
-from vllm_pd_doctor.knowledge import models
-from vllm_pd_doctor.live import options as live_options
+from vllm_pd_doctor.infra.errors import BadInput, FieldError
+from vllm_pd_doctor.knowledge.models import resolve as models
+from vllm_pd_doctor.repro import inprocess
+from vllm_pd_doctor.repro.live import options as live_options
+from vllm_pd_doctor.repro.request import INPROCESS_ONLY, LIVE_ONLY, REQUEST_FIELDS, ReproRequest
 from vllm_pd_doctor.results.envs import EnvChange
-from vllm_pd_doctor.scenario import INPROCESS_ONLY, LIVE_ONLY, REQUEST_FIELDS, ReproRequest
 
 ROOT = Path(__file__).resolve().parents[2]
-MODELS = ROOT / "repro" / "models"
+MODELS = ROOT / "assets" / "models"
 FIX = ROOT / "tests" / "fixtures" / "check_config"
 HYB = FIX / "models" / "granite-hybrid"
 KTC = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'
@@ -70,7 +70,7 @@ def test_live_engine_takes_a_hugging_face_id(monkeypatch: pytest.MonkeyPatch) ->
     lo = live_options.from_request(ReproRequest(engine="live", model="ibm-granite/granite-4.0-h-tiny"))
     assert lo.model == d
     # the tiny model made from it is named after the model, not the cache's snapshot revision
-    from vllm_pd_doctor.live import engines
+    from vllm_pd_doctor.repro.live import engines
 
     assert engines.family_cache_dir(d).name.startswith("granite-4.0-h-tiny-")
 

@@ -22,14 +22,14 @@ import pytest
 from rich.console import Console
 
 import vllm_pd_doctor
-from vllm_pd_doctor import envs, hotfix, inprocess, matrix
 from vllm_pd_doctor.checkconfig import core
 from vllm_pd_doctor.checkconfig.rules import RULES
 from vllm_pd_doctor.commands._common import Reporter, hint
 from vllm_pd_doctor.formats import OutputFormat, emit, formatters
 from vllm_pd_doctor.formats import repro as fjson
-from vllm_pd_doctor.knowledge.inspect_vllm import find_sites
-from vllm_pd_doctor.progress import phase
+from vllm_pd_doctor.infra.progress import phase
+from vllm_pd_doctor.knowledge.readers.inspect_vllm import find_sites
+from vllm_pd_doctor.repro import envs, hotfix, inprocess, matrix
 from vllm_pd_doctor.results.base import Result
 from vllm_pd_doctor.results.checkconfig import CheckReport, RuleCatalogue
 from vllm_pd_doctor.results.envs import EnvChange
@@ -52,9 +52,9 @@ PKG = Path(vllm_pd_doctor.__file__).parent
 
 
 def result_types() -> set[type]:
-    """Every `model.Result` subclass in the package (the tool side: target/ runs inside vLLM)."""
+    """Every `model.Result` subclass in the package (the tool side: invllm/ runs inside vLLM)."""
     for m in pkgutil.walk_packages([str(PKG)], "vllm_pd_doctor."):
-        if not m.name.startswith("vllm_pd_doctor.target") and not m.name.endswith("__main__"):
+        if not m.name.startswith("vllm_pd_doctor.invllm") and not m.name.endswith("__main__"):
             importlib.import_module(m.name)
     found: set[type] = set()
     todo = [Result]

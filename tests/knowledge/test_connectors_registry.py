@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from vllm_pd_doctor import inprocess
-from vllm_pd_doctor.knowledge import advisories, connectors
+from vllm_pd_doctor.knowledge.facts import advisories, connectors
+from vllm_pd_doctor.repro import inprocess
 
 
 def test_registry_entries_are_complete() -> None:
@@ -72,7 +72,7 @@ def test_release_version() -> None:
 
 
 def test_fake_connector_flows_to_matrix_columns(fake_connector: connectors.Connector) -> None:
-    from vllm_pd_doctor import matrix
+    from vllm_pd_doctor.repro import matrix
     from vllm_pd_doctor.results.repro import ReproReport, VllmInstall
 
     empty = ReproReport(
@@ -92,7 +92,7 @@ def test_fake_connector_flows_to_check_config_exposure(
     attributed to `fakeconn` (not "does not truncate"), and the fix names its first fixed release."""
     from vllm_pd_doctor.checkconfig import core
 
-    model = Path(__file__).resolve().parents[2] / "repro" / "models" / "tiny-hybrid"
+    model = Path(__file__).resolve().parents[2] / "assets" / "models" / "tiny-hybrid"
     kv = '\'{"kv_connector":"FakePdConnector","kv_role":"kv_producer"}\''
     kvd = '\'{"kv_connector":"FakePdConnector","kv_role":"kv_consumer"}\''
     rep = core.check(

@@ -10,7 +10,7 @@ from vllm_pd_doctor.checkconfig import parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
 from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
 from vllm_pd_doctor.knowledge import exposure as kx
-from vllm_pd_doctor.knowledge.model_info import load_model, model_from_config
+from vllm_pd_doctor.knowledge.models.info import load_model, model_from_config
 from vllm_pd_doctor.results.checkconfig import Verdict, VllmSource
 from vllm_pd_doctor.results.launch import Server
 from vllm_pd_doctor.status import compare, record

@@ -8,8 +8,8 @@ import ast
 import sys
 from pathlib import Path
 
-from vllm_pd_doctor import advice, targetrun
-from vllm_pd_doctor.knowledge import advisories, connectors, fixes
+from vllm_pd_doctor.infra import targetrun
+from vllm_pd_doctor.knowledge.facts import advice, advisories, connectors, fixes
 from vllm_pd_doctor.triage.entries import CLASSES
 
 
@@ -104,6 +104,6 @@ def test_target_sources_put_the_registry_in_place_of_the_shim() -> None:
     src = targetrun.target_sources()
     assert src["connectors.py"] == targetrun.KNOWLEDGE_DIR / "connectors.py"
     assert src["harness.py"] == targetrun.TARGET_DIR / "harness.py"
-    from vllm_pd_doctor.target import connectors as shim
+    from vllm_pd_doctor.invllm import connectors as shim
 
     assert shim is connectors

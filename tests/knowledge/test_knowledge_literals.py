@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_pd_doctor.knowledge import connectors
+from vllm_pd_doctor.knowledge.facts import connectors
 
 PACKAGE = Path(__file__).resolve().parents[2] / "vllm_pd_doctor"
 KNOWLEDGE = PACKAGE / "knowledge"

@@ -12,10 +12,10 @@ import pytest
 from vllm_pd_doctor import triage
 from vllm_pd_doctor.formats import emit
 from vllm_pd_doctor.knowledge import origins
+from vllm_pd_doctor.knowledge.facts.releases import version_key
 from vllm_pd_doctor.knowledge.origins import build
 from vllm_pd_doctor.knowledge.origins.extract import PLACEHOLDER as P
 from vllm_pd_doctor.knowledge.origins.extract import statements
-from vllm_pd_doctor.knowledge.releases import version_key
 from vllm_pd_doctor.triage.entries import CLASSES
 from vllm_pd_doctor.triage.reader import normalise
 
@@ -236,7 +236,7 @@ def test_a_traceback_cut_before_its_exception_still_names_its_code():
 
 
 def test_every_mapped_scenario_is_registered():
-    from vllm_pd_doctor.knowledge import origin_scenarios, scenarios
+    from vllm_pd_doctor.knowledge.facts import origin_scenarios, scenarios
 
     assert set(origin_scenarios.SCENARIOS.values()) <= set(scenarios.ids())
     s = origin_scenarios.scenario_for("Scheduler._update_from_kv_xfer_finished")

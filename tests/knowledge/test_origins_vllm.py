@@ -10,9 +10,10 @@ import pytest
 
 from tests.triage.test_triage_vllm import ABSENT_2026
 from vllm_pd_doctor import triage
-from vllm_pd_doctor.knowledge import nixl_info, origins
+from vllm_pd_doctor.knowledge import origins
 from vllm_pd_doctor.knowledge.origins import build
 from vllm_pd_doctor.knowledge.origins.extract import PLACEHOLDER
+from vllm_pd_doctor.knowledge.readers import nixl_info
 from vllm_pd_doctor.triage.decide import Context
 from vllm_pd_doctor.triage.entries import CLASSES
 from vllm_pd_doctor.triage.reader import normalise

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vllm_pd_doctor.errors import BadInput
 from vllm_pd_doctor.formats import matrix as fjson
 from vllm_pd_doctor.formats import matrix as fmd
-from vllm_pd_doctor.knowledge import releases as rel
-from vllm_pd_doctor.matrix import (
+from vllm_pd_doctor.infra.errors import BadInput
+from vllm_pd_doctor.knowledge.facts import releases as rel
+from vllm_pd_doctor.repro.matrix import (
     FIRED,
     NOT_FIRED,
     NOT_PRESENT,

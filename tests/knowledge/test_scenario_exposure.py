@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_pd_doctor.knowledge import scenario_exposure as sx
+from vllm_pd_doctor.knowledge.facts import scenario_exposure as sx
 
 ROOT = Path(__file__).resolve().parents[2]
 

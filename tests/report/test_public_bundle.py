@@ -490,7 +490,7 @@ REPRO_FACTS = (
 def _recorded_repro() -> ReproRun | None:
     if not RECORDED.exists():
         return None
-    from vllm_pd_doctor import inprocess
+    from vllm_pd_doctor.repro import inprocess
 
     opts = inprocess.make_options(
         connector="nixl",

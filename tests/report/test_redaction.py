@@ -423,7 +423,7 @@ def test_secret_names() -> None:
 
 
 def test_redact_extra_is_validated() -> None:
-    from vllm_pd_doctor.errors import BadInput
+    from vllm_pd_doctor.infra.errors import BadInput
 
     assert compile_extra([r"x(\d+)"])[0].pattern == r"x(\d+)"
     for bad in ("(", ".*"):

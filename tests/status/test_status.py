@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from vllm_pd_doctor.formats import OutputFormat, emit
-from vllm_pd_doctor.knowledge import metrics as km
+from vllm_pd_doctor.knowledge.facts import metrics as km
 from vllm_pd_doctor.status import core, record, scrape, sidechannel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -374,7 +374,7 @@ def test_token_sent_and_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_index_matches_the_installed_release_sources(python_buggy: str, python_fixed: str) -> None:
     """The versioned index is what the installed releases' own code defines (no drift), and
     `--python` reads the same on the fly."""
-    from vllm_pd_doctor.knowledge.metrics_source import read_metrics, read_nixl_wire
+    from vllm_pd_doctor.knowledge.readers.metrics_source import read_metrics, read_nixl_wire
 
     for python in (python_buggy, python_fixed):
         vllm_dir = next(Path(python).parent.parent.glob("lib/python3*/site-packages/vllm"))

@@ -36,11 +36,11 @@ from typing import Any
 
 import pytest
 
-from vllm_pd_doctor import procs
-from vllm_pd_doctor.live import engines
-from vllm_pd_doctor.live.client import Client
-from vllm_pd_doctor.live.options import LiveOptions
-from vllm_pd_doctor.live.probe import prompt
+from vllm_pd_doctor.infra import procs
+from vllm_pd_doctor.repro.live import engines
+from vllm_pd_doctor.repro.live.client import Client
+from vllm_pd_doctor.repro.live.options import LiveOptions
+from vllm_pd_doctor.repro.live.probe import prompt
 from vllm_pd_doctor.status import core, record
 from vllm_pd_doctor.status.core import Endpoint
 

@@ -21,7 +21,7 @@ from tests.status.test_status import (
 )
 from vllm_pd_doctor.formats import OutputFormat, emit
 from vllm_pd_doctor.formats.status import short
-from vllm_pd_doctor.knowledge import metrics as km
+from vllm_pd_doctor.knowledge.facts import metrics as km
 from vllm_pd_doctor.status import core, record
 
 LEASE = ("vllm:nixl_num_kv_expired_reqs_total", ())

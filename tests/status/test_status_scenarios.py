@@ -47,7 +47,7 @@ def test_hybrid_model_on_028_is_exposed_to_hybrid_load_failure_with_the_upgrade(
 
 
 def test_every_registry_entry_but_53514s_has_an_exposure_rule():
-    from vllm_pd_doctor.knowledge import scenarios
+    from vllm_pd_doctor.knowledge.facts import scenarios
 
     assert {s.id for s in scenarios.exposure_rules()} == set(scenarios.ids()) - {scenarios.DEFAULT}
     for a in scenarios.exposure_rules():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from vllm_pd_doctor import triage
-from vllm_pd_doctor.knowledge.model_info import load_model
+from vllm_pd_doctor.knowledge.models.info import load_model
 from vllm_pd_doctor.triage.catalogue import problems
 from vllm_pd_doctor.triage.decide import ID_53514, Context, Release
 from vllm_pd_doctor.triage.entries import CLASSES
@@ -18,8 +18,8 @@ from vllm_pd_doctor.triage.reader import normalise
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
 ROOT = Path(__file__).resolve().parents[2]
-HYBRID_MODEL = ROOT / "repro" / "models" / "tiny-hybrid"
-DENSE_MODEL = ROOT / "repro" / "models" / "qwen3-dense"
+HYBRID_MODEL = ROOT / "assets" / "models" / "tiny-hybrid"
+DENSE_MODEL = ROOT / "assets" / "models" / "qwen3-dense"
 IDS = {c.id for c in CLASSES}
 
 

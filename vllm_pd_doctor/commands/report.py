@@ -11,24 +11,26 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from vllm_pd_doctor import limits
 from vllm_pd_doctor.commands._common import (
     ConfigOpt,
     DebugOpt,
     DecodeCmdOpt,
+    DecodeUrlsOpt,
     ModelOpt,
     Options,
     PrefillCmdOpt,
+    PrefillUrlsOpt,
     PythonOpt,
     QuietOpt,
+    TimeoutOpt,
     VllmOpt,
     command,
     interpreter,
     out,
     progress_printer,
 )
-from vllm_pd_doctor.errors import BadInput, ExitCode
-from vllm_pd_doctor.limits import positive_seconds
+from vllm_pd_doctor.infra import limits
+from vllm_pd_doctor.infra.errors import BadInput, ExitCode
 
 if TYPE_CHECKING:
     from vllm_pd_doctor.report.bundle import ReportInputs
@@ -67,7 +69,7 @@ def _check_dest(dest: Path, *, force: bool) -> None:
     """Refuse a bad output before collecting (safeio refuses it again when writing): a symlink
     (or a planted `.part` link), an existing FILE.zip without --force, a non-empty directory,
     a parent that cannot be written."""
-    from vllm_pd_doctor import safeio
+    from vllm_pd_doctor.infra import safeio
 
     safeio.check_bundle_dest(dest, force=force)
     parent = dest.parent
@@ -104,12 +106,6 @@ RedactHostsOpt = Annotated[
         "--redact-hosts/--no-redact-hosts", help="Redact host names and IP addresses other than loopback."
     ),
 ]
-CollectorTimeoutOpt = Annotated[
-    float,
-    typer.Option(
-        "--timeout", help="Seconds each collector may take.", callback=positive_seconds("--timeout")
-    ),
-]
 ForceOpt = Annotated[
     bool, typer.Option("--force", help="Replace an existing FILE.zip (a directory is never replaced).")
 ]
@@ -131,20 +127,11 @@ PrivateOpt = Annotated[
         "is named *-PRIVATE and is not for posting.",
     ),
 ]
-PrefillUrlOpt = Annotated[
-    list[str] | None,
-    typer.Option("--prefill-url", metavar="URL", help="A running prefill's base URL: add a status snapshot."),
-]
-DecodeUrlOpt = Annotated[
-    list[str] | None,
-    typer.Option("--decode-url", metavar="URL", help="A running decode's base URL: add a status snapshot."),
-]
-
 OPTIONS: Options = {
     "prefill_cmd": (PrefillCmdOpt, None),
     "decode_cmd": (DecodeCmdOpt, None),
-    "prefill_url": (PrefillUrlOpt, None),
-    "decode_url": (DecodeUrlOpt, None),
+    "prefill_url": (PrefillUrlsOpt, None),
+    "decode_url": (DecodeUrlsOpt, None),
     "config": (ConfigOpt, None),
     "model": (ModelOpt, None),
     "python": (PythonOpt, None),
@@ -153,7 +140,7 @@ OPTIONS: Options = {
     "repro": (ReproOpt, True),
     "output": (OutputOpt, None),
     "redact_hosts": (RedactHostsOpt, True),
-    "timeout": (CollectorTimeoutOpt, 300.0),
+    "timeout": (TimeoutOpt, 300.0),
     "force": (ForceOpt, False),
     "redact_extra": (RedactExtraOpt, None),
     "private": (PrivateOpt, False),
@@ -164,7 +151,7 @@ OPTIONS: Options = {
 
 def _check(v: Mapping[str, Any]) -> None:
     """Refuse bad input before any work: one line, exit 2."""
-    from vllm_pd_doctor.knowledge import models
+    from vllm_pd_doctor.knowledge.models import resolve as models
     from vllm_pd_doctor.report import redact
 
     redact.compile_extra(tuple(v["redact_extra"] or ()))  # a bad pattern is one line, exit 2

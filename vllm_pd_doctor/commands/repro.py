@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from vllm_pd_doctor import scenario
 from vllm_pd_doctor.commands._common import (
+    CONNECTORS,
     DebugOpt,
     FormatOpt,
     ModelOpt,
@@ -19,6 +19,7 @@ from vllm_pd_doctor.commands._common import (
     PythonOpt,
     QuietOpt,
     Reporter,
+    ScenarioOpt,
     TimeoutOpt,
     VllmOpt,
     command,
@@ -29,10 +30,18 @@ from vllm_pd_doctor.commands._common import (
     show,
     worded,
 )
-from vllm_pd_doctor.errors import BadInput, CouldNotRun, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.knowledge import connectors, examples
-from vllm_pd_doctor.scenario import REQUEST_FIELDS, Device, KvRole, MambaCacheMode, Platform, ReproRequest
+from vllm_pd_doctor.infra.errors import BadInput, CouldNotRun, ExitCode
+from vllm_pd_doctor.knowledge.facts import examples
+from vllm_pd_doctor.repro import request as scenario
+from vllm_pd_doctor.repro.request import (
+    REQUEST_FIELDS,
+    Device,
+    KvRole,
+    MambaCacheMode,
+    Platform,
+    ReproRequest,
+)
 
 if TYPE_CHECKING:
     from vllm_pd_doctor.results.repro import ReproReport
@@ -69,12 +78,8 @@ class Engine(str, Enum):
     live = "live"
 
 
-def _complete_connector(incomplete: str) -> list[str]:
-    return [k for k in (*connectors.connector_keys(), "all") if k.startswith(incomplete)]
-
-
 def _complete_trigger(incomplete: str) -> list[str]:
-    from vllm_pd_doctor import inprocess
+    from vllm_pd_doctor.repro import inprocess
 
     return [t for t in (*inprocess.TRIGGERS, "all") if t.startswith(incomplete)]
 
@@ -94,16 +99,7 @@ EngineOpt = Annotated[
     Engine,
     _opt("--engine", help="inprocess: the real scheduler in one process; live: a real P/D pair over NIXL."),
 ]
-ConnectorOpt = Annotated[
-    str,
-    typer.Option(
-        "--connector",
-        "-c",
-        help=scenario.connector_help(),
-        metavar="CONNECTOR[,CONNECTOR...]|all",
-        autocompletion=_complete_connector,
-    ),
-]
+ConnectorOpt = Annotated[str, CONNECTORS]
 BlockSizeOpt = Annotated[
     int | None,
     _opt(
@@ -206,16 +202,6 @@ DeviceOpt = Annotated[
         metavar="cpu|cuda",
     ),
 ]
-ScenarioOpt = Annotated[
-    str,
-    typer.Option(
-        "--scenario",
-        help="Which P/D failure to reproduce: n1-truncation (#53514, the default run), abort-race, "
-        "hybrid-load-failure, a comma list, or all (--list-scenarios describes each); with --engine "
-        "live, the ones a client can trigger on a real pair: abort-race, d-extra-block.",
-        metavar="ID[,ID...]|all",
-    ),
-]
 ListScenariosOpt = Annotated[
     bool, _opt("--list-scenarios", help="List the scenarios with their upstream references and exit.")
 ]
@@ -286,7 +272,7 @@ def request_of(values: Mapping[str, Any]) -> ReproRequest:
 
 
 def _repro(values: dict[str, Any]) -> int:
-    from vllm_pd_doctor.scenarios import cli as scenario_cli
+    from vllm_pd_doctor.commands import _scenarios as scenario_cli
 
     progress = progress_printer(not values["quiet"])
     if values["list_scenarios"]:
@@ -305,9 +291,9 @@ def _repro(values: dict[str, Any]) -> int:
 
 
 def _scenarios(req: ReproRequest, values: Mapping[str, Any], progress: Reporter) -> int:
-    """Another P/D failure scenario than #53514's default run (`scenarios/`; on a real pair with
-    --engine live, for the ones a client can trigger: `live/scenarios.py`)."""
-    from vllm_pd_doctor.scenarios import cli as scenario_cli
+    """Another P/D failure scenario than #53514's default run (`repro/scenarios/`; on a real pair with
+    --engine live, for the ones a client can trigger: `repro/live/scenarios.py`)."""
+    from vllm_pd_doctor.commands import _scenarios as scenario_cli
 
     if req.engine == Engine.live.value:
         if req.hotfix:
@@ -333,7 +319,7 @@ def _scenarios(req: ReproRequest, values: Mapping[str, Any], progress: Reporter)
 
 
 def _live(req: ReproRequest, target: Mapping[str, Any], progress: Reporter) -> tuple[ReproReport, bool]:
-    from vllm_pd_doctor import live
+    from vllm_pd_doctor.repro import live
 
     _only_with(INPROCESS_ONLY, req.given_of(scenario.INPROCESS_ONLY))
     lo = live.from_request(req)
@@ -343,7 +329,7 @@ def _live(req: ReproRequest, target: Mapping[str, Any], progress: Reporter) -> t
 
 
 def _inprocess(req: ReproRequest, target: Mapping[str, Any], progress: Reporter) -> tuple[ReproReport, bool]:
-    from vllm_pd_doctor import inprocess
+    from vllm_pd_doctor.repro import inprocess
 
     _only_with(LIVE_ONLY, req.given_of(scenario.LIVE_ONLY))
     opts = inprocess.options(req)

@@ -9,16 +9,22 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from vllm_pd_doctor.commands._common import (
+    ConfigOpt,
     DebugOpt,
+    DecodeCmdOpt,
+    DecodeUrlsOpt,
     FormatOpt,
+    PrefillCmdOpt,
+    PrefillUrlsOpt,
     PythonOpt,
     QuietOpt,
+    TimeoutOpt,
     progress_printer,
     run,
     show,
 )
-from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.infra.errors import BadInput, ExitCode
 
 if TYPE_CHECKING:
     from vllm_pd_doctor.results.status import StatusReport
@@ -56,12 +62,8 @@ UrlsOpt = list[str] | None
 
 
 def status(
-    prefill_url: Annotated[
-        UrlsOpt, typer.Option("--prefill-url", help="A prefill engine's base URL.", metavar="URL")
-    ] = None,
-    decode_url: Annotated[
-        UrlsOpt, typer.Option("--decode-url", help="A decode engine's base URL.", metavar="URL")
-    ] = None,
+    prefill_url: PrefillUrlsOpt = None,
+    decode_url: DecodeUrlsOpt = None,
     prefill_side: Annotated[
         UrlsOpt,
         typer.Option(
@@ -74,22 +76,14 @@ def status(
             "--decode-side-channel", help="A decode's NIXL side channel HOST:PORT.", metavar="HOST:PORT"
         ),
     ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="The deployment (as in check-config).", show_default=False)
-    ] = None,
-    prefill_cmd: Annotated[
-        str | None, typer.Option("--prefill-cmd", help="The prefill's launch command.", metavar="COMMAND")
-    ] = None,
-    decode_cmd: Annotated[
-        str | None, typer.Option("--decode-cmd", help="The decode's launch command.", metavar="COMMAND")
-    ] = None,
+    config: ConfigOpt = None,
+    prefill_cmd: PrefillCmdOpt = None,
+    decode_cmd: DecodeCmdOpt = None,
     interval: Annotated[
         float,
         typer.Option("--interval", help="Seconds between the two /metrics readings.", metavar="SECONDS"),
     ] = 2.0,
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds per HTTP request.", metavar="SECONDS")
-    ] = 5.0,
+    timeout: TimeoutOpt = 5.0,
     watch: Annotated[
         bool, typer.Option("--watch", help="Re-read and redraw every --interval (Ctrl-C ends).")
     ] = False,
@@ -177,8 +171,8 @@ def _endpoints(
 
 
 def _vllm_dir(python: Path) -> Path:
-    from vllm_pd_doctor import targetrun
-    from vllm_pd_doctor.errors import CouldNotRun
+    from vllm_pd_doctor.infra import targetrun
+    from vllm_pd_doctor.infra.errors import CouldNotRun
 
     interp = targetrun.probe_interpreter(targetrun.resolve_python(str(python)))
     if interp.vllm_path is None:

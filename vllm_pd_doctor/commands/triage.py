@@ -18,8 +18,8 @@ from vllm_pd_doctor.commands._common import (
     run,
     show,
 )
-from vllm_pd_doctor.errors import BadInput, ExitCode
 from vllm_pd_doctor.formats import OutputFormat
+from vllm_pd_doctor.infra.errors import BadInput, ExitCode
 
 HELP = """Name the cause of a P/D failure from its logs (prefill, decode, or both interleaved).
 

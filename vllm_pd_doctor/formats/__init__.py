@@ -237,7 +237,7 @@ def to_dict(result: Result, *, as_list: bool = False) -> Any:
     entry = _entry(type(result))
     if entry is None:
         raise TypeError(f"no json format for {type(result).__name__}")
-    from vllm_pd_doctor.sanitize import clean
+    from vllm_pd_doctor.infra.sanitize import clean
 
     return _plain(entry[1](clean(result), Options(as_list=as_list)))
 
@@ -250,7 +250,7 @@ def emit(
     fn = None if entry is None else _pick(entry, OutputFormat(fmt))
     if fn is None:
         raise TypeError(f"no {OutputFormat(fmt).value} format for {type(result).__name__}")
-    from vllm_pd_doctor.sanitize import clean
+    from vllm_pd_doctor.infra.sanitize import clean
 
     # input text (a config, a log line) never carries a control sequence into any format
     return fn(clean(result), Options(width=width, color=color, as_list=as_list))

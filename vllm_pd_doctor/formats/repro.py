@@ -12,13 +12,13 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from vllm_pd_doctor import advice
 from vllm_pd_doctor.formats import mermaid
 from vllm_pd_doctor.formats._common import (
     md_cell,
     render,
     yes_no,
 )
+from vllm_pd_doctor.knowledge.facts import advice, connectors
 from vllm_pd_doctor.results.base import SCHEMA_VERSION
 from vllm_pd_doctor.results.repro import (
     Assertion,
@@ -30,6 +30,16 @@ from vllm_pd_doctor.results.repro import (
 )
 
 # --- plain text shared by the table and Markdown
+
+
+def advice_for(report: ReproReport) -> tuple[str, ...]:
+    """The same advice for a repro run that reproduced #53514 (none otherwise): per connector
+    that fired, and the hotfix where the prompt was truncated after the lookup."""
+    fired = [r for r in report.results if r.reproduced]
+    if not fired:
+        return ()
+    late = any(r.truncation is not None and r.truncation.hook == connectors.LATE_HOOK for r in fired)
+    return advice.fixes((r.connector for r in fired), late_truncation=late, python=report.vllm.python)
 
 
 def not_affected_line(report: ReproReport, na: NotAffected) -> str:
@@ -181,7 +191,7 @@ def repro_table(report: ReproReport) -> RenderableType:
         parts.append(verdict_panel(report, r))
         if r.error is None and len(report.results) == 1:
             parts.append(timeline(r))
-    fixes = advice.for_repro(report)
+    fixes = advice_for(report)
     if fixes:
         parts.append(Text("How to fix:\n" + "\n".join(f"  - {f}" for f in fixes)))
     return Group(*parts)
@@ -331,7 +341,7 @@ def repro_to_obj(report: ReproReport, *, as_list: bool) -> Any:
         as_list = False
     else:
         docs = [verdict_to_dict(report, r) for r in report.results]
-    fixes = list(advice.for_repro(report))
+    fixes = list(advice_for(report))
     for d in docs:
         d["timings"] = report.timings
         d["notes"] = list(report.notes)
@@ -407,7 +417,7 @@ def repro_md(report: ReproReport) -> str:
     parts.extend(verdict_md(report, r) + "\n" for r in report.results)
     for n in report.notes:
         parts.append(f"- {n}\n")
-    fixes = advice.for_repro(report)
+    fixes = advice_for(report)
     if fixes:
         parts.append("\n### How to fix\n\n" + "".join(f"- {f}\n" for f in fixes))
     return "".join(parts)

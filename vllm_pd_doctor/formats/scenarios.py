@@ -8,9 +8,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from vllm_pd_doctor.knowledge import scenario_exposure as sx
-from vllm_pd_doctor.knowledge import scenarios as known
-from vllm_pd_doctor.knowledge.scenario_exposure import Remedy
+from vllm_pd_doctor.knowledge.facts import scenario_exposure as sx
+from vllm_pd_doctor.knowledge.facts import scenarios as known
+from vllm_pd_doctor.knowledge.facts.scenario_exposure import Remedy
 from vllm_pd_doctor.results.hotfix import FixState
 from vllm_pd_doctor.results.scenarios import (
     FAILS,

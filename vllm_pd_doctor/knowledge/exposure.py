@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from vllm_pd_doctor.knowledge import scenario_exposure as sx
-from vllm_pd_doctor.knowledge import scenarios as known
+from vllm_pd_doctor.knowledge.facts import scenario_exposure as sx
+from vllm_pd_doctor.knowledge.facts import scenarios as known
 
 EXPOSED, NOT_EXPOSED, UNKNOWN = sx.EXPOSED, sx.NOT_EXPOSED, sx.UNKNOWN
 N1 = "n1-truncation"
-"""#53514's scenario id (knowledge/scenarios.py DEFAULT)."""
+"""#53514's scenario id (knowledge/facts/scenarios.py DEFAULT)."""
 
 CONNECTOR, PRODUCER, MODEL, PREFIX_CACHING, RELEASE = (
     "connector",

@@ -9,8 +9,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor import __version__, safeio
+from vllm_pd_doctor import __version__
 from vllm_pd_doctor.formats import OutputFormat, emit
+from vllm_pd_doctor.infra import safeio
 from vllm_pd_doctor.report import collect, docs, facts, identity, logs, render, standalone
 from vllm_pd_doctor.report.collect import Collected, ReproRun
 from vllm_pd_doctor.report.facts import Public

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor import limits, procs, targetrun
-from vllm_pd_doctor.errors import BadInput, PdDoctorError
-from vllm_pd_doctor.knowledge import connectors
+from vllm_pd_doctor.infra import limits, procs, targetrun
+from vllm_pd_doctor.infra.errors import BadInput, PdDoctorError
+from vllm_pd_doctor.knowledge.facts import connectors
 from vllm_pd_doctor.results.repro import ReproReport
 
 ENV_PREFIXES = ("UCX_", "NIXL_", "VLLM_NIXL_", "VLLM_SSM_", "VLLM_KV_", "VLLM_MAMBA_")
@@ -296,7 +296,7 @@ def repro(python: str, model: Path | None, timeout: float, progress: Callable[[s
     """The in-process repro of #53514 (nixl connector); value is a `ReproRun`."""
 
     def go() -> Collected:
-        from vllm_pd_doctor import inprocess
+        from vllm_pd_doctor.repro import inprocess
 
         def options(m: Path | None) -> inprocess.ReproOptions:
             return inprocess.make_options(

@@ -81,7 +81,7 @@ def title(
 
 def scenario_of(next_command: str | None) -> str | None:
     """The scenario id a triage verdict's next step runs (`pd-doctor repro --scenario X`), if any."""
-    from vllm_pd_doctor.knowledge import scenarios as known
+    from vllm_pd_doctor.knowledge.facts import scenarios as known
 
     words = (next_command or "").split()
     if "--scenario" in words[:-1]:

@@ -25,7 +25,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor.knowledge import serve_flags as _flags
+from vllm_pd_doctor.knowledge.readers import serve_flags as _flags
 from vllm_pd_doctor.report.public import SafeText
 from vllm_pd_doctor.report.redact import Redactor, is_secret_name
 from vllm_pd_doctor.results.launch import ServeConfig

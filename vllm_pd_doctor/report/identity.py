@@ -3,7 +3,7 @@ made public.
 
 - Model ids that are public: a Hugging Face id whose config.json sits in the Hub's own cache
   (downloaded from huggingface.co, not a mirror or a local path), or one of the model families
-  pd-doctor bundles (repro/models/). A maintainer needs the model; a private repo or a local
+  pd-doctor bundles (assets/models/). A maintainer needs the model; a private repo or a local
   path stays a placeholder.
 - File names: the logs' and the config's names are public text too (a host or a cluster can be
   named only there); each is rebuilt from known words (`public.public_file_name`) and every
@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from vllm_pd_doctor.knowledge import models as hfmodel
+from vllm_pd_doctor.knowledge.models import resolve as hfmodel
 from vllm_pd_doctor.report.gather import Gathered, ReportInputs
 from vllm_pd_doctor.report.public import Placeholders, SafeText, public_file_name
 
@@ -27,7 +27,7 @@ _LOG_MODEL = re.compile(r"""\bmodel=['"]([A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][
 
 def _families() -> frozenset[str]:
     try:
-        from vllm_pd_doctor.live.options import families
+        from vllm_pd_doctor.repro.live.options import families
 
         return frozenset(families())
     except (OSError, ImportError):

@@ -12,9 +12,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from vllm_pd_doctor.knowledge import connectors
+from vllm_pd_doctor.infra.tracebacks import TB_START, strip_prefix, traceback_end
+from vllm_pd_doctor.knowledge.facts import connectors
 from vllm_pd_doctor.results.triage import Evidence, Located
-from vllm_pd_doctor.tracebacks import TB_START, strip_prefix, traceback_end
 from vllm_pd_doctor.triage import TriageResult, Verdict, triage_text
 from vllm_pd_doctor.triage.reader import normalise
 

@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from vllm_pd_doctor.knowledge import connectors
+from vllm_pd_doctor.knowledge.facts import connectors
 from vllm_pd_doctor.report.redact.hosts import (
     CODE_ROOTS,
     EXTENSIONS,

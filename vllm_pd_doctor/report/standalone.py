@@ -2,7 +2,7 @@
 repro/run_repro.py` in any environment that has the vLLM it targets (stdlib + vLLM only, no
 `pip install vllm-pd-doctor`).
 
-It holds the harness's own modules (`vllm_pd_doctor/target/`, which need only stdlib + vLLM,
+It holds the harness's own modules (`vllm_pd_doctor/invllm/`, which need only stdlib + vLLM,
 copied as the package `vllm_pd_doctor_target`), the run spec the report's repro used (the
 user's model and options; never a hotfix or a local path), and the model's config.json, public
 form (keys, numbers and architecture names kept; paths and other strings as placeholders).
@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor import targetrun
-from vllm_pd_doctor.knowledge import connectors
+from vllm_pd_doctor.infra import targetrun
+from vllm_pd_doctor.knowledge.facts import connectors
 from vllm_pd_doctor.report.facts import Public
 
 SKIP = frozenset({"plugin.py"})
@@ -112,7 +112,7 @@ def spec(opts: Any) -> dict[str, Any]:
 
 def model_config(model: Path | None) -> tuple[dict[str, Any], bool]:
     """The model's config.json (the user's when it reads as one, else the bundled tiny hybrid)."""
-    from vllm_pd_doctor import inprocess
+    from vllm_pd_doctor.repro import inprocess
 
     for d in (model, inprocess.default_model_dir()):
         if d is None:
@@ -134,7 +134,7 @@ def files(model: Path | None, opts: Any, version: str | None, pub: Public) -> di
         return {}
     out: dict[str, str] = {}
     for name, src in targetrun.target_sources().items():
-        if name not in SKIP and "/" not in name:  # the harness's own modules (no scenarios/)
+        if name not in SKIP and "/" not in name:  # the harness's own modules (no repro/scenarios/)
             out[f"repro/{targetrun.TARGET_PACKAGE}/{name}"] = src.read_text(encoding="utf-8")
     out["repro/run_repro.py"] = RUNNER % {"spec": json.dumps(spec(opts))}
     out["repro/model/config.json"] = json.dumps(pub.json(cfg), indent=2) + "\n"

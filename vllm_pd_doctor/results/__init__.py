@@ -3,7 +3,7 @@
 `base` (the `Result` base and `SCHEMA_VERSION`), `repro` (the repro verdicts, both engines),
 `checkconfig` (exposure, findings, what was read about the target), `launch` (the launch commands
 and servers check-config reads), `triage`, `envs`, `matrix` (matrix and bisect), `hotfix`.
-This layer imports nothing of pd-doctor above it (only `target/wire.py`'s typed JSON and
+This layer imports nothing of pd-doctor above it (only `invllm/wire.py`'s typed JSON and
 `hotfix_env`'s constants), so `formats/` can read results without loading any feature.
 """
 

@@ -7,16 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from vllm_pd_doctor.knowledge.facts import ConvLayoutOverride as ConvLayoutOverride
-from vllm_pd_doctor.knowledge.facts import ModelInfo as ModelInfo
-from vllm_pd_doctor.knowledge.facts import NixlInfo as NixlInfo
-from vllm_pd_doctor.knowledge.facts import SourceFact as SourceFact
-from vllm_pd_doctor.knowledge.facts import TruncationSite as TruncationSite
-from vllm_pd_doctor.knowledge.facts import VllmSource as VllmSource
+from vllm_pd_doctor.knowledge.readers.facts import ConvLayoutOverride as ConvLayoutOverride
+from vllm_pd_doctor.knowledge.readers.facts import ModelInfo as ModelInfo
+from vllm_pd_doctor.knowledge.readers.facts import NixlInfo as NixlInfo
+from vllm_pd_doctor.knowledge.readers.facts import SourceFact as SourceFact
+from vllm_pd_doctor.knowledge.readers.facts import TruncationSite as TruncationSite
+from vllm_pd_doctor.knowledge.readers.facts import VllmSource as VllmSource
 from vllm_pd_doctor.results.base import Result
 from vllm_pd_doctor.results.launch import Server
 
-# --- what was read about the target: the readers' facts (knowledge/facts.py), re-exported for formats
+# --- what was read about the target: the readers' facts (knowledge/readers/facts.py), re-exported for formats
 
 
 # --- what check-config decided

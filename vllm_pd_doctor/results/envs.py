@@ -1,44 +1,15 @@
 """What `pd-doctor envs` answers: the provisioned environments, and what create / rm changed
-(frozen dataclasses; the provisioning itself is `envs.py`)."""
+(frozen dataclasses; the provisioning itself is `repro/envs.py`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from vllm_pd_doctor.infra.envs import CACHE_DIR as CACHE_DIR  # the environment type is infra's
+from vllm_pd_doctor.infra.envs import ManagedEnv as ManagedEnv
+from vllm_pd_doctor.infra.envs import env_name as env_name
 from vllm_pd_doctor.results.base import Result
-
-CACHE_DIR = ".vllm-cache"
-"""Each environment's own VLLM_CACHE_ROOT, under its directory."""
-
-
-def env_name(package: str, version: str) -> str:
-    """The directory name of one environment under `envs/`."""
-    return f"{package}-{version}"
-
-
-@dataclass(frozen=True)
-class ManagedEnv:
-    """One provisioned environment."""
-
-    package: str
-    version: str
-    path: Path
-    extras: tuple[str, ...] = ()
-    install_s: float | None = None
-    created: str | None = None
-
-    @property
-    def name(self) -> str:
-        return env_name(self.package, self.version)
-
-    @property
-    def python(self) -> Path:
-        return self.path / "bin" / "python"
-
-    @property
-    def cache_root(self) -> Path:
-        return self.path / CACHE_DIR
 
 
 @dataclass(frozen=True)

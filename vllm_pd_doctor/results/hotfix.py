@@ -1,14 +1,14 @@
 """What `pd-doctor hotfix` answers: where the opt-in #53514 backport stands in one environment, and
-what install / uninstall changed (frozen dataclasses; the installer is `hotfix.py`)."""
+what install / uninstall changed (frozen dataclasses; the installer is `repro/hotfix.py`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_pd_doctor.hotfix_env import ENV as ENV  # re-exported: the formats word them
-from vllm_pd_doctor.hotfix_env import ENV_SETTING as ENV_SETTING
-from vllm_pd_doctor.hotfix_env import ISSUE as ISSUE
+from vllm_pd_doctor.knowledge.facts.hotfix_env import ENV as ENV  # re-exported: the formats word them
+from vllm_pd_doctor.knowledge.facts.hotfix_env import ENV_SETTING as ENV_SETTING
+from vllm_pd_doctor.knowledge.facts.hotfix_env import ISSUE as ISSUE
 from vllm_pd_doctor.results.base import Result
 from vllm_pd_doctor.results.repro import HotfixPatch
 
@@ -20,7 +20,7 @@ APPLIED = ("patched", "already patched")
 
 @dataclass(frozen=True)
 class FixState:
-    """One Scheduler fix of the plugin (knowledge/hotfixes.py) on one vLLM: what it would do there
+    """One Scheduler fix of the plugin (knowledge/facts/hotfixes.py) on one vLLM: what it would do there
     (`hotfix status`) or did (`repro --scenario X --hotfix`), read from the installed source."""
 
     fix: str

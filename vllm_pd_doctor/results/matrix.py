@@ -1,5 +1,5 @@
 """What `pd-doctor matrix` and `bisect` answer: one row per release, one cell per connector, and
-where the verdict changes between two releases (frozen dataclasses; the runs are `matrix.py`)."""
+where the verdict changes between two releases (frozen dataclasses; the runs are `repro/matrix.py`)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_pd_doctor.invllm import wire
 from vllm_pd_doctor.results.base import Result
-from vllm_pd_doctor.target import wire
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class Truncation:
 
     @classmethod
     def from_observed(cls, summary: wire.TruncationSummary | None, *, missing: str = "none") -> Truncation:
-        """From the watchers' summary of one request (`target/observe.py` `summarize`), as both
+        """From the watchers' summary of one request (`invllm/observe.py` `summarize`), as both
         engines report it; `missing` is the hook named when there is no summary at all."""
         if not summary:
             return cls(hook=missing, before_lookup=None)
@@ -212,7 +212,7 @@ class TriggerRun:
 
 @dataclass(frozen=True)
 class HotfixPatch:
-    """What the opt-in #53514 hotfix (`repro --hotfix`, target/hotfix.py) did to one class."""
+    """What the opt-in #53514 hotfix (`repro --hotfix`, invllm/hotfix.py) did to one class."""
 
     connector: str
     class_name: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_pd_doctor.knowledge.scenario_exposure import Remedy
+from vllm_pd_doctor.knowledge.facts.scenario_exposure import Remedy
 from vllm_pd_doctor.results.base import Result
 from vllm_pd_doctor.results.hotfix import FixState
 from vllm_pd_doctor.results.repro import VllmInstall
@@ -102,7 +102,7 @@ class ScenarioReport(Result):
     available_connectors: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
     engine: str = "inprocess"
-    """inprocess (the real Scheduler in one process) or live (a real P/D pair, `live/scenarios.py`)."""
+    """inprocess (the real Scheduler in one process) or live (a real P/D pair, `repro/live/scenarios.py`)."""
     notes: tuple[str, ...] = ()
     """Live: where the engines wrote (logs, traces, run directory)."""
     hotfix: bool = False
@@ -151,7 +151,7 @@ class ScenarioMatrix(Result):
 
 @dataclass(frozen=True)
 class ScenarioCatalogue(Result):
-    """`repro --list-scenarios`: the registry (knowledge/scenarios.py) as a result."""
+    """`repro --list-scenarios`: the registry (knowledge/facts/scenarios.py) as a result."""
 
     ids: tuple[str, ...]
 

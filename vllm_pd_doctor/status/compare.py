@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vllm_pd_doctor.knowledge import exposure as kx
-from vllm_pd_doctor.knowledge import fixes
+from vllm_pd_doctor.knowledge.facts import fixes
 from vllm_pd_doctor.results.status import Comparison, Evidence, Finding
 from vllm_pd_doctor.status.window import Window
 
@@ -120,12 +120,12 @@ def handshake_findings(p: Window, d: Window, rows: list[Comparison]) -> Iterable
 
 def _local_vllm(version: str, python_vllm: Path | None) -> Path | None:
     """That release's installed source: --python's when it is that release, else pd-doctor's env."""
-    from vllm_pd_doctor.knowledge.metrics import installed_version
+    from vllm_pd_doctor.knowledge.facts.metrics import installed_version
 
     mine = installed_version(python_vllm) if python_vllm is not None else None
     if python_vllm is not None and mine is not None and mine.split("+")[0] == version.split("+")[0]:
         return python_vllm
-    from vllm_pd_doctor import envs
+    from vllm_pd_doctor.infra import envs
 
     base = version.split("+")[0]
     try:
@@ -148,7 +148,7 @@ def _hybrid(model_root: str | None) -> str | bool | None:
         doc = json.loads(cfg.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    from vllm_pd_doctor.knowledge.model_info import model_from_config
+    from vllm_pd_doctor.knowledge.models.info import model_from_config
 
     info = model_from_config(doc, str(cfg))
     return info.hybrid_evidence if info.hybrid else False
@@ -158,8 +158,8 @@ def _hybrid(model_root: str | None) -> str | bool | None:
 def late_sites(src: Path) -> tuple[TruncationSite, ...]:
     """The NIXL connector's truncation calls that run after the prefix-cache lookup (the source read
     with `ast`, as check-config does; cached: `gather` reads it while it waits for the interval)."""
-    from vllm_pd_doctor.knowledge.connectors import DEFAULT_KEY, LATE_HOOK
-    from vllm_pd_doctor.knowledge.inspect_vllm import find_sites, sites_for
+    from vllm_pd_doctor.knowledge.facts.connectors import DEFAULT_KEY, LATE_HOOK
+    from vllm_pd_doctor.knowledge.readers.inspect_vllm import find_sites, sites_for
 
     return tuple(s for s in sites_for(DEFAULT_KEY, find_sites(src)) if s.caller == LATE_HOOK)
 
@@ -182,7 +182,7 @@ def _prefix_caching(w: Window) -> kx.Fact:
 
 def _connector(w: Window) -> tuple[str | None, kx.Fact]:
     """The prefill's connector as the engine shows it: its NIXL side channel or NIXL metrics."""
-    from vllm_pd_doctor.knowledge.connectors import DEFAULT_KEY
+    from vllm_pd_doctor.knowledge.facts.connectors import DEFAULT_KEY
 
     if w.handshake is not None:
         return DEFAULT_KEY, kx.Fact(kx.CONNECTOR, True, "NIXL (its side channel answered)")

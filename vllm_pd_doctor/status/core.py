@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 
-from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.knowledge import metrics as km
+from vllm_pd_doctor.infra.errors import BadInput
+from vllm_pd_doctor.knowledge.facts import metrics as km
 from vllm_pd_doctor.results.status import EngineStatus, HandshakeView, StatusReport
 from vllm_pd_doctor.status import compare, downed, findings, scenarios, scrape, sidechannel
 from vllm_pd_doctor.status.window import Window
@@ -114,8 +114,8 @@ def _warm(
     import rich.panel
     import rich.table  # noqa: F401 - imported for their import time only
 
-    from vllm_pd_doctor.knowledge import exposure, model_info  # noqa: F401
-    from vllm_pd_doctor.knowledge import scenario_exposure as sx
+    from vllm_pd_doctor.knowledge import exposure  # noqa: F401
+    from vllm_pd_doctor.knowledge.facts import scenario_exposure as sx
 
     sx.releases()
     releases = {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from vllm_pd_doctor.knowledge import metrics as m
+from vllm_pd_doctor.knowledge.facts import metrics as m
 from vllm_pd_doctor.results.status import Evidence, Finding
 from vllm_pd_doctor.status.window import Window
 

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor.knowledge import metrics as km
+from vllm_pd_doctor.knowledge.facts import metrics as km
 from vllm_pd_doctor.status import scrape, sidechannel
 from vllm_pd_doctor.status.core import Endpoint
 from vllm_pd_doctor.status.window import Window

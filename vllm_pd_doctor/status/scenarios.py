@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from vllm_pd_doctor.knowledge import connectors
 from vllm_pd_doctor.knowledge import exposure as kx
-from vllm_pd_doctor.knowledge import scenario_exposure as sx
-from vllm_pd_doctor.knowledge import scenarios as known
-from vllm_pd_doctor.knowledge.scenarios import PREFILL, Scenario
+from vllm_pd_doctor.knowledge.facts import connectors
+from vllm_pd_doctor.knowledge.facts import scenario_exposure as sx
+from vllm_pd_doctor.knowledge.facts import scenarios as known
+from vllm_pd_doctor.knowledge.facts.scenarios import PREFILL, Scenario
 from vllm_pd_doctor.results.status import Evidence, Finding
 from vllm_pd_doctor.status.compare import _hybrid
 from vllm_pd_doctor.status.window import Window

@@ -77,7 +77,7 @@ _SUFFIXES = ("_total", "_count", "_sum", "_bucket", "_created")
 
 def _wanted(line: str) -> bool:
     """A line of a family status reads (comment lines by the family they describe)."""
-    from vllm_pd_doctor.knowledge.metrics import USED
+    from vllm_pd_doctor.knowledge.facts.metrics import USED
 
     if line.startswith("#"):
         parts = line.split(" ", 3)

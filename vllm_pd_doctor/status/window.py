@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vllm_pd_doctor.knowledge import metrics as m
-from vllm_pd_doctor.knowledge.metrics import ReleaseMetrics
+from vllm_pd_doctor.knowledge.facts import metrics as m
+from vllm_pd_doctor.knowledge.facts.metrics import ReleaseMetrics
 from vllm_pd_doctor.results.status import Evidence
 from vllm_pd_doctor.status import scrape
 from vllm_pd_doctor.status.scrape import Scrape

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra.errors import BadInput
 from vllm_pd_doctor.knowledge import origins
 from vllm_pd_doctor.results.triage import Evidence, InputSummary, TriageResult, Verdict
 from vllm_pd_doctor.triage import threads as thread_match
@@ -166,10 +166,11 @@ def _result(scans: list[FileScan], ctx: Context) -> TriageResult:
 
 def release_from_python(python: str | None) -> Release:
     """Read the release's P-side truncation call sites from its source (never imports vLLM)."""
-    from vllm_pd_doctor import targetrun
-    from vllm_pd_doctor.errors import CouldNotRun
-    from vllm_pd_doctor.knowledge import connectors, inspect_vllm, nixl_info
-    from vllm_pd_doctor.knowledge.connectors import EARLY_HOOK, LATE_HOOK
+    from vllm_pd_doctor.infra import targetrun
+    from vllm_pd_doctor.infra.errors import CouldNotRun
+    from vllm_pd_doctor.knowledge.facts import connectors
+    from vllm_pd_doctor.knowledge.facts.connectors import EARLY_HOOK, LATE_HOOK
+    from vllm_pd_doctor.knowledge.readers import inspect_vllm, nixl_info
 
     interp = targetrun.resolve_python(python)
     facts = nixl_info.probe(interp, import_nixl=False)

@@ -25,7 +25,7 @@ def build_context(
     connector: str | None = None
     servers: tuple[Server, ...] = ()
     if config is not None or prefill_cmd is not None or decode_cmd is not None:
-        from vllm_pd_doctor import limits
+        from vllm_pd_doctor.infra import limits
 
         if config is not None:
             limits.check_input_file(

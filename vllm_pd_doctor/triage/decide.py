@@ -6,10 +6,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from vllm_pd_doctor.knowledge import connectors, fixes
-from vllm_pd_doctor.knowledge.facts import ModelInfo
-from vllm_pd_doctor.knowledge.origin_scenarios import scenario_for
-from vllm_pd_doctor.knowledge.releases import version_key
+from vllm_pd_doctor.knowledge.facts import connectors, fixes
+from vllm_pd_doctor.knowledge.facts.origin_scenarios import scenario_for
+from vllm_pd_doctor.knowledge.facts.releases import version_key
+from vllm_pd_doctor.knowledge.readers.facts import ModelInfo
 from vllm_pd_doctor.results.triage import (
     CONFIDENCE_RANK,
     Confidence,

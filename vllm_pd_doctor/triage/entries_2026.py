@@ -9,7 +9,7 @@ exception), so keying the catalogue to code origins (issue 24 items 1-3) is mech
 
 from __future__ import annotations
 
-from vllm_pd_doctor.knowledge import fixes
+from vllm_pd_doctor.knowledge.facts import fixes
 from vllm_pd_doctor.triage.catalogue import C, FailureClass
 from vllm_pd_doctor.triage.catalogue import Matcher as M
 

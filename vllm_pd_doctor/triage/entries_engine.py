@@ -3,7 +3,7 @@ Mamba/HMA, block size and TP, handshake and side channel). See `entries.py`."""
 
 from __future__ import annotations
 
-from vllm_pd_doctor.knowledge import fixes
+from vllm_pd_doctor.knowledge.facts import fixes
 from vllm_pd_doctor.triage.catalogue import CHECK, C, FailureClass
 from vllm_pd_doctor.triage.catalogue import Matcher as M
 

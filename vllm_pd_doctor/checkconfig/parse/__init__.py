@@ -5,7 +5,7 @@ manifests, docker compose) into a LaunchCommand per vLLM server (any number: xPy
 `parse_launch` reads one LaunchCommand's arguments into a ServeConfig. Every failure is a
 `BadInput` with one clear line.
 
-Modules: symbolic (the symbolic shell run of `vllm_pd_doctor.shell`, recording servers),
+Modules: symbolic (the symbolic shell run of `vllm_pd_doctor.infra.shell`, recording servers),
 wrappers (srun, docker run, dynamo.vllm ...), manifests (YAML/JSON formats), bounded (size and
 alias caps), args (ServeConfig; the flag table is `knowledge.serve_flags`),
 loader (roles, names, vLLM's own --config).
@@ -22,7 +22,7 @@ from vllm_pd_doctor.checkconfig.parse.loader import (
     load_config_file,
     parse_config_text,
 )
-from vllm_pd_doctor.knowledge.serve_flags import BUILTIN, FLAGS, SHORT, FlagTable, for_python
+from vllm_pd_doctor.knowledge.readers.serve_flags import BUILTIN, FLAGS, SHORT, FlagTable, for_python
 from vllm_pd_doctor.results.launch import LaunchCommand, ServeConfig
 
 

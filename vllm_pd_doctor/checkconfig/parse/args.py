@@ -11,10 +11,10 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.knowledge.serve_flags import BOOL, BUILTIN, INT, JSON, FlagTable
+from vllm_pd_doctor.infra.errors import BadInput
+from vllm_pd_doctor.infra.shell.words import unresolved_names
+from vllm_pd_doctor.knowledge.readers.serve_flags import BOOL, BUILTIN, INT, JSON, FlagTable
 from vllm_pd_doctor.results.launch import ServeConfig
-from vllm_pd_doctor.shell.words import unresolved_names
 
 _MODEL_JSON = ("kv-transfer-config", "speculative-config")
 

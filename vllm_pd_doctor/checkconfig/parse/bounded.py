@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor import limits
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra import limits
+from vllm_pd_doctor.infra.errors import BadInput
 
 MAX_BYTES = limits.MAX_CONFIG_BYTES
 MAX_NODES = limits.MAX_YAML_NODES

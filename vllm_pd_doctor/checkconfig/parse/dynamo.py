@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.knowledge import connectors as registry
+from vllm_pd_doctor.knowledge.facts import connectors as registry
 
 DYNAMO_BOOL = {
     "--is-prefill-worker",

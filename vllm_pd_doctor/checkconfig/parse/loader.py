@@ -17,10 +17,10 @@ from vllm_pd_doctor.checkconfig.parse.formats.shell import prepare
 from vllm_pd_doctor.checkconfig.parse.registry import Source, walk
 from vllm_pd_doctor.checkconfig.parse.symbolic import Interp, LimitReached
 from vllm_pd_doctor.checkconfig.parse.wrappers import Found
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra.errors import BadInput
+from vllm_pd_doctor.infra.shell.expand import Scope, expand
+from vllm_pd_doctor.infra.shell.words import ShellSyntaxError, tokenize
 from vllm_pd_doctor.results.launch import LaunchCommand
-from vllm_pd_doctor.shell.expand import Scope, expand
-from vllm_pd_doctor.shell.words import ShellSyntaxError, tokenize
 
 ROLES = roles.ROLES
 

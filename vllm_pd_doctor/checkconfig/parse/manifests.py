@@ -15,8 +15,8 @@ from typing import Any
 from vllm_pd_doctor.checkconfig.parse import k8s_env
 from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
 from vllm_pd_doctor.checkconfig.parse.wrappers import Found
-from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.knowledge.serve_flags import FLAGS
+from vllm_pd_doctor.infra.errors import BadInput
+from vllm_pd_doctor.knowledge.readers.serve_flags import FLAGS
 
 ROLES = ("prefill", "decode")
 _NAMES = """spec template containers initContainers extraPodSpec mainContainer services roles

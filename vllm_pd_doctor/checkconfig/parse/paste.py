@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from vllm_pd_doctor.shell.words import ShellSyntaxError, tokenize
+from vllm_pd_doctor.infra.shell.words import ShellSyntaxError, tokenize
 
 _QUOTES = str.maketrans(
     {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra.errors import BadInput
 
 _WHOLE = re.compile(r"^(?:--[\w.-]+=)?(<[A-Za-z][\w .:/-]*>|\{\{[^{}]*\}\}|\{[A-Za-z_.][\w.-]*\})$")
 """`<model-path>`, `{{ .Values.model }}`, `{model}`: the whole argument (or a `--flag=` value)."""

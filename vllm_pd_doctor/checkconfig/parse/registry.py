@@ -18,7 +18,7 @@ from typing import Any
 
 from vllm_pd_doctor.checkconfig.parse import bounded
 from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra.errors import BadInput
 
 _YAML_START = re.compile(
     r"^(---\s*$|apiVersion\s*:|kind\s*:|services\s*:|roles\s*:"

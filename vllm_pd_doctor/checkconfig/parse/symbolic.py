@@ -1,4 +1,4 @@
-"""The symbolic shell run (`vllm_pd_doctor.shell`) as check-config uses it: every command that
+"""The symbolic shell run (`vllm_pd_doctor.infra.shell`) as check-config uses it: every command that
 starts a vLLM server, through any wrapper (`wrappers.unwrap`), is recorded as a `Found`; `sh -c`
 texts run nested with the wrapper's env and network; the ports a P/D proxy names, labels and
 comments naming a role, and kills between launches (phases) become hints for the roles.
@@ -11,10 +11,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from vllm_pd_doctor.checkconfig.parse.wrappers import Found, Script, unwrap
-from vllm_pd_doctor.knowledge.serve_flags import BUILTIN, INT, JSON
-from vllm_pd_doctor.shell.builtins import QUIET
-from vllm_pd_doctor.shell.interp import Interp as ShellInterp
-from vllm_pd_doctor.shell.interp import LimitReached
+from vllm_pd_doctor.infra.shell.builtins import QUIET
+from vllm_pd_doctor.infra.shell.interp import Interp as ShellInterp
+from vllm_pd_doctor.infra.shell.interp import LimitReached
+from vllm_pd_doctor.knowledge.readers.serve_flags import BUILTIN, INT, JSON
 
 MAX_SERVERS = 128
 """Most servers one input may start."""

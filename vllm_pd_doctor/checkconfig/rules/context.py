@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_pd_doctor.knowledge import connectors
+from vllm_pd_doctor.knowledge.facts import connectors
 from vllm_pd_doctor.results.checkconfig import Exposure, ModelInfo, ModelProblem, NixlInfo, VllmSource
 from vllm_pd_doctor.results.launch import ServeConfig, Server
 

@@ -23,7 +23,8 @@ from vllm_pd_doctor.checkconfig.rules.context import (
     pair_label,
     uses_nixl,
 )
-from vllm_pd_doctor.knowledge import connectors, nixl_compat
+from vllm_pd_doctor.knowledge.facts import connectors
+from vllm_pd_doctor.knowledge.readers import nixl_compat
 from vllm_pd_doctor.results.checkconfig import Finding, VllmSource
 from vllm_pd_doctor.results.launch import Server
 
@@ -42,7 +43,7 @@ class Input:
 
 
 def _release(s: Server) -> Input | None:
-    from vllm_pd_doctor.knowledge import image_release
+    from vllm_pd_doctor.knowledge.readers import image_release
 
     r = image_release.of(s)
     if r is None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, field_bool, label, uses_nixl
 from vllm_pd_doctor.checkconfig.rules.device import launch_device
-from vllm_pd_doctor.knowledge import fixes
+from vllm_pd_doctor.knowledge.facts import fixes
 from vllm_pd_doctor.results.checkconfig import Finding, SourceFact
 from vllm_pd_doctor.results.launch import Server
 

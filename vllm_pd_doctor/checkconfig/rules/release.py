@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, label
-from vllm_pd_doctor.knowledge import advisories as advisory_facts
-from vllm_pd_doctor.knowledge import connectors
+from vllm_pd_doctor.knowledge.facts import advisories as advisory_facts
+from vllm_pd_doctor.knowledge.facts import connectors
 from vllm_pd_doctor.results.checkconfig import Finding, Verdict
 from vllm_pd_doctor.results.launch import Server
 
@@ -133,7 +133,7 @@ def flag_not_in_release(ctx: Context) -> Iterator[Finding]:
     refs=("vllm docs nixl_connector_compatibility",),
 )
 def image_release_mismatch(ctx: Context) -> Iterator[Finding]:
-    from vllm_pd_doctor.knowledge import image_release
+    from vllm_pd_doctor.knowledge.readers import image_release
 
     named = image_release.vllm_versions(ctx.servers)
     if len(named) > 1:

@@ -3,7 +3,7 @@
 Read from knowledge/scenario_exposure (real `repro --scenario all` runs per release, never a version
 list); each finding names the run that showed it, `pd-doctor repro --scenario X` as the next step,
 and the remedy (the first release where the runs hold, the hotfix, the workaround). One rule per
-scenario registry entry (`knowledge/scenarios.py`), made in one loop: the entry's side picks the
+scenario registry entry (`knowledge/facts/scenarios.py`), made in one loop: the entry's side picks the
 connectors (decode: kv_consumer / kv_both; prefill: kv_producer / kv_both).
 
 With --probe (check-config runs the user's vLLM anyway), the scenarios run in that vLLM once, with
@@ -20,8 +20,8 @@ from pathlib import Path
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, Check, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, connector_entries, connector_key, label
 from vllm_pd_doctor.knowledge import exposure as kx
-from vllm_pd_doctor.knowledge import scenario_exposure as sx
-from vllm_pd_doctor.knowledge import scenarios as known
+from vllm_pd_doctor.knowledge.facts import scenario_exposure as sx
+from vllm_pd_doctor.knowledge.facts import scenarios as known
 from vllm_pd_doctor.results.checkconfig import Finding, Severity
 from vllm_pd_doctor.results.launch import Server
 
@@ -34,8 +34,8 @@ RUN = tuple(s.id for s in known.exposure_rules())
 @functools.cache
 def _run(python: str, model_dir: str | None, connectors: tuple[str, ...]) -> tuple[sx.CellLike, ...]:
     """The scenarios run in the user's vLLM (one child, once per check); () when they could not run."""
-    from vllm_pd_doctor.errors import PdDoctorError
-    from vllm_pd_doctor.scenarios import run as srun
+    from vllm_pd_doctor.infra.errors import PdDoctorError
+    from vllm_pd_doctor.repro.scenarios import run as srun
 
     try:
         report = srun.run_scenarios(

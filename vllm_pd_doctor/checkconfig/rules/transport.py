@@ -7,7 +7,7 @@ from typing import Any
 
 from vllm_pd_doctor.checkconfig.rules.catalog import INFO, E, W, finding, rule
 from vllm_pd_doctor.checkconfig.rules.context import Context, connector_entries, label, uses_nixl
-from vllm_pd_doctor.knowledge import advisories
+from vllm_pd_doctor.knowledge.facts import advisories
 from vllm_pd_doctor.results.checkconfig import Finding
 
 _FAST_UCX = ("rc", "ud", "dc", "ib", "cuda_ipc", "rocm", "all", "verbs", "mlx5", "gdr", "sm", "cma", "shm")

@@ -7,8 +7,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_pd_doctor.knowledge import connector_registry, connectors
-from vllm_pd_doctor.knowledge.connector_registry import Registry
+from vllm_pd_doctor.knowledge.facts import connectors
+from vllm_pd_doctor.knowledge.readers import connector_registry
+from vllm_pd_doctor.knowledge.readers.connector_registry import Registry
 from vllm_pd_doctor.results.checkconfig import Severity, VllmSource
 
 

@@ -113,7 +113,7 @@ def _stamp(root: Path) -> str:
 def with_installed(vllm_path: str, version: str) -> OriginIndex:
     """The packaged index plus the release installed at `vllm_path` (its statements read from the
     source, so its line numbers are exact). Cached per (version, files) under pd-doctor's cache."""
-    from vllm_pd_doctor import envs
+    from vllm_pd_doctor.infra import envs
 
     root = Path(vllm_path)
     release = base(version)

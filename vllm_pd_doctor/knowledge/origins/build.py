@@ -278,7 +278,7 @@ def drop_release(doc: dict[str, Any], package: str, release: str) -> None:
 def sort_releases(doc: dict[str, Any], only: Iterable[str] | None = None) -> None:
     """Releases in version order (the index's range arithmetic relies on it); of the packages
     `only` names, or of all."""
-    from vllm_pd_doctor.knowledge.releases import version_key
+    from vllm_pd_doctor.knowledge.facts.releases import version_key
 
     packages = doc.get("packages", {})
     for name in list(packages) if only is None else only:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra.errors import BadInput
 from vllm_pd_doctor.report.redact import hosts as _hosts
 from vllm_pd_doctor.report.redact import rules as _rules
 from vllm_pd_doctor.report.redact import structured as _structured

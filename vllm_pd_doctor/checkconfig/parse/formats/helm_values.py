@@ -20,7 +20,7 @@ from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.manifests import env_map, role_from_name
 from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
 from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
-from vllm_pd_doctor.knowledge.connectors import LMCACHE_CONNECTORS
+from vllm_pd_doctor.knowledge.facts.connectors import LMCACHE_CONNECTORS
 
 
 def _prodstack_values(d: Any) -> bool:

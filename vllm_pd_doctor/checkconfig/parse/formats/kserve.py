@@ -18,7 +18,7 @@ from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.manifests import env_map, merge
 from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
 from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra.errors import BadInput
 
 KIND = "LLMInferenceService"
 KSERVE_SCRIPT = (

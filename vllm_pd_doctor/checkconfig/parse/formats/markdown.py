@@ -14,7 +14,7 @@ from vllm_pd_doctor.checkconfig.parse import bounded
 from vllm_pd_doctor.checkconfig.parse.formats import shell
 from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source, walk
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra.errors import BadInput
 
 
 def sniff(src: Source) -> bool:

@@ -18,7 +18,7 @@ from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.manifests import ROLES, env_map, role_from_name, run_argv, scalar
 from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
 from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra.errors import BadInput
 
 _NOT_VLLM_HINT = (
     "use `vllm serve MODEL ...` or `python -m vllm.entrypoints.openai.api_server --model MODEL ...`"

@@ -17,8 +17,8 @@ from vllm_pd_doctor.checkconfig.parse.manifests import role_from_name
 from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
 from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
 from vllm_pd_doctor.checkconfig.parse.wrappers import unwrap
-from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.shell.words import ShellSyntaxError
+from vllm_pd_doctor.infra.errors import BadInput
+from vllm_pd_doctor.infra.shell.words import ShellSyntaxError
 
 _FENCE = re.compile(r"^```[ \t]*(?:python|py)[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _MARK = ("LLMConfig(", "build_pd_openai_app", "build_openai_app")

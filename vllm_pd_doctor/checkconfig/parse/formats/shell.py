@@ -17,8 +17,8 @@ from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.manifests import role_from_name
 from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source, walk
 from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
-from vllm_pd_doctor.errors import BadInput
-from vllm_pd_doctor.shell.words import ShellSyntaxError
+from vllm_pd_doctor.infra.errors import BadInput
+from vllm_pd_doctor.infra.shell.words import ShellSyntaxError
 
 FENCE = re.compile(
     r"^[ \t]*```[ \t]*(bash|sh|shell|console|zsh|text)?[ \t]*\n(.*?)^[ \t]*```", re.MULTILINE | re.DOTALL

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra.errors import BadInput
 
 
 def sniff(src: Source) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 from vllm_pd_doctor.checkconfig.parse import bounded
 from vllm_pd_doctor.checkconfig.parse.found import Found
 from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
-from vllm_pd_doctor.errors import BadInput
+from vllm_pd_doctor.infra.errors import BadInput
 
 STRATEGY = "pd_cluster"
 _ROLES = ("prefill", "decode")
