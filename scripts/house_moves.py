@@ -86,6 +86,8 @@ MOVES: tuple[tuple[str, str], ...] = (
     (f"{_K}models.py", f"{_K}models/resolve.py"),
     (f"{_K}model_info.py", f"{_K}models/info.py"),
     (f"{_K}model_family.py", f"{_K}models/family.py"),
+    # the one reader of a deployment (issue 31 item 4), below the features that read one
+    (f"{_P}checkconfig/parse/", f"{_P}deployment/parse/"),
     # the repository's data folder: models and the scripts that make them
     ("repro/", "assets/"),
     # tests mirror the package
@@ -117,6 +119,10 @@ NEW_PACKAGES = {
     "interpreter), and the facts they return.",
     f"{_K}models/": "Models: one resolver for `--model` (a directory, a config.json, a bundled family or "
     "a Hugging Face id), what a config.json says, and the family through the installed vLLM.",
+    f"{_P}deployment/": "The one reader of a deployment, below the features that read one: the --config "
+    "file, --prefill-cmd / --decode-cmd and --set -> the typed servers (reader.py), --model or the "
+    "servers' model -> what config.json says (model.py), the engines given by URL (urls.py). "
+    "check-config, triage, status and report call it.",
 }
 """`__init__.py` of the packages the moves create (their docstrings feed the README's tree)."""
 

@@ -32,8 +32,8 @@ REGISTRIES: dict[str, tuple[tuple[str, str], ...]] = {
         ("vllm_pd_doctor.knowledge.facts.advisories", "BAD_NIXL"),
     ),
     "a deployment format (check-config input)": (
-        ("vllm_pd_doctor.checkconfig.parse.formats", "FORMATS"),
-        ("vllm_pd_doctor.checkconfig.parse.registry", "DeploymentFormat"),
+        ("vllm_pd_doctor.deployment.parse.formats", "FORMATS"),
+        ("vllm_pd_doctor.deployment.parse.registry", "DeploymentFormat"),
     ),
     "a P/D failure scenario (`repro --scenario`)": (
         ("vllm_pd_doctor.knowledge.facts.scenarios", "SCENARIOS"),

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from vllm_pd_doctor.checkconfig import parse, rules
+from vllm_pd_doctor.checkconfig import rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
-from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
 from vllm_pd_doctor.checkconfig.rules.device import launch_device
+from vllm_pd_doctor.deployment import parse
+from vllm_pd_doctor.deployment.parse.loader import launch_from_command
 from vllm_pd_doctor.knowledge.models.info import load_model
 from vllm_pd_doctor.results.checkconfig import (
     ModelInfo,

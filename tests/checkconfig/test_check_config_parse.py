@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_pd_doctor.checkconfig import parse
+from vllm_pd_doctor.deployment import parse
 from vllm_pd_doctor.infra.errors import BadInput
 from vllm_pd_doctor.knowledge.models.info import load_model
 
@@ -414,9 +414,9 @@ def test_xpyd_text_and_pairing(tmp_path):
         ("prefill-1", "prefill"),
         ("decode", "decode"),
     ]
-    from vllm_pd_doctor.checkconfig import core
+    from vllm_pd_doctor.deployment import reader
 
-    servers, given = core.gather_servers(None, None, f)
+    servers, given = reader.gather_servers(None, None, f)
     assert [(s.name, s.config.port) for s in servers] == [
         ("prefill-0", 8100),
         ("prefill-1", 8101),

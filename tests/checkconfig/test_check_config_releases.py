@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from vllm_pd_doctor.checkconfig import parse, rules
+from vllm_pd_doctor.checkconfig import rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
-from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
+from vllm_pd_doctor.deployment import parse
+from vllm_pd_doctor.deployment.parse.loader import launch_from_command
 from vllm_pd_doctor.knowledge.readers import image_release
 from vllm_pd_doctor.results.checkconfig import VllmSource
 from vllm_pd_doctor.results.launch import Server

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from vllm_pd_doctor.checkconfig import parse, rules
+from vllm_pd_doctor.checkconfig import rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
+from vllm_pd_doctor.deployment import parse
 from vllm_pd_doctor.knowledge.readers import serve_flags
 from vllm_pd_doctor.results.checkconfig import (
     ConvLayoutOverride,

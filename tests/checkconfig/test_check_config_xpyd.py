@@ -200,7 +200,7 @@ def test_attention_backend_env_ignored_where_vllm_no_longer_reads_it():
 
 
 def _launch(cmd: str, role: str, name: str, network: str | None = None):
-    from vllm_pd_doctor.checkconfig import parse
+    from vllm_pd_doctor.deployment import parse
     from vllm_pd_doctor.results.launch import LaunchCommand
 
     args, env = parse.split_command(cmd, name)
@@ -218,7 +218,8 @@ def _launch(cmd: str, role: str, name: str, network: str | None = None):
 def test_core_checks_a_list_of_servers_and_passes_variables(monkeypatch, tmp_path):
     import sys
 
-    from vllm_pd_doctor.checkconfig import core, parse
+    from vllm_pd_doctor.checkconfig import core
+    from vllm_pd_doctor.deployment import parse
 
     seen: dict[str, object] = {}
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from vllm_pd_doctor.checkconfig import core, parse
+from vllm_pd_doctor.checkconfig import core
+from vllm_pd_doctor.deployment import parse
 from vllm_pd_doctor.infra.errors import BadInput
 from vllm_pd_doctor.knowledge.models import resolve as hfmodel
 from vllm_pd_doctor.results.checkconfig import CheckReport, Severity

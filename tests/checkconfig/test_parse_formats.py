@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from vllm_pd_doctor.checkconfig.parse import paste
-from vllm_pd_doctor.checkconfig.parse.formats import DOCUMENT_FORMATS, FORMATS
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source, walk
+from vllm_pd_doctor.deployment.parse import paste
+from vllm_pd_doctor.deployment.parse.formats import DOCUMENT_FORMATS, FORMATS
+from vllm_pd_doctor.deployment.parse.registry import DeploymentFormat, Source, walk
 from vllm_pd_doctor.infra.errors import BadInput
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "check_config" / "corpus"

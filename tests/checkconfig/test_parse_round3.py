@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_pd_doctor.checkconfig import parse
+from vllm_pd_doctor.deployment import parse
 from vllm_pd_doctor.infra.errors import BadInput
 
 KTC_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'

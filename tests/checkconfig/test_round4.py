@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from vllm_pd_doctor.checkconfig import core, parse
-from vllm_pd_doctor.checkconfig.parse import k8s_env
+from vllm_pd_doctor.checkconfig import core
+from vllm_pd_doctor.deployment import parse, reader
+from vllm_pd_doctor.deployment.parse import k8s_env
 from vllm_pd_doctor.infra import targetrun
 from vllm_pd_doctor.infra.errors import BadInput
 from vllm_pd_doctor.knowledge.readers import serve_flags
@@ -114,10 +115,10 @@ def test_secret_is_a_known_unknown(tmp_path: Path) -> None:
     }
     p = tmp_path / "deploy.yaml"
     with pytest.raises(BadInput, match=r"\$\(KTC\) comes from Secret pd-secret key kv") as ei:
-        core.gather_servers(None, None, p)
+        reader.gather_servers(None, None, p)
     assert "--set KTC=VALUE" in (ei.value.hint or "")
     notes: list[str] = []
-    servers, _ = core.gather_servers(None, None, p, variables={"KTC": KTC}, notes=notes)
+    servers, _ = reader.gather_servers(None, None, p, variables={"KTC": KTC}, notes=notes)
     assert servers[0].config.kv_transfer_config is not None
     assert any("$(POD_IP) comes from fieldRef:status.podIP" in n for n in notes)
 

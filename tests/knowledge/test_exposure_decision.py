@@ -6,9 +6,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from vllm_pd_doctor.checkconfig import parse, rules
+from vllm_pd_doctor.checkconfig import rules
 from vllm_pd_doctor.checkconfig.exposure import exposure
-from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
+from vllm_pd_doctor.deployment import parse
+from vllm_pd_doctor.deployment.parse.loader import launch_from_command
 from vllm_pd_doctor.knowledge import exposure as kx
 from vllm_pd_doctor.knowledge.models.info import load_model, model_from_config
 from vllm_pd_doctor.results.checkconfig import Verdict, VllmSource

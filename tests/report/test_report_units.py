@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_pd_doctor.checkconfig import parse
+from vllm_pd_doctor.deployment import parse
 from vllm_pd_doctor.report import bundle, collect, docs, logs
 from vllm_pd_doctor.report.redact import RedactionContext, Redactor, hosts_in
 

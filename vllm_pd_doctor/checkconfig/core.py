@@ -8,161 +8,25 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from vllm_pd_doctor.checkconfig import parse, rules
+from vllm_pd_doctor.checkconfig import rules
 from vllm_pd_doctor.checkconfig.exposure import exposure as compute_exposure
 from vllm_pd_doctor.checkconfig.exposure import probe_candidates
-from vllm_pd_doctor.checkconfig.parse.loader import launch_from_command
+from vllm_pd_doctor.deployment.model import resolve_model
+from vllm_pd_doctor.deployment.reader import NON_ENGINE, gather_servers
 from vllm_pd_doctor.infra import targetrun
-from vllm_pd_doctor.infra.errors import BadInput, PdDoctorError
+from vllm_pd_doctor.infra.errors import PdDoctorError
 from vllm_pd_doctor.knowledge.facts import connectors
-from vllm_pd_doctor.knowledge.models import resolve as models
-from vllm_pd_doctor.knowledge.models.info import load_model
 from vllm_pd_doctor.knowledge.readers import inspect_vllm, nixl_info
-from vllm_pd_doctor.knowledge.readers.serve_flags import BUILTIN, FlagTable
 from vllm_pd_doctor.results.checkconfig import (
     CheckReport,
     Exposure,
     Inputs,
     ModelInfo,
-    ModelProblem,
     NixlInfo,
     ProbeResult,
     VllmSource,
 )
-from vllm_pd_doctor.results.launch import LaunchCommand, Server
-
-
-def server_from(
-    cmd: LaunchCommand, name: str | None = None, *, table: FlagTable = BUILTIN, what: str | None = None
-) -> Server:
-    """A parsed server, keeping where the parser says it runs."""
-    if what is None:
-        cfg = parse.parse_launch(cmd, table=table)
-    else:
-        cfg = parse.parse_args(
-            list(cmd.args),
-            dict(cmd.env),
-            role=cmd.role,
-            what=what,
-            machine=cmd.host,
-            source=cmd.source,
-            table=table,
-        )
-    return Server(
-        name=name or cmd.name or cmd.role,
-        config=cfg,
-        network=cmd.network,
-        network_evidence=cmd.network_evidence,
-        role_source=cmd.role_source,
-        launcher=cmd.launcher,
-        image=cmd.image,
-        phase=cmd.phase,
-    )
-
-
-NON_ENGINE = "not checked as a P/D engine: "
-
-
-def _server_or_why(cmd: LaunchCommand, name: str, table: FlagTable) -> Server:
-    """server_from, naming where a `$(VAR)` the input cannot tell comes from when it is refused."""
-    try:
-        return server_from(cmd, name, table=table)
-    except BadInput as exc:
-        hit = [(v, o) for v, o in cmd.unknowns if f"$({v})" in exc.message]
-        if not hit:
-            raise
-        var, origin = hit[0]
-        raise BadInput(
-            f"{exc.message.split(': the value comes from')[0]}: $({var}) comes from {origin}, "
-            "which the files do not hold",
-            hint=f"give its value: --set {var}=VALUE",
-        ) from None
-
-
-def _unique(names: list[str]) -> list[str]:
-    out: list[str] = []
-    for n in names:
-        cand, i = n, 1
-        while cand in out:
-            cand, i = f"{n}-{i}", i + 1
-        out.append(cand)
-    return out
-
-
-def gather_servers(
-    prefill_cmd: str | None,
-    decode_cmd: str | None,
-    config: Path | None,
-    variables: Mapping[str, str] | None = None,
-    python: str | None = None,
-    notes: list[str] | None = None,
-) -> tuple[tuple[Server, ...], dict[str, str]]:
-    """Parse every server of the deployment (any number: xPyD); returns them and the text each
-    came from. A --prefill-cmd / --decode-cmd replaces the config file's server of that name.
-    `notes` (when given) receives the processes that start no engine and the values the input
-    cannot tell, one line each."""
-    variables = variables or {}
-    table = parse.for_python(python)
-    others: list[str] = []
-    launches = list(parse.load_config_file(config, variables=variables, others=others)) if config else []
-    names = _unique([c.name or c.role for c in launches])
-    servers = [_server_or_why(c, n, table) for c, n in zip(launches, names, strict=True)]
-    if notes is not None:
-        notes.extend(NON_ENGINE + o for o in others)
-        notes.extend(
-            f"{n}: $({var}) comes from {origin}: its value is not known here, left as written "
-            f"(--set {var}=VALUE gives it)"
-            for c, n in zip(launches, names, strict=True)
-            for var, origin in c.unknowns
-        )
-    given = {s.name: f"{config} ({s.name})" for s in servers}
-    for role, text in (("prefill", prefill_cmd), ("decode", decode_cmd)):
-        if text is None:
-            continue
-        what = f"--{role}-cmd"
-        launch = launch_from_command(text, what=what, role=role, variables=variables)
-        servers = [s for s in servers if s.name != role]
-        servers.append(server_from(launch, role, table=table, what=what))
-        given[role] = what
-    order = {"prefill": 0, "decode": 1}
-    servers.sort(key=lambda s: order.get(s.role, 2))
-    return tuple(servers), given
-
-
-def resolve_model(
-    model: Path | None, servers: tuple[Server, ...], warn: Callable[[str], None]
-) -> tuple[ModelInfo | None, str | None, ModelProblem | None]:
-    """--model, else the first server model found offline (dir, config.json, HF cache)."""
-    if model is not None:
-        found = models.resolve(str(model), what="--model")
-        info = replace(load_model(found.config_path), resolved_from=found.described)
-        return info, "--model" + (f" ({found.described})" if found.hf_id else ""), None
-    problem: ModelProblem | None = None
-    seen: set[str] = set()
-    for s in servers:
-        name = s.config.model
-        if not name or name in seen:
-            continue
-        seen.add(name)
-        try:
-            found = models.resolve(name, what=f"{s.name} model", bundled=False)
-            info = replace(
-                load_model(found.config_path, what=f"{s.name} model"), resolved_from=found.described
-            )
-            return info, f"{s.name} command" + (f" ({found.described})" if found.hf_id else ""), None
-        except models.ModelNotResolved as exc:
-            hint = exc.hint or ""
-            if "--model" not in hint:
-                hint = (hint + "; " if hint else "") + (
-                    "or pass --model DIR holding a copy of its config.json"
-                )
-            problem = problem or ModelProblem(given=name, message=exc.message, hint=hint)
-        except BadInput as exc:
-            warn(f"{s.name} model {name}: {exc.message}; hybrid or not is unknown")
-            problem = problem or ModelProblem(
-                given=name, message=exc.message, hint=exc.hint or "pass --model DIR"
-            )
-    return None, None, problem
+from vllm_pd_doctor.results.launch import Server
 
 
 def check(

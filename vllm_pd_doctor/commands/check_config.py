@@ -21,7 +21,6 @@ from vllm_pd_doctor.commands._common import (
     show,
 )
 from vllm_pd_doctor.formats import OutputFormat
-from vllm_pd_doctor.infra import limits
 from vllm_pd_doctor.infra.errors import BadInput, ExitCode
 
 HELP = """Check a P/D launch (prefill + decode commands) for vLLM #53514 and known P/D pitfalls.
@@ -99,11 +98,10 @@ def check_config(
         show(RuleCatalogue(RULES), fmt)
         return ExitCode.OK
     from vllm_pd_doctor.checkconfig import core
+    from vllm_pd_doctor.deployment import reader
 
     if config is not None:  # exists, regular, bounded, UTF-8, no alias bomb
-        limits.check_input_file(
-            config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
-        )
+        reader.check_config_file(config)
     if python is not None and vllm is not None:
         raise BadInput("--python and --vllm both given", hint="use one of them")
     if probe is False and all(v is None for v in (prefill_cmd, decode_cmd, config, model, python, vllm)):

@@ -156,16 +156,16 @@ def _check(v: Mapping[str, Any]) -> None:
 
     redact.compile_extra(tuple(v["redact_extra"] or ()))  # a bad pattern is one line, exit 2
     if v["config"] is not None:  # exists, regular, bounded, UTF-8, no alias bomb
-        limits.check_input_file(
-            v["config"], f"--config {v['config']}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
-        )
+        from vllm_pd_doctor.deployment import reader
+
+        reader.check_config_file(v["config"])
     for p in v["log"] or ():  # no devices, FIFOs, sockets, missing files (exit 2, no hang)
         limits.check_input_file(p, f"--log {p}", max_bytes=limits.ANY_SIZE)
     if v["model"] is not None:
         models.resolve(str(v["model"]))  # the one resolver: a clear line for a model it cannot find
     if v["timeout"] <= 0:
         raise BadInput(f"--timeout {v['timeout']}: must be positive")
-    from vllm_pd_doctor.status.core import check_url
+    from vllm_pd_doctor.deployment.urls import check_url
 
     for flag in ("prefill_url", "decode_url"):
         for u in v[flag] or ():

@@ -146,6 +146,7 @@ def _endpoints(
     decode_cmd: str | None,
     python: Path | None,
 ) -> list[Endpoint]:
+    from vllm_pd_doctor.deployment.urls import check_url, parse_side
     from vllm_pd_doctor.status import core as c
 
     if p_urls or d_urls:
@@ -160,8 +161,8 @@ def _endpoints(
                     f"more --{role}-side-channel than --{role}-url", hint="give them in the same order"
                 )
             for i, u in enumerate(urls):
-                side = c.parse_side(sides[i], f"--{role}-side-channel") if i < len(sides) else None
-                out.append(c.Endpoint(role, c.check_url(u, f"--{role}-url"), side))
+                side = parse_side(sides[i], f"--{role}-side-channel") if i < len(sides) else None
+                out.append(c.Endpoint(role, check_url(u, f"--{role}-url"), side))
         return out
     if config or prefill_cmd or decode_cmd:
         return list(c.from_launch(config, prefill_cmd, decode_cmd, str(python) if python else None))

@@ -264,7 +264,7 @@ def check_config(
     progress: Callable[[str], None],
 ) -> Collected:
     """check-config's core on the launch commands; value is its `CheckReport` (the commands are
-    parsed by `checkconfig.parse` only; the report takes them from `CheckReport.sides`)."""
+    parsed by the one reader, `deployment.reader`, only; the report takes them from `CheckReport.sides`)."""
 
     def go() -> Collected:
         from vllm_pd_doctor.checkconfig import core

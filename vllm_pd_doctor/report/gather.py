@@ -170,9 +170,9 @@ def _triage(inputs: ReportInputs, logs_c: tuple[tuple[Path, Collected], ...], ha
                 release = None
         if inputs.model is not None:
             try:
-                from vllm_pd_doctor.checkconfig import core
+                from vllm_pd_doctor.deployment.model import resolve_model
 
-                model = core.resolve_model(inputs.model, (), lambda _m: None)[0]
+                model = resolve_model(inputs.model)[0]
             except Exception:
                 model = None
         return Collected(True, triage.triage_texts(texts, triage.Context(release=release, model=model)))

@@ -1,13 +1,12 @@
 """`pd-doctor status`: read every engine twice `interval` apart, probe the NIXL side channels, judge.
 
 Endpoints come as URLs (`--prefill-url` / `--decode-url`, any number: xPyD) or from the launch as
-check-config reads it (its own loader: `checkconfig.core.gather_servers`). Read-only throughout.
+check-config reads it (the one reader of a deployment: `deployment.reader`). Read-only throughout.
 """
 
 from __future__ import annotations
 
 import time
-import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,34 +33,12 @@ class Endpoint:
     tp: int | None = None
 
 
-def check_url(url: str, flag: str) -> str:
-    u = urllib.parse.urlparse(url)
-    if u.scheme not in ("http", "https") or not u.hostname:
-        raise BadInput(f"{flag} {url}: not an http(s) URL", hint="e.g. http://10.0.0.5:8000")
-    try:
-        u.port  # noqa: B018 - raises on a bad port
-    except ValueError:
-        raise BadInput(
-            f"{flag} {url}: the port is not a number in 1-65535", hint="e.g. http://10.0.0.5:8000"
-        ) from None
-    return url.rstrip("/")
-
-
-def parse_side(value: str, flag: str) -> tuple[str, int]:
-    host, _, port = value.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise BadInput(
-            f"{flag} {value}: expected HOST:PORT", hint="e.g. 10.0.0.5:5600 (VLLM_NIXL_SIDE_CHANNEL_PORT)"
-        )
-    return host.strip("[]"), int(port)
-
-
 def from_launch(
     config: Path | None, prefill_cmd: str | None, decode_cmd: str | None, python: str | None
 ) -> list[Endpoint]:
     """Endpoints from the launch commands: host (--host, else 127.0.0.1), --port (vLLM's 8000),
     the side channel from VLLM_NIXL_SIDE_CHANNEL_HOST/PORT where the launch sets them."""
-    from vllm_pd_doctor.checkconfig.core import gather_servers
+    from vllm_pd_doctor.deployment.reader import gather_servers
 
     servers, _ = gather_servers(prefill_cmd, decode_cmd, config, python=python)
     out = []

@@ -20,23 +20,19 @@ def build_context(
     decode_cmd: str | None,
 ) -> Context:
     """Read what was given; nothing given: an empty context (the logs alone decide)."""
-    from vllm_pd_doctor.checkconfig import core
+    from vllm_pd_doctor.deployment import reader
+    from vllm_pd_doctor.deployment.model import resolve_model
 
     connector: str | None = None
     servers: tuple[Server, ...] = ()
     if config is not None or prefill_cmd is not None or decode_cmd is not None:
-        from vllm_pd_doctor.infra import limits
-
         if config is not None:
-            limits.check_input_file(
-                config, f"--config {config}", max_bytes=limits.MAX_CONFIG_BYTES, yaml_text=True
-            )
-        servers, _ = core.gather_servers(prefill_cmd, decode_cmd, config, python=python)
-        prefill = [s for s in servers if s.role == "prefill"] or list(servers)
-        connector = next((s.config.kv_connector for s in prefill if s.config.kv_connector), None)
+            reader.check_config_file(config)
+        servers, _ = reader.gather_servers(prefill_cmd, decode_cmd, config, python=python)
+        connector = reader.prefill_connector(servers)
     minfo = None
     if model is not None or servers:  # --model as check-config takes it (dir, config.json, HF id)
-        minfo, _, _problem = core.resolve_model(model, servers, lambda _m: None)
+        minfo, _, _problem = resolve_model(model, servers)
     release = None
     if python is not None:
         from vllm_pd_doctor.triage import release_from_python

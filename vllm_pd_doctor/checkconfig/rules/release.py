@@ -99,7 +99,7 @@ def unknown_flags(ctx: Context) -> Iterator[Finding]:
 
 _LAUNCHERS_WITH_OWN_FLAGS = ("dynamo.vllm",)
 """Launchers whose parser extends vLLM's with flags pd-doctor does not enumerate (their known ones
-are taken off before vLLM's are read: `checkconfig.parse.dynamo`)."""
+are taken off before vLLM's are read: `deployment.parse.dynamo`)."""
 
 
 def _own_parser(s: Server) -> str | None:

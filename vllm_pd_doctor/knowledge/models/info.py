@@ -9,7 +9,7 @@ its `kda_layers`), state geometry keys (`mamba_d_state`, `ssm_state_size`, `stat
 `conv_kernel`, `linear_conv_kernel_dim`, `conv_L_cache`, `attn_layer_period`), a MiniMax style
 `attn_type_list` with linear (0) entries. The text model of a multimodal config (`text_config`,
 `llm_config`, `language_config`) is read the same way. With `--python`, `model_family` asks the
-installed vLLM's model registry instead (`core.resolve_model`), and this is the fallback.
+installed vLLM's model registry instead (`checkconfig.core.check`), and this is the fallback.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse import k8s_env
-from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
-from vllm_pd_doctor.checkconfig.parse.wrappers import Found
+from vllm_pd_doctor.deployment.parse import k8s_env
+from vllm_pd_doctor.deployment.parse.symbolic import Interp
+from vllm_pd_doctor.deployment.parse.wrappers import Found
 from vllm_pd_doctor.infra.errors import BadInput
 from vllm_pd_doctor.knowledge.readers.serve_flags import FLAGS
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.checkconfig.parse.manifests import merge, walk_docs
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
+from vllm_pd_doctor.deployment.parse.found import Found
+from vllm_pd_doctor.deployment.parse.manifests import merge, walk_docs
+from vllm_pd_doctor.deployment.parse.registry import DeploymentFormat, Source
 
 KIND = "RoleBasedGroup"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from vllm_pd_doctor.checkconfig.parse.dynamo import dynamo
-from vllm_pd_doctor.checkconfig.parse.found import Found, Script
+from vllm_pd_doctor.deployment.parse.dynamo import dynamo
+from vllm_pd_doctor.deployment.parse.found import Found, Script
 
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 API_MODULES = (

@@ -14,8 +14,8 @@ import json
 import re
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.checkconfig.parse.manifests import role_from_name
+from vllm_pd_doctor.deployment.parse.found import Found
+from vllm_pd_doctor.deployment.parse.manifests import role_from_name
 from vllm_pd_doctor.results.launch import LaunchCommand
 
 ROLES = ("prefill", "decode")

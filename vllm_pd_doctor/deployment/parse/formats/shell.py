@@ -12,11 +12,11 @@ import textwrap
 from dataclasses import replace
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse import bounded, paste
-from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.checkconfig.parse.manifests import role_from_name
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source, walk
-from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
+from vllm_pd_doctor.deployment.parse import bounded, paste
+from vllm_pd_doctor.deployment.parse.found import Found
+from vllm_pd_doctor.deployment.parse.manifests import role_from_name
+from vllm_pd_doctor.deployment.parse.registry import DeploymentFormat, Source, walk
+from vllm_pd_doctor.deployment.parse.symbolic import Interp
 from vllm_pd_doctor.infra.errors import BadInput
 from vllm_pd_doctor.infra.shell.words import ShellSyntaxError
 
@@ -65,7 +65,7 @@ def read(src: Source) -> list[Found] | None:
 def _deployed(it: Interp, src: Source) -> list[Found]:
     """The servers in the manifests the text writes with heredocs (`cat > F <<EOF`, `tee F`) or
     pipes into `kubectl apply -f -`, read by the document formats as the files they are."""
-    from vllm_pd_doctor.checkconfig.parse.formats import DOCUMENT_FORMATS
+    from vllm_pd_doctor.deployment.parse.formats import DOCUMENT_FORMATS
 
     docs: list[Any] = []
     for where, text in it.manifests():

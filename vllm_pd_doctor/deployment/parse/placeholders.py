@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from vllm_pd_doctor.checkconfig.parse.found import Found
+from vllm_pd_doctor.deployment.parse.found import Found
 from vllm_pd_doctor.infra.errors import BadInput
 
 _WHOLE = re.compile(r"^(?:--[\w.-]+=)?(<[A-Za-z][\w .:/-]*>|\{\{[^{}]*\}\}|\{[A-Za-z_.][\w.-]*\})$")

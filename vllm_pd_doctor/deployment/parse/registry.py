@@ -16,8 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse import bounded
-from vllm_pd_doctor.checkconfig.parse.found import Found
+from vllm_pd_doctor.deployment.parse import bounded
+from vllm_pd_doctor.deployment.parse.found import Found
 from vllm_pd_doctor.infra.errors import BadInput
 
 _YAML_START = re.compile(

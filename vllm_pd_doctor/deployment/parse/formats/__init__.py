@@ -9,7 +9,7 @@ tests/fixtures/check_config/corpus.
 
 from __future__ import annotations
 
-from vllm_pd_doctor.checkconfig.parse.formats import (
+from vllm_pd_doctor.deployment.parse.formats import (
     compose,
     dynamo_graph,
     helm_values,
@@ -26,7 +26,7 @@ from vllm_pd_doctor.checkconfig.parse.formats import (
     vllm_omni,
     vllm_recipe,
 )
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat
+from vllm_pd_doctor.deployment.parse.registry import DeploymentFormat
 
 DOCUMENT_FORMATS: tuple[DeploymentFormat, ...] = (
     kserve.FORMAT,

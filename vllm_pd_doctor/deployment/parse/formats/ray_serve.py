@@ -9,9 +9,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse import bounded
-from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
+from vllm_pd_doctor.deployment.parse import bounded
+from vllm_pd_doctor.deployment.parse.found import Found
+from vllm_pd_doctor.deployment.parse.registry import DeploymentFormat, Source
 
 
 def sniff(src: Source) -> bool:

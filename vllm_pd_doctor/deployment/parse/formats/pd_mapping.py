@@ -14,10 +14,10 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.checkconfig.parse.manifests import ROLES, env_map, role_from_name, run_argv, scalar
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
-from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
+from vllm_pd_doctor.deployment.parse.found import Found
+from vllm_pd_doctor.deployment.parse.manifests import ROLES, env_map, role_from_name, run_argv, scalar
+from vllm_pd_doctor.deployment.parse.registry import DeploymentFormat, Source
+from vllm_pd_doctor.deployment.parse.symbolic import Interp
 from vllm_pd_doctor.infra.errors import BadInput
 
 _NOT_VLLM_HINT = (

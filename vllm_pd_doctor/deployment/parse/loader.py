@@ -11,12 +11,12 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from vllm_pd_doctor.checkconfig.parse import bounded, manifests, paste, placeholders, roles
-from vllm_pd_doctor.checkconfig.parse.formats import FORMATS
-from vllm_pd_doctor.checkconfig.parse.formats.shell import prepare
-from vllm_pd_doctor.checkconfig.parse.registry import Source, walk
-from vllm_pd_doctor.checkconfig.parse.symbolic import Interp, LimitReached
-from vllm_pd_doctor.checkconfig.parse.wrappers import Found
+from vllm_pd_doctor.deployment.parse import bounded, manifests, paste, placeholders, roles
+from vllm_pd_doctor.deployment.parse.formats import FORMATS
+from vllm_pd_doctor.deployment.parse.formats.shell import prepare
+from vllm_pd_doctor.deployment.parse.registry import Source, walk
+from vllm_pd_doctor.deployment.parse.symbolic import Interp, LimitReached
+from vllm_pd_doctor.deployment.parse.wrappers import Found
 from vllm_pd_doctor.infra.errors import BadInput
 from vllm_pd_doctor.infra.shell.expand import Scope, expand
 from vllm_pd_doctor.infra.shell.words import ShellSyntaxError, tokenize

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse import bounded
-from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
+from vllm_pd_doctor.deployment.parse import bounded
+from vllm_pd_doctor.deployment.parse.found import Found
+from vllm_pd_doctor.deployment.parse.registry import DeploymentFormat, Source
 from vllm_pd_doctor.infra.errors import BadInput
 
 STRATEGY = "pd_cluster"

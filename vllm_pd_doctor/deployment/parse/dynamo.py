@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from vllm_pd_doctor.checkconfig.parse.found import Found
+from vllm_pd_doctor.deployment.parse.found import Found
 from vllm_pd_doctor.knowledge.facts import connectors as registry
 
 DYNAMO_BOOL = {

@@ -10,10 +10,10 @@ import textwrap
 from dataclasses import replace
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse import bounded
-from vllm_pd_doctor.checkconfig.parse.formats import shell
-from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source, walk
+from vllm_pd_doctor.deployment.parse import bounded
+from vllm_pd_doctor.deployment.parse.formats import shell
+from vllm_pd_doctor.deployment.parse.found import Found
+from vllm_pd_doctor.deployment.parse.registry import DeploymentFormat, Source, walk
 from vllm_pd_doctor.infra.errors import BadInput
 
 
@@ -32,7 +32,7 @@ def read(src: Source) -> list[Found] | None:
 
 
 def _yaml_blocks(src: Source) -> list[Found] | None:
-    from vllm_pd_doctor.checkconfig.parse.formats import DOCUMENT_FORMATS
+    from vllm_pd_doctor.deployment.parse.formats import DOCUMENT_FORMATS
 
     docs: list[Any] = []
     for m in shell.YAML_FENCE.finditer(src.text):

@@ -11,12 +11,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse.formats.ray_serve import llm_config
-from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.checkconfig.parse.manifests import role_from_name
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
-from vllm_pd_doctor.checkconfig.parse.symbolic import Interp
-from vllm_pd_doctor.checkconfig.parse.wrappers import unwrap
+from vllm_pd_doctor.deployment.parse.formats.ray_serve import llm_config
+from vllm_pd_doctor.deployment.parse.found import Found
+from vllm_pd_doctor.deployment.parse.manifests import role_from_name
+from vllm_pd_doctor.deployment.parse.registry import DeploymentFormat, Source
+from vllm_pd_doctor.deployment.parse.symbolic import Interp
+from vllm_pd_doctor.deployment.parse.wrappers import unwrap
 from vllm_pd_doctor.infra.errors import BadInput
 from vllm_pd_doctor.infra.shell.words import ShellSyntaxError
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.checkconfig.parse.manifests import env_map, role_from_name, run_argv, scalar
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
+from vllm_pd_doctor.deployment.parse.found import Found
+from vllm_pd_doctor.deployment.parse.manifests import env_map, role_from_name, run_argv, scalar
+from vllm_pd_doctor.deployment.parse.registry import DeploymentFormat, Source
 from vllm_pd_doctor.infra.errors import BadInput
 from vllm_pd_doctor.infra.shell.expand import Scope, expand_dquoted
 

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
+from vllm_pd_doctor.deployment.parse.found import Found
+from vllm_pd_doctor.deployment.parse.registry import DeploymentFormat, Source
 from vllm_pd_doctor.infra.errors import BadInput
 
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from vllm_pd_doctor.checkconfig.parse.wrappers import Found, Script, unwrap
+from vllm_pd_doctor.deployment.parse.wrappers import Found, Script, unwrap
 from vllm_pd_doctor.infra.shell.builtins import QUIET
 from vllm_pd_doctor.infra.shell.interp import Interp as ShellInterp
 from vllm_pd_doctor.infra.shell.interp import LimitReached

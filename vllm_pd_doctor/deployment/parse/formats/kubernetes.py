@@ -4,9 +4,9 @@ kthena ModelServing, AIBrix StormService ...): every container under them that s
 
 from __future__ import annotations
 
-from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.checkconfig.parse.manifests import walk_docs
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
+from vllm_pd_doctor.deployment.parse.found import Found
+from vllm_pd_doctor.deployment.parse.manifests import walk_docs
+from vllm_pd_doctor.deployment.parse.registry import DeploymentFormat, Source
 
 
 def sniff(src: Source) -> bool:

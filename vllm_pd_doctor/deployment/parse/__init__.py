@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from vllm_pd_doctor.checkconfig.parse.args import parse_args
-from vllm_pd_doctor.checkconfig.parse.loader import (
+from vllm_pd_doctor.deployment.parse.args import parse_args
+from vllm_pd_doctor.deployment.parse.loader import (
     ROLES,
     launch_from_command,
     load_config_file,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_pd_doctor.checkconfig.parse.found import Found
-from vllm_pd_doctor.checkconfig.parse.manifests import config_args
-from vllm_pd_doctor.checkconfig.parse.registry import DeploymentFormat, Source
+from vllm_pd_doctor.deployment.parse.found import Found
+from vllm_pd_doctor.deployment.parse.manifests import config_args
+from vllm_pd_doctor.deployment.parse.registry import DeploymentFormat, Source
 from vllm_pd_doctor.knowledge.readers.serve_flags import BUILTIN
 
 _ROLE_KEYS = (("is_prefill_only", "prefill"), ("is_decode_only", "decode"))
