@@ -16,13 +16,7 @@ import typer
 
 from vllm_pd_doctor import cli
 
-NOT_YET: dict[str, int] = {
-    "--prefill-url": 2,  # repro's is the live engine's target (one URL it probes), not an engine to read
-    "--decode-url": 2,
-    "--quiet": 2,  # triage's says "notes" only
-    "--connector": 2,  # repro (a list or all) vs bisect (one)
-    "--vllm": 2,  # matrix takes a release selection
-}
+NOT_YET: dict[str, int] = {}
 """Flag -> how many declarations it has today (issue 31 item 4 is to bring each to 1)."""
 
 

@@ -72,16 +72,16 @@ PythonOpt = Annotated[
         metavar="PYTHON",
     ),
 ]
-VllmOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--vllm",
-        help="Use (and provision if needed) pd-doctor's own environment of this vLLM "
-        f"release instead of --python, e.g. {examples.LATE}.",
-        show_default=False,
-        metavar="VERSION",
-    ),
-]
+VLLM = typer.Option(
+    "--vllm",
+    help="Use (and provision if needed) pd-doctor's own environment of this vLLM release instead of "
+    f"--python, e.g. {examples.LATE} (matrix: several releases and ranges, e.g. "
+    f"{examples.OLDER},{examples.LATE} or {examples.RANGE_LOW}..{examples.FIXED}).",
+    show_default=False,
+    metavar="VERSION",
+)
+"""`--vllm`: one declaration (matrix takes a selection of releases under the same flag)."""
+VllmOpt = Annotated[str | None, VLLM]
 PackageOpt = Annotated[
     str | None,
     typer.Option(
@@ -166,24 +166,20 @@ ConfigOpt = Annotated[
         metavar="FILE",
     ),
 ]
-PrefillUrlsOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--prefill-url",
-        help="A running prefill engine's base URL (repeat for several): status reads it, report adds "
-        "its status snapshot.",
-        metavar="URL",
-    ),
-]
-DecodeUrlsOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--decode-url",
-        help="A running decode engine's base URL (repeat for several): status reads it, report adds "
-        "its status snapshot.",
-        metavar="URL",
-    ),
-]
+PREFILL_URL = typer.Option(
+    "--prefill-url",
+    help="A running prefill engine's base URL: status reads it (repeat for several), report adds its "
+    "status snapshot; repro --engine live probes it instead of starting one (THE PROBE MAY KILL IT).",
+    metavar="URL",
+)
+DECODE_URL = typer.Option(
+    "--decode-url",
+    help="A running decode engine's base URL: status reads it (repeat for several), report adds its "
+    "status snapshot; repro --engine live, with --prefill-url: the decode for the P->D request.",
+    metavar="URL",
+)
+PrefillUrlsOpt = Annotated[list[str] | None, PREFILL_URL]
+DecodeUrlsOpt = Annotated[list[str] | None, DECODE_URL]
 ModelOpt = Annotated[
     Path | None,
     typer.Option(

@@ -8,6 +8,7 @@ import typer
 
 from vllm_pd_doctor.commands._common import (
     CONNECTORS,
+    VLLM,
     DebugOpt,
     FormatOpt,
     PackageOpt,
@@ -112,15 +113,7 @@ def _releases(vllm: str, pkg: str) -> tuple[tuple[str, ...], dict[str, str], str
 
 
 def matrix(
-    vllm: Annotated[
-        str,
-        typer.Option(
-            "--vllm",
-            help=f"Releases and ranges, e.g. {examples.OLDER},{examples.LATE} "
-            f"or {examples.RANGE_LOW}..{examples.FIXED}.",
-            metavar="RELEASES",
-        ),
-    ],
+    vllm: Annotated[str, VLLM],
     package: PackageOpt = None,
     jobs: Annotated[
         int,
@@ -185,18 +178,8 @@ BadOpt = Annotated[
         "--bad", help=f"A release with the other verdict, e.g. {examples.RANGE_LOW}.", metavar="VERSION"
     ),
 ]
-BisectConnectorOpt = Annotated[
-    str,
-    typer.Option(
-        "--connector",
-        "-c",
-        help=f"Whose verdict to follow: {', '.join(connectors.connector_keys())}.",
-        metavar="CONNECTOR",
-        autocompletion=lambda incomplete: [
-            k for k in connectors.connector_keys() if k.startswith(incomplete)
-        ],
-    ),
-]
+BisectConnectorOpt = Annotated[str, CONNECTORS]
+"""The one connector whose verdict bisect follows (a list is bad input)."""
 OnlyCachedOpt = Annotated[
     bool,
     typer.Option(
@@ -270,8 +253,10 @@ def _check_bisect_range(pkg: str, good: str, bad: str, connector: str) -> rel.Pu
     if rel.version_key(good) == rel.version_key(bad):
         raise BadInput(f"--good and --bad are the same release ({good})")
     if connector not in connectors.connector_keys():
+        several = "," in connector or connector == "all"
         raise BadInput(
-            f"--connector {connector}: unknown connector",
+            f"--connector {connector}: "
+            + ("bisect follows one connector's verdict" if several else "unknown connector"),
             hint=f"use one of {', '.join(connectors.connector_keys())}",
         )
     pub = rel.published(pkg)

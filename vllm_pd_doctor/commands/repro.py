@@ -11,6 +11,8 @@ import typer
 
 from vllm_pd_doctor.commands._common import (
     CONNECTORS,
+    DECODE_URL,
+    PREFILL_URL,
     DebugOpt,
     FormatOpt,
     ModelOpt,
@@ -154,22 +156,8 @@ MambaCacheModeOpt = Annotated[
     ),
 ]
 KvRoleOpt = Annotated[KvRole, _opt("--kv-role", help="kv_producer, kv_consumer or kv_both.")]
-PrefillUrlOpt = Annotated[
-    str | None,
-    _opt(
-        "--prefill-url",
-        help="Live: probe this existing prefill engine instead of starting one (THE PROBE MAY KILL IT).",
-        metavar="URL",
-    ),
-]
-DecodeUrlOpt = Annotated[
-    str | None,
-    _opt(
-        "--decode-url",
-        help="Live, with --prefill-url: the decode engine for the P->D request.",
-        metavar="URL",
-    ),
-]
+PrefillUrlOpt = Annotated[str | None, PREFILL_URL]
+DecodeUrlOpt = Annotated[str | None, DECODE_URL]
 ConfirmOpt = Annotated[
     bool,
     _opt(

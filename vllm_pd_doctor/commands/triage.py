@@ -14,6 +14,7 @@ from vllm_pd_doctor.commands._common import (
     ModelOpt,
     PrefillCmdOpt,
     PythonOpt,
+    QuietOpt,
     hint,
     run,
     show,
@@ -71,7 +72,7 @@ def triage(
     ] = None,
     list_classes: Annotated[bool, typer.Option("--list", help="Print the failure classes and exit.")] = False,
     fmt: FormatOpt = OutputFormat.table,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No notes on stderr.")] = False,
+    quiet: QuietOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     def body() -> int:
