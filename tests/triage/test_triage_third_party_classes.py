@@ -4,12 +4,16 @@ code, each with the real line it was built on and a lookalike that must not fire
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from vllm_pd_doctor import triage
 from vllm_pd_doctor.knowledge import origins
 from vllm_pd_doctor.knowledge.origins.index import Origin
 from vllm_pd_doctor.triage.catalogue import Code
+
+CORPUS = Path(__file__).parents[1] / "fixtures/triage/corpus"
 
 REGISTER = (
     "E1104 06:35:19.118512 2368741 nixl_agent.cpp:473] "
@@ -74,3 +78,51 @@ def test_the_nixl_lines_are_keyed_to_libnixl_code():
     assert all(code.fits(o) for o in reg)
     other = Origin(**{**reg[0].__dict__, "package": "vllm"})
     assert not code.fits(other)
+
+
+SELECT_LANE = (
+    "[1765457011.052824] [nvl72119-T17:1222683:0]      ucp_device.c:415  UCX  ERROR "
+    "failed to select lane for local device GPU0"
+)
+"""ai-dynamo/nixl#1110 (UCX_TLS=^cuda_ipc on GB200), verbatim; the thread index quotes it."""
+CREATE_HANDLE = "[1765457011.052824] [nvl72119-T17:1222683:0]      ucp_device.c:593  UCX  ERROR failed to create handle"
+"""Lookalike: the thread entry's own (another statement of ucp_device.c)."""
+
+
+def test_a_thread_quoting_a_line_is_listed_beside_the_verdict():
+    """nixl#1110's paste: its other UCX lines fire a class, and the thread still shows."""
+    r = triage.triage_text(CORPUS.joinpath("nixl-1110-gb200-select-lane.log").read_text(encoding="utf-8"))
+    assert r.verdicts and r.unknown is None
+    assert "https://github.com/ai-dynamo/nixl/issues/1110" in [t.url for t in r.threads]
+
+
+def test_a_thread_is_not_listed_for_its_lookalike():
+    r = triage.triage_text(CREATE_HANDLE + "\n")
+    urls = [t.url for t in (*r.threads, *(r.unknown.threads if r.unknown else ()))]
+    assert "https://github.com/ai-dynamo/nixl/issues/1110" not in urls
+
+
+def test_without_a_verdict_the_threads_stay_in_unknown():
+    r = triage.triage_text(SELECT_LANE + "\n")
+    assert not r.verdicts and r.threads == ()
+    assert r.unknown is not None
+    assert "https://github.com/ai-dynamo/nixl/issues/1110" in [t.url for t in r.unknown.threads]
+
+
+def test_a_template_s_message_form_still_rejects_its_lookalike():
+    """The shorter form a template is matched in (from where its quoted line's message starts)
+    holds the quoted line's message and not the entry's lookalike, raw or as the reader reads it."""
+    from vllm_pd_doctor.knowledge import threads as thread_index
+    from vllm_pd_doctor.triage import threads as thread_match
+    from vllm_pd_doctor.triage.reader import normalise
+
+    shortened = 0
+    for t in thread_index.load():
+        for q in t.lines:
+            forms = thread_match._message_forms(q.template, q.quoted, q.lookalike)
+            shortened += len(forms) > 1
+            msg = normalise(q.quoted, "t", 1).msg
+            assert len(forms) == 1 or thread_match._match(q.template, q.quoted, msg, q.lookalike), t.url
+            for text in (q.lookalike, normalise(q.lookalike, "t", 1).msg):
+                assert not thread_match._match(q.template, q.quoted, text, q.lookalike), (t.url, text)
+    assert shortened  # the packaged threads hold such templates (nixl#1110's `UCX ERROR ...`)

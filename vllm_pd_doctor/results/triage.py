@@ -235,6 +235,9 @@ class TriageResult(Result):
     """With no verdict: the origin of the failure (`confidence: unknown-cause`)."""
     located: tuple[LocatedLine, ...] = ()
     """ERROR lines, exceptions and warnings of the logs with the statement that wrote each."""
+    threads: tuple[ThreadMatch, ...] = ()
+    """Beside a verdict: the public threads that quote the log's lines (the verdict's evidence, its
+    located lines, first exception, last ERROR), best first; with none, they are `unknown.threads`."""
 
     @property
     def found(self) -> bool:
