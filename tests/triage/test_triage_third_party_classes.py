@@ -103,10 +103,9 @@ def test_a_thread_is_not_listed_for_its_lookalike():
 
 
 def test_without_a_verdict_the_threads_stay_in_unknown():
-    r = triage.triage_text(SELECT_LANE + "\n")
-    assert not r.verdicts and r.threads == ()
-    assert r.unknown is not None
-    assert "https://github.com/ai-dynamo/nixl/issues/1110" in [t.url for t in r.unknown.threads]
+    r = triage.triage_text("E0421 11:56:59.775353  709103 proxy.go:148] Failed to deserialize data rail endpoints\n")
+    assert not r.verdicts and r.unknown is not None
+    assert r.threads == ()
 
 
 def test_a_template_s_message_form_still_rejects_its_lookalike():
@@ -126,3 +125,27 @@ def test_a_template_s_message_form_still_rejects_its_lookalike():
             for text in (q.lookalike, normalise(q.lookalike, "t", 1).msg):
                 assert not thread_match._match(q.template, q.quoted, text, q.lookalike), (t.url, text)
     assert shortened  # the packaged threads hold such templates (nixl#1110's `UCX ERROR ...`)
+
+
+DEVX = "UCX ERROR mlx5dv_devx_obj_modify(opcode=0x503) failed, syndrome 0x5d668c: Remote I/O error"
+"""smg-project/smg#2382 (prefill after its decode peers restarted), verbatim."""
+UNREACHABLE = (
+    "[1750835683.514002] [TENCENT64:1392 :0]          select.c:649  UCX  ERROR   no active messages "
+    "transport to <no debug data>: rc_verbs/mlx5_bond_1:1 - Destination is unreachable"
+)
+"""openucx/ucx#10738 (a bond device UCX cannot reach over), cut to one transport."""
+CONNECT_REFUSED = (
+    "[1747386018.123456] [node1:123  :0]        tcp_sockcm_ep.c:42   UCX  ERROR connect(fd=63, "
+    "dest_addr=10.0.0.2:45571) failed: Connection refused"
+)
+"""ai-dynamo/dynamo#288's UCX connect failure (values as the thread quotes them)."""
+
+
+def test_the_stale_peer_devx_line_is_named_before_the_catch_all():
+    assert _classes(DEVX)[:1] == ["stale-ucx-after-peer-restart"]
+    assert "ucx-unreachable" not in _classes(DEVX)
+
+
+@pytest.mark.parametrize("line", [UNREACHABLE, CONNECT_REFUSED])
+def test_unreachable_ucx_lines_still_name_ucx_unreachable(line: str):
+    assert _classes(line)[:1] == ["ucx-unreachable"]

@@ -213,7 +213,15 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
         "(endpoint timeout, I/O errors, RDMA retries)",
         matchers=(
             M("Endpoint timeout", r"UCX error: Endpoint timeout", "likely", origin="ucx"),
-            M("UCX", r"UCX\s+ERROR .*(failed|timeout|unreachable|refused)", "likely", origin="ucx"),
+            # the catch-all leaves the devx modify `Remote I/O error` to the class that names it
+            # (stale-ucx-after-peer-restart, smg-project/smg#2382 and #2503): that line says the
+            # peer's endpoint is stale, not that the network cannot reach it
+            M(
+                "UCX",
+                r"UCX\s+ERROR (?!.*mlx5dv_devx_obj_modify\(.*Remote I/O error).*(failed|timeout|unreachable|refused)",
+                "likely",
+                origin="ucx",
+            ),
             M("retry counter exceeded", r"transport retry counter exceeded", "likely", origin="mooncake"),
             M(
                 "UCX",
