@@ -37,7 +37,9 @@ NO_BACKENDS = (
 """Lookalike: a loaded peer with no common backend (compatibility, not a lost peer)."""
 PUT_FAIL = "E0523 06:50:40.085733   223 store_py.cpp:367] Put operation failed with error: TRANSFER_FAIL"
 """kvcache-ai/Mooncake#397 (the store client's put after three failed transfer attempts), verbatim."""
-PUT_FULL = "E0523 06:50:40.085733   223 store_py.cpp:367] Put operation failed with error: NO_AVAILABLE_HANDLE"
+PUT_FULL = (
+    "E0523 06:50:40.085733   223 store_py.cpp:367] Put operation failed with error: NO_AVAILABLE_HANDLE"
+)
 """Lookalike: the same statement with the store full (no transfer failed)."""
 
 
@@ -85,7 +87,9 @@ SELECT_LANE = (
     "failed to select lane for local device GPU0"
 )
 """ai-dynamo/nixl#1110 (UCX_TLS=^cuda_ipc on GB200), verbatim; the thread index quotes it."""
-CREATE_HANDLE = "[1765457011.052824] [nvl72119-T17:1222683:0]      ucp_device.c:593  UCX  ERROR failed to create handle"
+CREATE_HANDLE = (
+    "[1765457011.052824] [nvl72119-T17:1222683:0]      ucp_device.c:593  UCX  ERROR failed to create handle"
+)
 """Lookalike: the thread entry's own (another statement of ucp_device.c)."""
 
 
@@ -103,7 +107,8 @@ def test_a_thread_is_not_listed_for_its_lookalike():
 
 
 def test_without_a_verdict_the_threads_stay_in_unknown():
-    r = triage.triage_text("E0421 11:56:59.775353  709103 proxy.go:148] Failed to deserialize data rail endpoints\n")
+    line = "E0421 11:56:59.775353  709103 proxy.go:148] Failed to deserialize data rail endpoints"
+    r = triage.triage_text(line + "\n")
     assert not r.verdicts and r.unknown is not None
     assert r.threads == ()
 

@@ -55,7 +55,8 @@ def triage_table(r: TriageResult) -> RenderableType:
         body.append("refs: " + ", ".join(v.references), style="dim")
         parts.append(Panel(body, title=f"{n}. {v.title}", title_align="left"))
     for t in r.threads:
-        parts.append(Text(f"thread quoting a line of the log: {t.url} ({t.certainty}): {t.cause}", style="dim"))
+        line = f"thread quoting a line of the log: {t.url} ({t.certainty}): {t.cause}"
+        parts.append(Text(line, style="dim"))
     inputs = Table(title="inputs", title_justify="left")
     for col in ("log", "side", "lines", "vLLM", "architecture", "kv_role", "connector"):
         inputs.add_column(col)
@@ -300,7 +301,8 @@ def triage_md(r: TriageResult) -> str:
             out.append("```\n\n")
     for t in r.threads:
         rel = f", {t.release}" if t.release else ""
-        out.append(f"- thread quoting a line of the log: [{t.title}]({t.url}) ({t.certainty}{rel}): {t.cause}\n")
+        link = f"[{t.title}]({t.url})"
+        out.append(f"- thread quoting a line of the log: {link} ({t.certainty}{rel}): {t.cause}\n")
     if r.threads:
         out.append("\n")
     out.append("Inputs: " + ", ".join(f"`{i.file}` ({i.side}, {i.lines} lines)" for i in r.inputs) + "\n")

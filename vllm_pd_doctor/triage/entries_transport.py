@@ -218,7 +218,8 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
             # peer's endpoint is stale, not that the network cannot reach it
             M(
                 "UCX",
-                r"UCX\s+ERROR (?!.*mlx5dv_devx_obj_modify\(.*Remote I/O error).*(failed|timeout|unreachable|refused)",
+                r"UCX\s+ERROR (?!.*mlx5dv_devx_obj_modify\(.*Remote I/O error)"
+                r".*(failed|timeout|unreachable|refused)",
                 "likely",
                 origin="ucx",
             ),
