@@ -154,3 +154,48 @@ def test_the_stale_peer_devx_line_is_named_before_the_catch_all():
 @pytest.mark.parametrize("line", [UNREACHABLE, CONNECT_REFUSED])
 def test_unreachable_ucx_lines_still_name_ucx_unreachable(line: str):
     assert _classes(line)[:1] == ["ucx-unreachable"]
+
+
+def test_a_pasted_native_stack_with_nothing_to_place_still_lists_its_threads():
+    """sglang#23489's paste: no class, no line the index places; the threads that quote its
+    `nixlUcxSharedThread::run()` frame stand alone in the answer."""
+    r = triage.triage_text(CORPUS.joinpath("sglang-23489-ucx-thread-segv.log").read_text(encoding="utf-8"))
+    assert not r.verdicts and r.unknown is None
+    assert "https://github.com/ai-dynamo/nixl/issues/2102" in [t.url for t in r.threads]
+
+
+@pytest.mark.parametrize(
+    ("line", "url"),
+    [
+        (
+            "zmq.error.ZMQError: Address already in use",
+            "https://github.com/vllm-project/vllm-ascend/issues/8938",
+        ),
+        ("Failed to deserialize data rail endpoints", "https://github.com/NVIDIA/TensorRT-LLM/issues/10024"),
+        (
+            '  File "<unknown>", line 0, in nixlUcxSharedThread::run()',
+            "https://github.com/ai-dynamo/nixl/issues/2102",
+        ),
+    ],
+)
+def test_the_added_threads_are_found_for_their_lines(line: str, url: str):
+    r = triage.triage_text(line + "\n")
+    assert url in [t.url for t in (*r.threads, *(r.unknown.threads if r.unknown else ()))]
+
+
+@pytest.mark.parametrize(
+    ("line", "url"),
+    [
+        (
+            "zmq.error.ZMQError: Cannot assign requested address (addr='tcp://10.0.0.5:5600')",
+            "https://github.com/vllm-project/vllm-ascend/issues/8938",
+        ),
+        (
+            "Failed to deserialize control rail endpoints with prefix: dest_ctrl_ep",
+            "https://github.com/NVIDIA/TensorRT-LLM/issues/10024",
+        ),
+    ],
+)
+def test_the_added_threads_are_not_found_for_their_lookalikes(line: str, url: str):
+    r = triage.triage_text(line + "\n")
+    assert url not in [t.url for t in (*r.threads, *(r.unknown.threads if r.unknown else ()))]

@@ -236,8 +236,9 @@ class TriageResult(Result):
     located: tuple[LocatedLine, ...] = ()
     """ERROR lines, exceptions and warnings of the logs with the statement that wrote each."""
     threads: tuple[ThreadMatch, ...] = ()
-    """Beside a verdict: the public threads that quote the log's lines (the verdict's evidence, its
-    located lines, first exception, last ERROR), best first; with none, they are `unknown.threads`."""
+    """The public threads that quote the log's lines (the verdicts' evidence, the located lines,
+    first exception, last ERROR, a paste's lines), best first: beside a verdict, or when nothing
+    could be placed (no `unknown`); with an `unknown` answer they are its `threads`."""
 
     @property
     def found(self) -> bool:

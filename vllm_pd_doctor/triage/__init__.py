@@ -147,6 +147,8 @@ def _result(scans: list[FileScan], ctx: Context) -> TriageResult:
         where = {(ll.evidence.file, ll.evidence.line): ll.origin.package for fs in scans for ll in fs.located}
         if (tv := thread_match.verdict(matches, lambda e: where.get((e.file, e.line)))) is not None:
             verdicts = [tv]
+        if unknown is None:  # no line to place (a pasted native stack): the threads stand alone
+            beside = tuple(matches)
     warnings.extend(n for fs in scans if fs.located and (n := release_note(fs)))
     if not verdicts:
         seen: list[Evidence] = []
