@@ -199,3 +199,15 @@ def test_the_added_threads_are_found_for_their_lines(line: str, url: str):
 def test_the_added_threads_are_not_found_for_their_lookalikes(line: str, url: str):
     r = triage.triage_text(line + "\n")
     assert url not in [t.url for t in (*r.threads, *(r.unknown.threads if r.unknown else ()))]
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "json"])
+def test_every_format_shows_the_threads_beside_a_verdict(fmt: str):
+    from typer.testing import CliRunner
+
+    from vllm_pd_doctor.cli import app
+
+    log = CORPUS / "nixl-1110-gb200-select-lane.log"
+    got = CliRunner().invoke(app, ["triage", str(log), "-f", fmt])
+    assert got.exit_code == 1, got.output
+    assert "https://github.com/ai-dynamo/nixl/issues/1110" in got.stdout

@@ -54,8 +54,8 @@ def triage_table(r: TriageResult) -> RenderableType:
         body.append(f"{v.next}\n")
         body.append("refs: " + ", ".join(v.references), style="dim")
         parts.append(Panel(body, title=f"{n}. {v.title}", title_align="left"))
-    for t in r.threads:
-        line = f"thread quoting a line of the log: {t.url} ({t.certainty}): {t.cause}"
+    for th in r.threads:
+        line = f"thread quoting a line of the log: {th.url} ({th.certainty}): {th.cause}"
         parts.append(Text(line, style="dim"))
     inputs = Table(title="inputs", title_justify="left")
     for col in ("log", "side", "lines", "vLLM", "architecture", "kv_role", "connector"):
