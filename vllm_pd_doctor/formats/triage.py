@@ -54,6 +54,9 @@ def triage_table(r: TriageResult) -> RenderableType:
         body.append(f"{v.next}\n")
         body.append("refs: " + ", ".join(v.references), style="dim")
         parts.append(Panel(body, title=f"{n}. {v.title}", title_align="left"))
+    for th in r.threads:
+        line = f"thread quoting a line of the log: {th.url} ({th.certainty}): {th.cause}"
+        parts.append(Text(line, style="dim"))
     inputs = Table(title="inputs", title_justify="left")
     for col in ("log", "side", "lines", "vLLM", "architecture", "kv_role", "connector"):
         inputs.add_column(col)
@@ -180,6 +183,7 @@ def triage_obj(r: TriageResult) -> dict[str, Any]:
         "warnings": list(r.warnings),
         "unknown": unknown_obj(r.unknown),
         "located": [{"evidence": ev(ll.evidence), "origin": located_obj(ll.origin)} for ll in r.located],
+        "threads": [thread_obj(t) for t in r.threads],
     }
 
 
@@ -295,6 +299,12 @@ def triage_md(r: TriageResult) -> str:
             out.append("```text\n")
             out.extend(f"{e.file}:{e.line}: {e.text}\n" for e in v.evidence)
             out.append("```\n\n")
+    for t in r.threads:
+        rel = f", {t.release}" if t.release else ""
+        link = f"[{t.title}]({t.url})"
+        out.append(f"- thread quoting a line of the log: {link} ({t.certainty}{rel}): {t.cause}\n")
+    if r.threads:
+        out.append("\n")
     out.append("Inputs: " + ", ".join(f"`{i.file}` ({i.side}, {i.lines} lines)" for i in r.inputs) + "\n")
     return "".join(out)
 

@@ -330,6 +330,7 @@ def public_triage(r: TriageResult, text: Callable[[str], str]) -> TriageResult:
             note=opt(r.unknown.note),
             threads=tuple(replace(t, evidence=evs((t.evidence,))[0]) for t in r.unknown.threads),
         ),
+        threads=tuple(replace(t, evidence=evs((t.evidence,))[0]) for t in r.threads),
     )
 
 

@@ -235,6 +235,10 @@ class TriageResult(Result):
     """With no verdict: the origin of the failure (`confidence: unknown-cause`)."""
     located: tuple[LocatedLine, ...] = ()
     """ERROR lines, exceptions and warnings of the logs with the statement that wrote each."""
+    threads: tuple[ThreadMatch, ...] = ()
+    """The public threads that quote the log's lines (the verdicts' evidence, the located lines,
+    first exception, last ERROR, a paste's lines), best first: beside a verdict, or when nothing
+    could be placed (no `unknown`); with an `unknown` answer they are its `threads`."""
 
     @property
     def found(self) -> bool:

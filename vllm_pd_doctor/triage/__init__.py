@@ -136,15 +136,19 @@ def _result(scans: list[FileScan], ctx: Context) -> TriageResult:
     )
     informative: tuple[Evidence, ...] = ()
     unknown = None
+    quoted = [e for v in verdicts for e in v.evidence]
+    quoted += [ll.evidence for fs in scans for ll in fs.located]
+    quoted += [e for fs in scans for e in (fs.first_exception, fs.last_error, *fs.kept) if e is not None]
+    log_release = next((f.vllm_version for f in facts if f.vllm_version), rel.version if rel else None)
+    matches = thread_match.nearest(dict.fromkeys(quoted), log_release)
+    beside = tuple(matches) if verdicts else ()
     if not verdicts:
-        quoted = [ll.evidence for fs in scans for ll in fs.located]
-        quoted += [e for fs in scans for e in (fs.first_exception, fs.last_error, *fs.kept) if e is not None]
-        log_release = next((f.vllm_version for f in facts if f.vllm_version), rel.version if rel else None)
-        matches = thread_match.nearest(dict.fromkeys(quoted), log_release)
         unknown = unknown_cause(scans, matches)
         where = {(ll.evidence.file, ll.evidence.line): ll.origin.package for fs in scans for ll in fs.located}
         if (tv := thread_match.verdict(matches, lambda e: where.get((e.file, e.line)))) is not None:
             verdicts = [tv]
+        if unknown is None:  # no line to place (a pasted native stack): the threads stand alone
+            beside = tuple(matches)
     warnings.extend(n for fs in scans if fs.located and (n := release_note(fs)))
     if not verdicts:
         seen: list[Evidence] = []
@@ -161,6 +165,7 @@ def _result(scans: list[FileScan], ctx: Context) -> TriageResult:
         release=rel.version if rel else None,
         unknown=unknown,
         located=tuple(ll for fs in scans for ll in fs.located),
+        threads=beside,
     )
 
 

@@ -61,8 +61,13 @@ class Code:
     """Tests of the line's values, all must hold: (placeholder, op, number), the placeholder named
     by its source expression's last name (`count`) or its type (`count`, `seconds`), op one of
     `==`, `!=`, `<`, `<=`, `>`, `>=`. A line whose values cannot be read does not hit."""
+    package: str | None = None
+    """The origin index's package that holds the statement (`libnixl`, `ucx`, `mooncake`: their
+    C/C++ lines are keyed to their code as vLLM's are); None: any package whose file fits."""
 
     def fits(self, o: origin_index.Origin) -> bool:
+        if self.package and o.package != self.package:
+            return False
         if self.file.endswith("/"):
             folder = self.file[:-1]
             # a package split out of one module (`v1/nixl/` from 0.1x's `v1/nixl_connector.py`)

@@ -72,6 +72,18 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
                 "support",
                 origin="nixl",
             ),
+            # NIXL drops a disconnected agent's metadata, so the next transfer to it fails in the
+            # C++ agent (`createXferReq: metadata for remote agent '<uuid>' not found`,
+            # ai-dynamo/nixl#1983); `no backends are found in metadata ...` is a compatibility
+            # failure of a loaded peer, not this
+            C(
+                "src/core/nixl_agent.cpp",
+                "nixlAgent::createXferReq|nixlAgent::prepXferDlist|nixlAgent::makeConnection",
+                "possible",
+                package="libnixl",
+                kind="log",
+                words="' not found",
+            ),
         ),
         lookalikes="NIXL_ERR_BACKEND at startup is a registration/transport failure, not a lost peer.",
         decides=("the other side's log (did it restart?)", "uptime and UCX endpoint timeouts"),
@@ -201,7 +213,16 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
         "(endpoint timeout, I/O errors, RDMA retries)",
         matchers=(
             M("Endpoint timeout", r"UCX error: Endpoint timeout", "likely", origin="ucx"),
-            M("UCX", r"UCX\s+ERROR .*(failed|timeout|unreachable|refused)", "likely", origin="ucx"),
+            # the catch-all leaves the devx modify `Remote I/O error` to the class that names it
+            # (stale-ucx-after-peer-restart, smg-project/smg#2382 and #2503): that line says the
+            # peer's endpoint is stale, not that the network cannot reach it
+            M(
+                "UCX",
+                r"UCX\s+ERROR (?!.*mlx5dv_devx_obj_modify\(.*Remote I/O error)"
+                r".*(failed|timeout|unreachable|refused)",
+                "likely",
+                origin="ucx",
+            ),
             M("retry counter exceeded", r"transport retry counter exceeded", "likely", origin="mooncake"),
             M(
                 "UCX",
@@ -223,6 +244,16 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
         matchers=(
             M("NIXL_ERR_BACKEND", r"nixlBackendError: NIXL_ERR_BACKEND", "possible", origin="nixl"),
             M("register_memory", r"register_memory|registerMem", "likely", "support"),
+            # NIXL's C++ agent logs it before the Python exception (glog `E... nixl_agent.cpp:473]
+            # registerMem: registration failed for the specified or all potential backends`,
+            # ai-dynamo/nixl#987); a log cut before the traceback holds only this line
+            C(
+                "src/core/nixl_agent.cpp",
+                "nixlAgent::registerMem",
+                package="libnixl",
+                kind="log",
+                words="registration failed",
+            ),
         ),
         excludes=(M("num_remote_blocks", r"'num_remote_blocks'"),),
         lookalikes="NIXL_ERR_BACKEND during a handshake (loadRemoteMD) is a peer/compatibility failure.",
@@ -340,6 +371,16 @@ TRANSPORT_CLASSES: tuple[FailureClass, ...] = (
                 r"Sync batch data transfer timeout",
                 "likely",
                 "support",
+                origin="mooncake",
+            ),
+            # the Mooncake store client's put/get after the transfer engine gave up on its retries
+            # (`Put operation failed with error: TRANSFER_FAIL`, kvcache-ai/Mooncake#397; its
+            # statement moved from store_py.cpp to pybind_client.cpp/real_client.cpp); another
+            # error code (NO_AVAILABLE_HANDLE: the store is full) is not a transfer failure
+            M(
+                "TRANSFER_FAIL",
+                r"\w+ operation failed with error: TRANSFER_FAIL\b",
+                "likely",
                 origin="mooncake",
             ),
         ),

@@ -89,6 +89,9 @@ class Record:
     """Process label (`Worker_TP0`, `EngineCore_DP0`), pod or compose service."""
     side: str | None = None
     """prefill/decode when a prefix names it (pod or service name)."""
+    tag: str | None = None
+    """The program's own tag the reader stripped with its prefix (UCX's `UCX  ERROR`): catalogue
+    patterns that name it (`UCX\\s+ERROR ...`) see it before the message, as in a bare paste."""
 
 
 def side_of(name: str | None) -> str | None:
@@ -138,6 +141,7 @@ def _headerless(
     traceback after an unknown prefix."""
     proc: str | None = None
     side: str | None = None
+    tag: str | None = None
     for _ in range(4):  # outer wrappers in any order: compose, kubectl --prefix, --timestamps
         m = _COMPOSE.match(s) or _K8S_PREFIX.match(s)
         if m:
@@ -170,6 +174,7 @@ def _headerless(
         s = s[m.end() :]
     elif s.startswith("[") and (m := _UCX.match(s)):
         level, src = _UCX_LEVEL.get(m.group(3), m.group(3)), m.group(2)
+        tag = f"UCX  {m.group(3)}"
         ts = ts or time.strftime("%m-%d %H:%M:%S", time.gmtime(int(m.group(1))))
         s = s[m.end() :]
     elif s.startswith("[") and _UCX_FATAL.match(s):
@@ -187,7 +192,7 @@ def _headerless(
         s = "  " + s  # a frame keeps its indentation (an ERROR line is never a frame)
     if len(s) > MAX_LINE:
         s = s[:MAX_LINE]
-    return Record(file=file, line=line, msg=s, level=level, ts=ts, src=src, proc=proc, side=side)
+    return Record(file=file, line=line, msg=s, level=level, ts=ts, src=src, proc=proc, side=side, tag=tag)
 
 
 def _json_string(value: str) -> str:

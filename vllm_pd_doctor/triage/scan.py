@@ -321,7 +321,8 @@ def _record(fs: FileScan, r: Record) -> None:
         fs.kept.append(evidence(r))
     if r.ts:
         fs.last_ts = r.ts
-    keys = {key for anchor, rx, key in _flat() if anchor in msg and rx.search(msg)}
+    text = f"{r.tag} {msg}" if r.tag else msg
+    keys = {key for anchor, rx, key in _flat() if anchor in text and rx.search(text)}
     o = _locate(fs, r)
     if o is not None and fs.locator is not None:
         coded = _code_keys(fs.locator.index).get(id(o), ())

@@ -10,6 +10,8 @@ much literal text the template holds (a longer quote is a closer match).
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_pd_doctor.knowledge import threads as thread_index
 from vllm_pd_doctor.results.triage import Evidence, ThreadMatch, Verdict
+from vllm_pd_doctor.triage.reader import normalise
 
 MAX_THREADS = 3
 """Threads shown per answer."""
@@ -45,6 +48,46 @@ def _literal(template: str) -> int:
     return len(thread_index._FIELD.sub("", template).strip())
 
 
+MIN_FORM_LITERAL = 12
+"""Literal characters a template's message form keeps (a shorter one would match too much)."""
+
+
+@functools.cache
+def _message_forms(template: str, quoted: str, lookalike: str = "") -> tuple[str, ...]:
+    """The template, and the template read as triage reads its quoted line: the reader strips a
+    program's prefix from a line (UCX's `... ucp_device.c:415  UCX  ERROR `, glog's, a logger's),
+    so the evidence a log gives is its message alone; a template that kept part of that prefix
+    (`UCX ERROR failed to select lane ...`) is also matched from the first word where it matches
+    the quoted line's message from its start, unless that form takes the entry's lookalike (as
+    the reader reads it): then the prefix was what told them apart (a logger's file name)."""
+    msg = normalise(quoted, "thread", 1).msg.strip()
+    fake = {lookalike, normalise(lookalike, "thread", 1).msg} if lookalike else set()
+    if not msg or msg == quoted.strip():
+        return (template,)
+    for m in re.finditer(r"\s+", template):
+        form = template[m.end() :]
+        if template[: m.end()].count("{") != template[: m.end()].count("}"):
+            continue  # inside a placeholder
+        if _literal(form) < MIN_FORM_LITERAL:
+            break
+        if re.match(r"\{\w+\}", form):
+            continue  # an untyped value first would take any text before the literal
+        try:
+            rx = thread_index.compile_template(form)
+            if rx.match(msg):
+                return (template, form) if not any(rx.search(x) for x in fake) else (template,)
+        except thread_index.TemplateError:
+            break
+    return (template,)
+
+
+def _match(template: str, quoted: str, text: str, lookalike: str = "") -> bool:
+    for form in _message_forms(template, quoted, lookalike):
+        if thread_index.match(form, text) is not None:
+            return True
+    return False
+
+
 def nearest(
     lines: Iterable[Evidence],
     release: str | None = None,
@@ -65,10 +108,10 @@ def nearest(
         for t in known:
             for q in t.lines:
                 try:
-                    hit = thread_index.match(q.template, ev.text)
+                    hit = _match(q.template, q.quoted, ev.text, q.lookalike)
                 except thread_index.TemplateError:
                     continue
-                if hit is None:
+                if not hit:
                     continue
                 key = (rank.get(t.certainty, 9), _distance(t.release, release), -_literal(q.template))
                 if t.url not in found or key < found[t.url][0]:
