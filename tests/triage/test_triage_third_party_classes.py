@@ -211,3 +211,20 @@ def test_every_format_shows_the_threads_beside_a_verdict(fmt: str):
     got = CliRunner().invoke(app, ["triage", str(log), "-f", fmt])
     assert got.exit_code == 1, got.output
     assert "https://github.com/ai-dynamo/nixl/issues/1110" in got.stdout
+
+
+def test_every_third_party_code_key_fits_the_packaged_index() -> None:
+    """A class keyed to a third-party package's code (libnixl, ucx, mooncake) names a statement that
+    package's indexed releases hold (vLLM's keys are checked against installed releases, -m vllm)."""
+    from vllm_pd_doctor.knowledge import origins
+    from vllm_pd_doctor.triage.entries import CLASSES
+
+    ix = origins.load()
+    keys = [
+        (c.id, m.code)
+        for c in CLASSES
+        for m in (*c.matchers, *c.excludes)
+        if m.code and m.code.package not in (None, "vllm")
+    ]
+    assert keys
+    assert [f"{cid}: {code}" for cid, code in keys if not any(code.fits(o) for o in ix.origins)] == []
