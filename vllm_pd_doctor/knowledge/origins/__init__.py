@@ -54,10 +54,11 @@ REPOSITORY = {
 """Each indexed package's public repository (where an upstream search of its origin goes)."""
 
 
-@functools.cache
-def _packaged_files() -> tuple[tuple[str, bytes], ...]:
+def _data_files(folder: Path) -> tuple[tuple[str, bytes], ...]:
+    """(name, bytes) of every data file in `folder`: vLLM's `index.json.gz` first, then the others
+    by name; a file that cannot be read is skipped."""
     out = []
-    for p in sorted(DATA.parent.glob("*.json.gz"), key=lambda p: (p != DATA, p.name)):
+    for p in sorted(folder.glob("*.json.gz"), key=lambda p: (p.name != DATA.name, p.name)):
         try:
             out.append((p.name, p.read_bytes()))
         except OSError:
@@ -65,15 +66,16 @@ def _packaged_files() -> tuple[tuple[str, bytes], ...]:
     return tuple(out)
 
 
+@functools.cache
+def _packaged_files() -> tuple[tuple[str, bytes], ...]:
+    return _data_files(DATA.parent)
+
+
 def packaged_doc(folder: Path | None = None) -> dict[str, Any]:
     """The document of every data file in `folder` (default: the packaged ones), merged: vLLM's
     `index.json.gz` first, then each other file's packages (a release two files hold: the later
     file's, by name). A file that cannot be read is skipped."""
-    if folder is None:
-        files = _packaged_files()
-    else:
-        paths = sorted(folder.glob("*.json.gz"), key=lambda p: (p.name != DATA.name, p.name))
-        files = tuple((p.name, p.read_bytes()) for p in paths)
+    files = _packaged_files() if folder is None else _data_files(folder)
     doc: dict[str, Any] = {}
     for _name, data in files:
         try:
